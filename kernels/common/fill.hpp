@@ -1,0 +1,22 @@
+// Device-side generation of fresh random inputs and of NaN poison.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/problem.hpp"
+
+namespace fa {
+
+// Fills `count` elements of `dtype` with N(0, 1) samples; element i depends only on (seed, i),
+// so the host can regenerate or spot-check any element. Stream-ordered.
+cudaError_t fill_normal(void* dst, std::int64_t count, DType dtype, std::uint64_t seed,
+                        cudaStream_t stream);
+
+// Writes NaN into every element (16-bit types) so that an element a kernel fails to write is
+// caught by the finite check after the run.
+cudaError_t poison_nan16(void* dst, std::int64_t count, cudaStream_t stream);
+cudaError_t poison_nan32(float* dst, std::int64_t count, cudaStream_t stream);
+
+}  // namespace fa

@@ -1,0 +1,47 @@
+// CPU references: the fp64 attention every GPU variant is checked against, a "plain
+// same-precision" attention that sets the error budget, and fp64 tiled versions of the two
+// loop orders whose IO the model describes.
+//
+// All take one head: q [rows][d] (the query rows to compute, with their positions), k, v [N][d].
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "kernels/problem.hpp"
+
+namespace fa::reference {
+
+// One head's inputs in double precision, row-major.
+struct Head {
+  std::int64_t N = 0;
+  std::int64_t d = 0;
+  std::vector<double> q, k, v;  // each N*d
+};
+
+// Exact (fp64) attention output for query row `row` of `head`; out has d entries.
+// Also returns the row's natural-log log-sum-exp of the scaled scores.
+double attention_row(const Head& head, std::int64_t row, bool causal, double scale, double* out);
+
+// Attention as a plain implementation in `dtype` would compute it (PyTorch-style math in the
+// input precision): S = fp32 dot products rounded to dtype, softmax in fp32 with P rounded to
+// dtype, O = fp32 sum of P*V rounded to dtype. Its error against attention_row() is the baseline
+// of the verification rule (docs/accuracy.md).
+void plain_lowp_row(const Head& head, std::int64_t row, bool causal, double scale, DType dtype,
+                    double* out);
+
+// Rounds x to the nearest value representable in dtype (round-to-nearest-even).
+double round_to(double x, DType dtype);
+
+// FlashAttention-1 loop order in fp64: K/V blocks outer, Q blocks inner, with O, l, m living
+// "in HBM" (full-size arrays read and written back for every (j, i) block pair) and O kept
+// normalised after every step. Returns O [N][d].
+std::vector<double> tiled_kv_outer(const Head& head, bool causal, double scale, int block_q,
+                                   int block_kv);
+
+// FlashAttention-2 loop order in fp64: Q blocks outer, K/V blocks inner, unnormalised O with the
+// 1/l rescale deferred to the end. Returns O [N][d]; lse (natural log) per row if non-null.
+std::vector<double> tiled_q_outer(const Head& head, bool causal, double scale, int block_q,
+                                  int block_kv, std::vector<double>* lse = nullptr);
+
+}  // namespace fa::reference

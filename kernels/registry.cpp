@@ -1,0 +1,82 @@
+#include "kernels/registry.hpp"
+
+#include <algorithm>
+
+#include "kernels/fa2/fa2.hpp"
+#include "kernels/standard/standard.hpp"
+
+namespace fa {
+
+bool VariantInfo::supports_head_dim(int d) const {
+  return std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
+}
+
+bool VariantInfo::supports_dtype(DType t) const {
+  return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end();
+}
+
+std::string VariantInfo::unsupported_reason(const Shape& s) const {
+  if (!supports_head_dim(static_cast<int>(s.d))) {
+    return "unsupported: d=" + std::to_string(s.d) + " (" + name + " has d in {" +
+           [&] {
+             std::string r;
+             for (int d : head_dims) r += (r.empty() ? "" : ", ") + std::to_string(d);
+             return r;
+           }() +
+           "})";
+  }
+  if (!supports_dtype(s.dtype)) {
+    return "unsupported: dtype " + std::string(to_string(s.dtype));
+  }
+  return "";
+}
+
+std::string to_string(Algorithm a) {
+  switch (a) {
+    case Algorithm::standard:
+      return "standard";
+    case Algorithm::fa1:
+      return "fa1";
+    case Algorithm::fa2:
+      return "fa2";
+  }
+  return "?";
+}
+
+const std::vector<VariantInfo>& variant_registry() {
+  static const std::vector<VariantInfo> registry = [] {
+    std::vector<VariantInfo> r;
+    r.push_back(VariantInfo{
+        "standard", Algorithm::standard,
+        "3 passes: S = scale*Q*K^T (cuBLAS), P = softmax(S) (one kernel, causal mask here), "
+        "O = P*V (cuBLAS); S and P live in HBM (P overwrites S in place)",
+        "one GEMM over all (batch, head), then one softmax row per thread block, then one GEMM",
+        "cuBLAS strided-batched GEMM (fp32 accumulate, tensor cores) + CUDA-core softmax",
+        {64, 128, 256},
+        {DType::bf16, DType::fp16},
+        [](int) { return Tiles{}; },
+        [] { return make_standard_launcher(); }});
+    r.push_back(VariantInfo{
+        "fa2", Algorithm::fa2,
+        "FlashAttention-2 forward: fused, online softmax, 1/l rescale deferred to the end of "
+        "the K/V loop, log-sum-exp written per row",
+        "grid over (query blocks x batch*heads); each thread block loops over K/V blocks; each "
+        "warp owns 16 query rows",
+        "mma.sync m16n8k16 (fp32 accumulate), cp.async double-buffered K/V tiles",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        [](int d) { return fa2_tiles(d); },
+        [] { return make_fa2_launcher(); }});
+    return r;
+  }();
+  return registry;
+}
+
+const VariantInfo* find_variant(const std::string& name) {
+  for (const auto& v : variant_registry()) {
+    if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+}  // namespace fa

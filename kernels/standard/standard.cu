@@ -1,0 +1,222 @@
+// standard: attention in three passes, with S and P materialised in HBM.
+//
+//   pass 1  S = scale * Q K^T      cuBLAS strided-batched GEMM over B*H heads, fp32 accumulate,
+//                                  S stored in the input type (bf16/fp16): N*N per head.
+//   pass 2  P = softmax(S)         one thread block per row: pass over the row for its max and
+//                                  sum (online), second pass writes P; causal mask applied here.
+//                                  P overwrites S in place (the IO model counts S read, P written).
+//   pass 3  O = P V                cuBLAS strided-batched GEMM, fp32 accumulate, O in input type.
+//
+// HBM traffic (profiler/io_model.cpp): Q, K read; S written; S read, P written; P, V read;
+// O written. The log-sum-exp output is not produced by this variant (lse is left untouched).
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <string>
+#include <type_traits>
+
+#include "kernels/standard/standard.hpp"
+
+namespace fa {
+namespace {
+
+constexpr int kSoftmaxThreads = 256;
+
+template <typename T>
+__device__ inline float to_float(T x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __bfloat162float(x);
+  } else {
+    return __half2float(x);
+  }
+}
+
+template <typename T>
+__device__ inline T from_float(float x) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    return __float2bfloat16_rn(x);
+  } else {
+    return __float2half_rn(x);
+  }
+}
+
+// Combines two (max, sum-of-exp) pairs of an online softmax.
+__device__ inline void merge_max_sum(float& m, float& l, float m2, float l2) {
+  const float mn = fmaxf(m, m2);
+  if (mn == -INFINITY) return;  // both empty
+  l = l * __expf(m - mn) + l2 * __expf(m2 - mn);
+  m = mn;
+}
+
+// Row softmax over S (already scaled). VEC elements per access: 8 (16 bytes) when rows are
+// 16-byte aligned (N % 8 == 0), else 1.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, std::int64_t N,
+                                                                       bool causal) {
+  const std::int64_t row_global = blockIdx.x;  // over B*H*N rows
+  const std::int64_t row = row_global % N;     // query position within the head
+  T* srow = sp + row_global * N;
+  // Causal: keys 0..row are valid; everything after is written as 0 without being read.
+  const std::int64_t valid = causal ? row + 1 : N;
+
+  float m = -INFINITY, l = 0.0f;
+  for (std::int64_t c = threadIdx.x * VEC; c < valid; c += kSoftmaxThreads * VEC) {
+    T vals[VEC];
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(vals) = *reinterpret_cast<const uint4*>(srow + c);
+    } else {
+      vals[0] = srow[c];
+    }
+    // One rescale per vector, one exp per element.
+    float vmax = -INFINITY;
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (c + e < valid) vmax = fmaxf(vmax, to_float(vals[e]));
+    }
+    if (vmax > m) {
+      l *= __expf(m - vmax);
+      m = vmax;
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      if (c + e < valid) l += __expf(to_float(vals[e]) - m);
+    }
+  }
+  // Warp, then block reduction of (m, l).
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, off);
+    const float l2 = __shfl_xor_sync(0xffffffffu, l, off);
+    merge_max_sum(m, l, m2, l2);
+  }
+  __shared__ float sm[kSoftmaxThreads / 32], sl[kSoftmaxThreads / 32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0) {
+    sm[warp] = m;
+    sl[warp] = l;
+  }
+  __syncthreads();
+  m = sm[0];
+  l = sl[0];
+  for (int w = 1; w < kSoftmaxThreads / 32; ++w) merge_max_sum(m, l, sm[w], sl[w]);
+  const float inv_l = 1.0f / l;
+
+  for (std::int64_t c = threadIdx.x * VEC; c < N; c += kSoftmaxThreads * VEC) {
+    T vals[VEC];
+    const bool any_valid = c < valid;
+    if (any_valid) {
+      if constexpr (VEC == 8) {
+        *reinterpret_cast<uint4*>(vals) = *reinterpret_cast<const uint4*>(srow + c);
+      } else {
+        vals[0] = srow[c];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const float p = (c + e < valid) ? __expf(to_float(vals[e]) - m) * inv_l : 0.0f;
+      vals[e] = from_float<T>(p);
+    }
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(srow + c) = *reinterpret_cast<const uint4*>(vals);
+    } else {
+      srow[c] = vals[0];
+    }
+  }
+}
+
+const char* cublas_status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_NOT_INITIALIZED:
+      return "CUBLAS_STATUS_NOT_INITIALIZED";
+    case CUBLAS_STATUS_ALLOC_FAILED:
+      return "CUBLAS_STATUS_ALLOC_FAILED";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_ARCH_MISMATCH:
+      return "CUBLAS_STATUS_ARCH_MISMATCH";
+    case CUBLAS_STATUS_EXECUTION_FAILED:
+      return "CUBLAS_STATUS_EXECUTION_FAILED";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_(other)";
+  }
+}
+
+class StandardLauncher final : public Launcher {
+ public:
+  ~StandardLauncher() override {
+    if (handle_) cublasDestroy(handle_);
+  }
+
+  std::size_t workspace_bytes(const Shape& s) const override {
+    return static_cast<std::size_t>(s.score_elements()) * element_bytes(s.dtype);
+  }
+
+  std::string run(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) override {
+    if (!handle_) {
+      if (auto st = cublasCreate(&handle_); st != CUBLAS_STATUS_SUCCESS) {
+        handle_ = nullptr;
+        return std::string("cublasCreate: ") + cublas_status_name(st);
+      }
+    }
+    if (b.workspace_bytes < workspace_bytes(s)) return "standard: workspace too small";
+    cublasSetStream(handle_, stream);
+    const cudaDataType_t type = s.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const int n = static_cast<int>(s.N), d = static_cast<int>(s.d);
+    const int batch = static_cast<int>(s.heads_total());
+    const long long stride_qkv = static_cast<long long>(s.N) * s.d;
+    const long long stride_s = static_cast<long long>(s.N) * s.N;
+    const float alpha_s = static_cast<float>(s.scale()), one = 1.0f, zero = 0.0f;
+
+    // Row-major S[q][k] = sum_c Q[q][c] K[k][c] is column-major S^T = K * Q^T, i.e. with
+    // column-major views K^T (d x N, ld d) and Q^T (d x N, ld d): C(N x N) = op_T(K^T) * Q^T.
+    cublasStatus_t st = cublasGemmStridedBatchedEx(
+        handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &alpha_s, b.k, type, d, stride_qkv, b.q, type,
+        d, stride_qkv, &zero, b.workspace, type, n, stride_s, batch, CUBLAS_COMPUTE_32F,
+        CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return std::string("cuBLAS QK^T: ") + cublas_status_name(st);
+
+    const auto rows = static_cast<unsigned>(s.heads_total() * s.N);
+    if (rows > 0x7fffffffu) return "standard: too many rows for one softmax grid";
+    if (s.dtype == DType::bf16) {
+      launch_softmax<__nv_bfloat16>(s, b.workspace, rows, stream);
+    } else {
+      launch_softmax<__half>(s, b.workspace, rows, stream);
+    }
+    if (auto e = cudaGetLastError(); e != cudaSuccess) {
+      return std::string("softmax launch: ") + cudaGetErrorString(e);
+    }
+
+    // Row-major O[q][c] = sum_k P[q][k] V[k][c] is column-major O^T (d x N) = V^T (d x N) * P^T.
+    st = cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, b.v, type, d,
+                                    stride_qkv, b.workspace, type, n, stride_s, &zero, b.o, type,
+                                    d, stride_qkv, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    if (st != CUBLAS_STATUS_SUCCESS) return std::string("cuBLAS PV: ") + cublas_status_name(st);
+    return "";
+  }
+
+ private:
+  template <typename T>
+  static void launch_softmax(const Shape& s, void* sp, unsigned rows, cudaStream_t stream) {
+    if (s.N % 8 == 0) {
+      softmax_rows_kernel<T, 8>
+          <<<rows, kSoftmaxThreads, 0, stream>>>(static_cast<T*>(sp), s.N, s.causal);
+    } else {
+      softmax_rows_kernel<T, 1>
+          <<<rows, kSoftmaxThreads, 0, stream>>>(static_cast<T*>(sp), s.N, s.causal);
+    }
+  }
+
+  cublasHandle_t handle_ = nullptr;
+};
+
+}  // namespace
+
+std::unique_ptr<Launcher> make_standard_launcher() { return std::make_unique<StandardLauncher>(); }
+
+}  // namespace fa

@@ -1,0 +1,9 @@
+#pragma once
+
+#include <memory>
+
+#include "kernels/registry.hpp"
+
+namespace fa {
+std::unique_ptr<Launcher> make_standard_launcher();
+}

@@ -1,0 +1,146 @@
+#include "profiler/io_model.hpp"
+
+#include <algorithm>
+
+namespace fa::model {
+namespace {
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+void add(IoModel& m, std::string name, bool is_write, double bytes) {
+  (is_write ? m.bytes_written : m.bytes_read) += bytes;
+  m.terms.push_back({std::move(name), is_write, bytes});
+}
+
+// Rows of block `blk` of size `size` that lie inside [0, N).
+std::int64_t rows_in_block(std::int64_t N, std::int64_t size, std::int64_t blk) {
+  return std::min(size, N - blk * size);
+}
+
+// Each input read once, each output written once.
+double compulsory(const Shape& s, bool writes_lse) {
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const double qkvo = static_cast<double>(s.N) * s.d * e;
+  return heads * (4 * qkvo + (writes_lse ? 4.0 * s.N : 0.0));
+}
+
+IoModel standard_model(const Shape& s) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
+  const double nd = heads * N * d * e, nn = heads * N * N * e;
+  // The softmax kernel reads only the unmasked prefix of each causal row, N(N+1)/2 per head,
+  // and writes the whole row of P (zeros above the diagonal).
+  const double s_read = s.causal ? heads * N * (N + 1) / 2 * e : nn;
+  add(m, "Q read (pass 1)", false, nd);
+  add(m, "K read (pass 1)", false, nd);
+  add(m, "S written (pass 1)", true, nn);
+  add(m, "S read (pass 2)", false, s_read);
+  add(m, "P written (pass 2)", true, nn);
+  add(m, "P read (pass 3)", false, nn);
+  add(m, "V read (pass 3)", false, nd);
+  add(m, "O written (pass 3)", true, nd);
+  m.flops_matrix = 4.0 * heads * N * N * d;  // cuBLAS computes both full products
+  const double valid_scores = s.causal ? heads * N * (N + 1) / 2 : heads * N * N;
+  // Per unmasked score: max, subtract, exp, sum, normalise.
+  m.flops_nonmatrix = 5.0 * valid_scores;
+  m.bytes_compulsory = compulsory(s, false);
+  m.bytes_asymptotic = heads * (N * N + N * d) * e;
+  return m;
+}
+
+IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
+  const std::int64_t nq = ceil_div(N, Br);
+  // K/V rows read: for every query block, the rows of every K/V block it visits (zero-filled
+  // rows past N are not read from HBM).
+  double kv_rows = 0, block_pairs = 0;
+  for (std::int64_t qb = 0; qb < nq; ++qb) {
+    const std::int64_t nkv = kv_blocks_for_query_block(s, t, qb);
+    block_pairs += static_cast<double>(nkv);
+    for (std::int64_t j = 0; j < nkv; ++j) kv_rows += static_cast<double>(rows_in_block(N, Bc, j));
+  }
+  add(m, "Q read (once)", false, heads * N * d * e);
+  add(m, "K read (once per query block)", false, heads * kv_rows * d * e);
+  add(m, "V read (once per query block)", false, heads * kv_rows * d * e);
+  add(m, "O written (once)", true, heads * N * d * e);
+  add(m, "lse written (once, fp32)", true, heads * N * 4.0);
+  // Whole Br x Bc tiles are issued to the tensor cores, padding and masked entries included.
+  m.flops_matrix = heads * block_pairs * 4.0 * Br * Bc * d;
+  // Per score: scale, max, exp, sum; per row and block: O rescale (d); per row: 1/l (d).
+  m.flops_nonmatrix = heads * (block_pairs * (4.0 * Br * Bc + Br * d) + N * d);
+  m.bytes_compulsory = compulsory(s, true);
+  const double m_elems = static_cast<double>(smem) / e;
+  m.bytes_asymptotic = m_elems > 0 ? heads * double(N) * N * d * d / m_elems * e : 0;
+  return m;
+}
+
+IoModel fa1_model(const Shape& s, Tiles t, std::int64_t smem, Fa1StateBytes st) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double eo = st.o_element > 0 ? st.o_element : e;
+  const double es = st.stat_element;
+  const double heads = static_cast<double>(s.heads_total());
+  const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
+  const std::int64_t nq = ceil_div(N, Br), nkv = ceil_div(N, Bc);
+  // Algorithm 1 of FlashAttention: O, l, m initialised in HBM; for each K/V block j (K_j, V_j
+  // read once), for each query block i it touches: Q_i, O_i, l_i, m_i read, O_i, l_i, m_i written.
+  double q_rows_touched = 0, block_pairs = 0;
+  for (std::int64_t j = 0; j < nkv; ++j) {
+    for (std::int64_t i = 0; i < nq; ++i) {
+      const std::int64_t last_row = std::min(N, (i + 1) * Br) - 1;
+      if (s.causal && j * Bc > last_row) continue;  // block above the diagonal
+      q_rows_touched += static_cast<double>(rows_in_block(N, Br, i));
+      block_pairs += 1;
+    }
+  }
+  add(m, "O, l, m initialised", true, heads * N * (d * eo + 2 * es));
+  add(m, "K read (once)", false, heads * N * d * e);
+  add(m, "V read (once)", false, heads * N * d * e);
+  add(m, "Q read (once per K/V block)", false, heads * q_rows_touched * d * e);
+  add(m, "O, l, m read (once per K/V block)", false, heads * q_rows_touched * (d * eo + 2 * es));
+  add(m, "O, l, m written (once per K/V block)", true, heads * q_rows_touched * (d * eo + 2 * es));
+  m.flops_matrix = heads * block_pairs * 4.0 * Br * Bc * d;
+  // Per score: scale, max, exp, sum; per row and block: rescale and renormalise O (3d).
+  m.flops_nonmatrix = heads * block_pairs * (4.0 * Br * Bc + 3.0 * Br * d);
+  m.bytes_compulsory = compulsory(s, false);
+  const double m_elems = static_cast<double>(smem) / e;
+  m.bytes_asymptotic = m_elems > 0 ? heads * double(N) * N * d * d / m_elems * e : 0;
+  return m;
+}
+
+}  // namespace
+
+std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb) {
+  const std::int64_t total = ceil_div(s.N, t.block_kv);
+  if (!s.causal) return total;
+  const std::int64_t last_row = std::min(s.N, (qb + 1) * t.block_q) - 1;
+  return std::min(total, last_row / t.block_kv + 1);
+}
+
+IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
+                 std::int64_t smem_per_sm_bytes, Fa1StateBytes fa1) {
+  IoModel m;
+  switch (algorithm) {
+    case Algorithm::standard:
+      m = standard_model(shape);
+      break;
+    case Algorithm::fa2:
+      m = fa2_model(shape, tiles, smem_per_sm_bytes);
+      break;
+    case Algorithm::fa1:
+      m = fa1_model(shape, tiles, smem_per_sm_bytes, fa1);
+      break;
+  }
+  const double half = shape.causal ? 0.5 : 1.0;
+  m.flops_convention = 4.0 * static_cast<double>(shape.heads_total()) * double(shape.N) *
+                       double(shape.N) * double(shape.d) * half;
+  return m;
+}
+
+}  // namespace fa::model

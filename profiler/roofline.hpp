@@ -1,0 +1,38 @@
+// Roofline placement: where a run sits against the memory and compute roofs of its device.
+// In this slice the roofs are the vendor's datasheet figures (labelled so); measured ceilings
+// replace them when the profiler measures them.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "kernels/problem.hpp"
+
+namespace fa {
+
+struct Ceilings {
+  std::string source;                 // "datasheet: ..." or "measured: ..."
+  double dram_bytes_per_s = 0;        // 0 = unknown
+  double tensor_flops_per_s_bf16 = 0; // dense, fp32 accumulate; 0 = unknown
+  double tensor_flops_per_s_fp16 = 0;
+
+  double tensor_peak(DType t) const {
+    return t == DType::bf16 ? tensor_flops_per_s_bf16 : tensor_flops_per_s_fp16;
+  }
+};
+
+// Datasheet roofs for devices we know by name; bandwidth from the memory bus otherwise.
+Ceilings datasheet_ceilings(const std::string& device_name, double bus_bandwidth_bytes_per_s);
+
+struct RooflinePoint {
+  double intensity = 0;         // FLOP per byte
+  double attained = 0;          // FLOP/s
+  double attainable = 0;        // min(peak, intensity * bandwidth); 0 if a roof is unknown
+  double fraction = 0;          // attained / attainable
+  std::string bound;            // "memory" | "compute" | "" (unknown)
+};
+
+RooflinePoint place(double flops, double bytes, double seconds, double peak_flops_per_s,
+                    double bandwidth_bytes_per_s);
+
+}  // namespace fa
