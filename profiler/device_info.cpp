@@ -48,7 +48,7 @@ struct Nvml {
 std::optional<DeviceInfo> query_device(int index, std::string* why_not) {
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    if (why_not) *why_not = std::string("no usable CUDA GPU (") + cudaGetErrorName(e) + ": " +
+    if (why_not) *why_not = std::string(e == cudaErrorInsufficientDriver ? "no NVIDIA driver (or one older than this CUDA runtime)" : "no usable CUDA GPU") + " (" + cudaGetErrorName(e) + ": " +
                             cudaGetErrorString(e) + ")";
     cudaGetLastError();
     return std::nullopt;

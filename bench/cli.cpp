@@ -1,0 +1,257 @@
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <charconv>
+#include <sstream>
+
+#include "bench/options.hpp"
+#include "bench/version.hpp"
+#include "kernels/registry.hpp"
+
+namespace fa::bench {
+namespace {
+
+constexpr std::int64_t kAcceptedHeadDims[] = {64, 128, 256};
+
+struct BadInput {
+  std::string message;
+};
+
+bool parse_int(std::string_view s, std::int64_t* out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+bool is_pow2(std::int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string item;
+  while (std::getline(ss, item, sep)) out.push_back(item);
+  return out;
+}
+
+// "4096", "1024,2048,4096" or a power-of-two range "1024:16384" (also "1024..16384").
+std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string& text) {
+  const std::string accepted =
+      "accepted: a positive integer, a list like 1024,2048,4096, or a power-of-two range like "
+      "1024:16384";
+  std::vector<std::int64_t> out;
+  std::string range = text;
+  if (auto pos = range.find(".."); pos != std::string::npos) range.replace(pos, 2, ":");
+  if (range.find(':') != std::string::npos) {
+    auto parts = split(range, ':');
+    std::int64_t lo = 0, hi = 0;
+    if (parts.size() != 2 || !parse_int(parts[0], &lo) || !parse_int(parts[1], &hi) ||
+        !is_pow2(lo) || !is_pow2(hi) || lo > hi) {
+      throw BadInput{fmt::format("{}: '{}' is not a power-of-two range ({})", flag, text, accepted)};
+    }
+    for (std::int64_t v = lo; v <= hi; v *= 2) out.push_back(v);
+    return out;
+  }
+  for (const auto& item : split(text, ',')) {
+    std::int64_t v = 0;
+    if (!parse_int(item, &v) || v <= 0) {
+      throw BadInput{fmt::format("{}: '{}' is not a positive integer ({})", flag, item, accepted)};
+    }
+    out.push_back(v);
+  }
+  if (out.empty()) throw BadInput{fmt::format("{}: empty value ({})", flag, accepted)};
+  return out;
+}
+
+std::string list_variants_text() {
+  std::string s;
+  for (const auto& v : variant_registry()) {
+    std::string dims, types, tiles;
+    for (int d : v.head_dims) {
+      dims += (dims.empty() ? "" : ", ") + std::to_string(d);
+      const Tiles t = v.tiles_for(d);
+      if (t.block_q > 0) {
+        tiles += fmt::format("{}d={}: Br={} Bc={}", tiles.empty() ? "" : "; ", d, t.block_q,
+                             t.block_kv);
+      }
+    }
+    for (DType t : v.dtypes) types += (types.empty() ? "" : ", ") + std::string(to_string(t));
+    s += fmt::format(
+        "{}\n  algorithm:     {}\n  loop order:    {}\n  tiles:         {}\n  head dims:     {}\n"
+        "  dtypes:        {}\n  hardware path: {}\n",
+        v.name, v.summary, v.loop_order, tiles.empty() ? "none (library GEMMs)" : tiles, dims,
+        types, v.hardware_path);
+  }
+  return s;
+}
+
+// Checked product of positive factors; false on 64-bit overflow.
+bool checked_product(std::initializer_list<std::int64_t> xs, std::int64_t* out) {
+  std::int64_t p = 1;
+  for (auto x : xs) {
+    if (__builtin_mul_overflow(p, x, &p)) return false;
+  }
+  *out = p;
+  return true;
+}
+
+}  // namespace
+
+std::int64_t default_batch(std::int64_t N) { return std::max<std::int64_t>(1, 16384 / N); }
+std::int64_t default_heads(std::int64_t d) { return std::max<std::int64_t>(1, 2048 / d); }
+
+ParseOutcome parse_cli(int argc, const char* const* argv) {
+  ParseOutcome out;
+  Options& o = out.options;
+  // Everything starting with --benchmark_ belongs to Google Benchmark.
+  std::vector<std::string> ours;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    o.command_line += (i > 1 ? " " : "") + a;
+    if (a.rfind("--benchmark_", 0) == 0) {
+      o.benchmark_args.push_back(a);
+    } else {
+      ours.push_back(a);
+    }
+  }
+  o.command_line = "fa-bench" + (o.command_line.empty() ? "" : " " + o.command_line);
+
+  CLI::App app{"fa-bench: attention variants side by side, verified, timed and set against the "
+               "IO model and the roofline"};
+  app.set_version_flag("--version", std::string(kVersionString));
+  std::string n_text = "4096", d_text = "64", causal_text = "off", dtype_text = "bf16",
+              variants_text = "all";
+  std::int64_t batch = 0, heads = 0;
+  bool list = false, warm = false, cold = false;
+  app.add_option("--N", n_text, "sequence lengths: 4096 | 1024,2048 | 1024:16384 (powers of two)");
+  app.add_option("--d", d_text, "head dims: 64, 128, 256 (a list)");
+  app.add_option("--batch", batch, "batch size (default max(1, 16384/N))");
+  app.add_option("--heads", heads, "heads (default 2048/d)");
+  app.add_option("--causal", causal_text, "off | on | both");
+  app.add_option("--dtype", dtype_text, "bf16 | fp16");
+  app.add_option("--variants", variants_text, "all, or a comma-separated list (see --list-variants)");
+  app.add_flag("--list-variants", list, "describe each variant and exit");
+  app.add_option("--seed", o.seed, "seed of the random inputs");
+  app.add_option("--warmup", o.warmup, "untimed launches before timing (default 10)");
+  app.add_option("--repetitions", o.repetitions,
+                 "timed launches per variant (default: as many as --min-time needs)");
+  app.add_option("--min-time", o.min_time_s, "seconds of timed launches per variant (default 0.2)");
+  app.add_flag("--cold", cold, "flush L2 before every timed launch (default)");
+  app.add_flag("--warm", warm, "do not flush L2 between timed launches");
+  app.add_option("--device", o.device, "CUDA device index (default 0)");
+  app.add_option("--json", o.json_path, "result file (default results/fa-bench-<time>.json)");
+  app.add_option("--csv", o.csv_path, "also write CSV");
+  app.add_option("--markdown", o.markdown_path, "also write a Markdown table");
+  app.add_flag("--model-only", o.model_only, "print the IO model, launch nothing");
+  app.add_flag("--require-gpu", o.require_gpu, "exit 3 when no usable GPU is found");
+  app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
+                 "shared memory per SM (bytes) for the asymptotic model (default: the device's)");
+  app.footer("Flags starting with --benchmark_ go to Google Benchmark.\n"
+             "Exit codes: 0 ok, 1 a variant failed or errored, 2 bad input, 3 no GPU with "
+             "--require-gpu, 130 interrupted.");
+
+  try {
+    std::vector<std::string> rev(ours.rbegin(), ours.rend());
+    app.parse(rev);
+  } catch (const CLI::CallForHelp&) {
+    out.action = ParseOutcome::Action::exit;
+    out.output = app.help();
+    return out;
+  } catch (const CLI::CallForVersion&) {
+    out.action = ParseOutcome::Action::exit;
+    out.output = std::string(kVersionString) + "\n";
+    return out;
+  } catch (const CLI::ParseError& e) {
+    out.action = ParseOutcome::Action::exit;
+    out.exit_code = kExitBadInput;
+    out.output = fmt::format("error: {} (see fa-bench --help)\n", e.what());
+    return out;
+  }
+  if (list) {
+    out.action = ParseOutcome::Action::exit;
+    out.output = list_variants_text();
+    return out;
+  }
+
+  try {
+    o.N = parse_sizes("--N", n_text);
+    o.d = parse_sizes("--d", d_text);
+    for (auto d : o.d) {
+      if (std::find(std::begin(kAcceptedHeadDims), std::end(kAcceptedHeadDims), d) ==
+          std::end(kAcceptedHeadDims)) {
+        throw BadInput{fmt::format("--d: {} is not supported (accepted: 64, 128, 256)", d)};
+      }
+    }
+    if (app.count("--batch")) {
+      if (batch <= 0) throw BadInput{fmt::format("--batch: {} (accepted: a positive integer)", batch)};
+      o.batch = batch;
+    }
+    if (app.count("--heads")) {
+      if (heads <= 0) throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", heads)};
+      o.heads = heads;
+    }
+    if (causal_text == "off") {
+      o.causal = CausalMode::off;
+    } else if (causal_text == "on") {
+      o.causal = CausalMode::on;
+    } else if (causal_text == "both") {
+      o.causal = CausalMode::both;
+    } else {
+      throw BadInput{fmt::format("--causal: '{}' (accepted: off, on, both)", causal_text)};
+    }
+    if (!parse_dtype(dtype_text, &o.dtype)) {
+      throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", dtype_text)};
+    }
+    std::string known;
+    for (const auto& v : variant_registry()) known += (known.empty() ? "" : ", ") + v.name;
+    if (variants_text == "all") {
+      for (const auto& v : variant_registry()) o.variants.push_back(v.name);
+    } else {
+      for (const auto& name : split(variants_text, ',')) {
+        if (!find_variant(name)) {
+          throw BadInput{fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
+        }
+        if (std::find(o.variants.begin(), o.variants.end(), name) == o.variants.end()) {
+          o.variants.push_back(name);
+        }
+      }
+      if (o.variants.empty()) throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
+    }
+    if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
+    if (o.repetitions < 0) {
+      throw BadInput{fmt::format("--repetitions: {} (accepted: 1 or more)", o.repetitions)};
+    }
+    if (!(o.min_time_s > 0)) {
+      throw BadInput{fmt::format("--min-time: {} (accepted: seconds > 0)", o.min_time_s)};
+    }
+    if (cold && warm) throw BadInput{"--cold and --warm: choose one"};
+    o.cold_l2 = !warm;
+    if (o.device < 0) throw BadInput{fmt::format("--device: {} (accepted: 0 or more)", o.device)};
+    if (o.model_smem_per_sm < 0) {
+      throw BadInput{fmt::format("--model-smem-per-sm: {} (accepted: bytes > 0)", o.model_smem_per_sm)};
+    }
+    // Every buffer a variant may allocate must be addressable with 64-bit indices: Q/K/V/O are
+    // B*H*N*d elements, standard's S/P is B*H*N*N, all of 2-byte elements.
+    for (auto N : o.N) {
+      for (auto d : o.d) {
+        const std::int64_t B = o.batch.value_or(default_batch(N));
+        const std::int64_t H = o.heads.value_or(default_heads(d));
+        std::int64_t n1 = 0, n2 = 0;
+        if (!checked_product({B, H, N, d, 2}, &n1) || !checked_product({B, H, N, N, 2}, &n2)) {
+          throw BadInput{fmt::format(
+              "--N/--batch/--heads: B={} H={} N={} d={} overflows 64-bit indexing (B*H*N*N*2 "
+              "bytes must be < 2^63)",
+              B, H, N, d)};
+        }
+      }
+    }
+  } catch (const BadInput& e) {
+    out.action = ParseOutcome::Action::exit;
+    out.exit_code = kExitBadInput;
+    out.output = "error: " + e.message + "\n";
+    return out;
+  }
+  return out;
+}
+
+}  // namespace fa::bench

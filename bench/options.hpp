@@ -1,0 +1,60 @@
+// What the user asked for, parsed and validated (bench/cli.cpp). Nothing here touches a GPU.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/problem.hpp"
+
+namespace fa::bench {
+
+enum class CausalMode { off, on, both };
+
+struct Options {
+  std::vector<std::int64_t> N{4096};
+  std::vector<std::int64_t> d{64};
+  std::optional<std::int64_t> batch;  // default: max(1, 16384 / N)
+  std::optional<std::int64_t> heads;  // default: 2048 / d
+  CausalMode causal = CausalMode::off;
+  DType dtype = DType::bf16;
+  std::vector<std::string> variants;  // resolved names, registry order
+  std::uint64_t seed = 1234;
+  int warmup = 10;
+  int repetitions = 0;     // 0: as many as --min-time needs
+  double min_time_s = 0.2;
+  bool cold_l2 = true;
+  int device = 0;
+  std::string json_path, csv_path, markdown_path;
+  bool model_only = false;
+  bool require_gpu = false;
+  std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
+  std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark
+  std::string command_line;
+};
+
+// Documented exit codes (README).
+enum ExitCode : int {
+  kExitOk = 0,
+  kExitVariantFailed = 1,  // a variant failed verification or errored
+  kExitBadInput = 2,
+  kExitNoGpu = 3,          // --require-gpu and no usable GPU
+  kExitInterrupted = 130,
+};
+
+struct ParseOutcome {
+  enum class Action { run, exit } action = Action::run;
+  int exit_code = kExitOk;
+  std::string output;  // what to print (stdout on success, stderr on error)
+  Options options;
+};
+
+ParseOutcome parse_cli(int argc, const char* const* argv);
+
+// Batch and heads for a sequence length and head dim: the FlashAttention benchmark convention
+// (16k tokens, hidden 2048) unless the user fixed them.
+std::int64_t default_batch(std::int64_t N);
+std::int64_t default_heads(std::int64_t d);
+
+}  // namespace fa::bench

@@ -1,0 +1,51 @@
+#include "bench/result.hpp"
+
+#include <array>
+#include <utility>
+
+namespace fa::bench {
+namespace {
+constexpr std::array<std::pair<Status, const char*>, 7> kStatusNames{{
+    {Status::ok, "ok"},
+    {Status::failed, "failed"},
+    {Status::skipped, "skipped"},
+    {Status::unsupported, "unsupported"},
+    {Status::error, "error"},
+    {Status::model_only, "model_only"},
+    {Status::interrupted, "interrupted"},
+}};
+}  // namespace
+
+std::string to_string(Status s) {
+  for (const auto& [k, name] : kStatusNames) {
+    if (k == s) return name;
+  }
+  return "?";
+}
+
+bool parse_status(const std::string& s, Status* out) {
+  for (const auto& [k, name] : kStatusNames) {
+    if (s == name) {
+      *out = k;
+      return true;
+    }
+  }
+  return false;
+}
+
+Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype) {
+  Derived d;
+  const double seconds = t.stats.median * 1e-3;
+  if (seconds <= 0) return d;
+  d.tflops_convention = m.flops_convention / seconds * 1e-12;
+  d.tflops_model = m.flops_matrix / seconds * 1e-12;
+  d.effective_gbps = m.bytes() / seconds * 1e-9;
+  const RooflinePoint p = place(m.flops_matrix, m.bytes(), seconds, c.tensor_peak(dtype), c.dram_bytes_per_s);
+  d.arithmetic_intensity = p.intensity;
+  d.roofline_attainable_tflops = p.attainable * 1e-12;
+  d.roofline_fraction = p.fraction;
+  d.bound = p.bound;
+  return d;
+}
+
+}  // namespace fa::bench

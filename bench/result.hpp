@@ -1,0 +1,104 @@
+// One result record per run: what every writer (table, JSON, CSV, Markdown), the reports and the
+// CI gate read. Schema: docs/results-schema.md.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kernels/problem.hpp"
+#include "kernels/registry.hpp"
+#include "profiler/device_info.hpp"
+#include "profiler/io_model.hpp"
+#include "profiler/roofline.hpp"
+#include "profiler/stats.hpp"
+
+namespace fa::bench {
+
+inline constexpr const char* kSchema = "fa-bench/1";
+
+enum class Status { ok, failed, skipped, unsupported, error, model_only, interrupted };
+std::string to_string(Status s);
+bool parse_status(const std::string& s, Status* out);
+
+struct Verification {
+  bool passed = false;
+  bool all_finite = false;
+  std::int64_t nonfinite_count = 0;
+  double max_abs_error = 0;
+  double rmse = 0;
+  double baseline_max_abs_error = 0;
+  double tolerance = 0;
+  std::int64_t rows_checked = 0;
+  std::int64_t heads_checked = 0;
+  std::optional<double> lse_max_abs_error;  // variants that write the log-sum-exp
+};
+
+struct Timing {
+  std::string l2 = "cold";
+  int warmup = 0;
+  std::vector<double> samples_ms;
+  SampleStats stats;  // of samples_ms, in ms
+  int sm_clock_before_mhz = -1;
+  int sm_clock_after_mhz = -1;
+};
+
+struct Derived {
+  double tflops_convention = 0;
+  double tflops_model = 0;
+  double effective_gbps = 0;
+  double arithmetic_intensity = 0;
+  double roofline_attainable_tflops = 0;
+  double roofline_fraction = 0;
+  std::string bound;
+};
+
+struct VariantResult {
+  std::string variant;
+  Algorithm algorithm = Algorithm::standard;
+  bool peer = false;
+  Status status = Status::model_only;
+  std::string reason;
+  Tiles tiles;
+  std::optional<Verification> verification;
+  std::optional<Timing> timing;
+  model::IoModel model;
+  std::optional<Derived> derived;
+};
+
+struct ConfigResult {
+  Shape shape;
+  std::uint64_t seed = 0;
+  std::vector<VariantResult> results;
+};
+
+struct Settings {
+  std::uint64_t seed = 0;
+  int warmup = 0;
+  int repetitions = 0;
+  double min_time_s = 0;
+  std::string l2 = "cold";
+  bool model_only = false;
+  std::string inputs = "normal";
+  std::string timing_engine = "google-benchmark";
+  std::int64_t model_smem_per_sm_bytes = 0;
+};
+
+struct RunResult {
+  std::string tool_version;
+  std::string git_revision;
+  std::string created_utc;
+  std::string command_line;
+  bool complete = false;
+  std::optional<DeviceInfo> device;
+  std::string no_gpu_reason;
+  Settings settings;
+  Ceilings ceilings;
+  std::vector<ConfigResult> configs;
+};
+
+// Fills `derived` from the timing, the model and the ceilings.
+Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype);
+
+}  // namespace fa::bench

@@ -1,0 +1,401 @@
+#include "bench/result_json.hpp"
+
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+namespace fa::bench {
+namespace {
+
+using json = nlohmann::json;
+
+// NaN/inf are not JSON: they are written as null and read back as NaN.
+json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+
+json device_json(const DeviceInfo& d) {
+  return json{{"index", d.index},
+              {"name", d.name},
+              {"uuid", d.uuid},
+              {"pci_bus_id", d.pci_bus_id},
+              {"compute_capability", std::to_string(d.cc_major) + "." + std::to_string(d.cc_minor)},
+              {"sm_count", d.sm_count},
+              {"memory_bytes", d.memory_bytes},
+              {"l2_bytes", d.l2_bytes},
+              {"smem_per_sm_bytes", d.smem_per_sm_bytes},
+              {"smem_per_block_optin_bytes", d.smem_per_block_optin_bytes},
+              {"memory_bus_bits", d.memory_bus_bits},
+              {"sm_clock_max_mhz", d.sm_clock_max_mhz},
+              {"mem_clock_max_mhz", d.mem_clock_max_mhz},
+              {"driver_version", d.driver_version},
+              {"cuda_driver_version", d.cuda_driver_version},
+              {"cuda_runtime_version", d.cuda_runtime_version}};
+}
+
+json model_json(const model::IoModel& m) {
+  json terms = json::array();
+  for (const auto& t : m.terms) terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
+  return json{{"flops_matrix", m.flops_matrix},         {"flops_convention", m.flops_convention},
+              {"flops_nonmatrix", m.flops_nonmatrix},   {"bytes_read", m.bytes_read},
+              {"bytes_written", m.bytes_written},       {"bytes_compulsory", m.bytes_compulsory},
+              {"bytes_asymptotic", m.bytes_asymptotic}, {"terms", terms}};
+}
+
+json result_json(const VariantResult& r) {
+  json j{{"variant", r.variant},
+         {"algorithm", to_string(r.algorithm)},
+         {"peer", r.peer},
+         {"status", to_string(r.status)},
+         {"reason", r.reason},
+         {"tiles", {{"block_q", r.tiles.block_q}, {"block_kv", r.tiles.block_kv}}},
+         {"model", model_json(r.model)}};
+  if (r.verification) {
+    const auto& v = *r.verification;
+    j["verification"] = {{"passed", v.passed},
+                         {"all_finite", v.all_finite},
+                         {"nonfinite_count", v.nonfinite_count},
+                         {"max_abs_error", num(v.max_abs_error)},
+                         {"rmse", num(v.rmse)},
+                         {"baseline_max_abs_error", num(v.baseline_max_abs_error)},
+                         {"tolerance", num(v.tolerance)},
+                         {"rows_checked", v.rows_checked},
+                         {"heads_checked", v.heads_checked}};
+    if (v.lse_max_abs_error) j["verification"]["lse_max_abs_error"] = num(*v.lse_max_abs_error);
+  } else {
+    j["verification"] = nullptr;
+  }
+  if (r.timing) {
+    const auto& t = *r.timing;
+    json samples = json::array();
+    for (double s : t.samples_ms) samples.push_back(num(s));
+    j["timing"] = {{"l2", t.l2},
+                   {"warmup", t.warmup},
+                   {"samples_ms", samples},
+                   {"median_ms", t.stats.median},
+                   {"q1_ms", t.stats.q1},
+                   {"q3_ms", t.stats.q3},
+                   {"min_ms", t.stats.min},
+                   {"max_ms", t.stats.max},
+                   {"mean_ms", t.stats.mean},
+                   {"stddev_ms", t.stats.stddev},
+                   {"relative_iqr", t.stats.relative_iqr()},
+                   {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
+  } else {
+    j["timing"] = nullptr;
+  }
+  if (r.derived) {
+    const auto& d = *r.derived;
+    j["derived"] = {{"tflops_convention", d.tflops_convention},
+                    {"tflops_model", d.tflops_model},
+                    {"effective_gbps", d.effective_gbps},
+                    {"arithmetic_intensity", d.arithmetic_intensity},
+                    {"roofline_attainable_tflops", d.roofline_attainable_tflops},
+                    {"roofline_fraction", d.roofline_fraction},
+                    {"bound", d.bound}};
+  } else {
+    j["derived"] = nullptr;
+  }
+  return j;
+}
+
+// ---- reading -------------------------------------------------------------------------------
+
+struct Reader {
+  std::string source;
+
+  [[noreturn]] void fail(const std::string& path, const std::string& problem) const {
+    throw ResultFileError(source + ": " + path + ": " + problem);
+  }
+
+  const json& at(const json& j, const std::string& path, const char* key) const {
+    if (!j.is_object()) fail(path, "expected an object");
+    auto it = j.find(key);
+    if (it == j.end()) fail(path + "." + key, "missing");
+    return *it;
+  }
+  std::string str(const json& j, const std::string& path, const char* key) const {
+    const json& v = at(j, path, key);
+    if (!v.is_string()) fail(path + "." + key, "expected a string");
+    return v.get<std::string>();
+  }
+  double number(const json& j, const std::string& path, const char* key) const {
+    const json& v = at(j, path, key);
+    if (v.is_null()) return NAN;
+    if (!v.is_number()) fail(path + "." + key, "expected a number");
+    return v.get<double>();
+  }
+  std::int64_t integer(const json& j, const std::string& path, const char* key) const {
+    const json& v = at(j, path, key);
+    if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
+    return v.get<std::int64_t>();
+  }
+  bool boolean(const json& j, const std::string& path, const char* key) const {
+    const json& v = at(j, path, key);
+    if (!v.is_boolean()) fail(path + "." + key, "expected true or false");
+    return v.get<bool>();
+  }
+};
+
+Algorithm parse_algorithm(const Reader& rd, const std::string& s, const std::string& path) {
+  if (s == "standard") return Algorithm::standard;
+  if (s == "fa1") return Algorithm::fa1;
+  if (s == "fa2") return Algorithm::fa2;
+  rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2)");
+}
+
+VariantResult read_result(const Reader& rd, const json& j, const std::string& p) {
+  VariantResult r;
+  r.variant = rd.str(j, p, "variant");
+  r.algorithm = parse_algorithm(rd, rd.str(j, p, "algorithm"), p + ".algorithm");
+  r.peer = rd.boolean(j, p, "peer");
+  const std::string status = rd.str(j, p, "status");
+  if (!parse_status(status, &r.status)) {
+    rd.fail(p + ".status", "unknown status '" + status +
+                               "' (accepted: ok, failed, skipped, unsupported, error, model_only, "
+                               "interrupted)");
+  }
+  r.reason = rd.str(j, p, "reason");
+  const json& tiles = rd.at(j, p, "tiles");
+  r.tiles.block_q = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_q"));
+  r.tiles.block_kv = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_kv"));
+  const json& m = rd.at(j, p, "model");
+  const std::string mp = p + ".model";
+  r.model.flops_matrix = rd.number(m, mp, "flops_matrix");
+  r.model.flops_convention = rd.number(m, mp, "flops_convention");
+  r.model.flops_nonmatrix = rd.number(m, mp, "flops_nonmatrix");
+  r.model.bytes_read = rd.number(m, mp, "bytes_read");
+  r.model.bytes_written = rd.number(m, mp, "bytes_written");
+  r.model.bytes_compulsory = rd.number(m, mp, "bytes_compulsory");
+  r.model.bytes_asymptotic = rd.number(m, mp, "bytes_asymptotic");
+  if (m.contains("terms")) {
+    const json& terms = m["terms"];
+    if (!terms.is_array()) rd.fail(mp + ".terms", "expected an array");
+    for (std::size_t i = 0; i < terms.size(); ++i) {
+      const std::string tp = mp + ".terms[" + std::to_string(i) + "]";
+      r.model.terms.push_back({rd.str(terms[i], tp, "name"), rd.boolean(terms[i], tp, "write"),
+                               rd.number(terms[i], tp, "bytes")});
+    }
+  }
+  const json& v = rd.at(j, p, "verification");
+  if (!v.is_null()) {
+    const std::string vp = p + ".verification";
+    Verification ver;
+    ver.passed = rd.boolean(v, vp, "passed");
+    ver.all_finite = rd.boolean(v, vp, "all_finite");
+    ver.nonfinite_count = rd.integer(v, vp, "nonfinite_count");
+    ver.max_abs_error = rd.number(v, vp, "max_abs_error");
+    ver.rmse = rd.number(v, vp, "rmse");
+    ver.baseline_max_abs_error = rd.number(v, vp, "baseline_max_abs_error");
+    ver.tolerance = rd.number(v, vp, "tolerance");
+    ver.rows_checked = rd.integer(v, vp, "rows_checked");
+    ver.heads_checked = rd.integer(v, vp, "heads_checked");
+    if (v.contains("lse_max_abs_error")) ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
+    r.verification = ver;
+  }
+  const json& t = rd.at(j, p, "timing");
+  if (!t.is_null()) {
+    const std::string tp = p + ".timing";
+    Timing tm;
+    tm.l2 = rd.str(t, tp, "l2");
+    tm.warmup = static_cast<int>(rd.integer(t, tp, "warmup"));
+    const json& samples = rd.at(t, tp, "samples_ms");
+    if (!samples.is_array()) rd.fail(tp + ".samples_ms", "expected an array");
+    for (const auto& s : samples) {
+      if (!s.is_number()) rd.fail(tp + ".samples_ms", "expected numbers");
+      tm.samples_ms.push_back(s.get<double>());
+    }
+    tm.stats = summarize(tm.samples_ms);
+    const json& clk = rd.at(t, tp, "sm_clock_mhz");
+    tm.sm_clock_before_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "before"));
+    tm.sm_clock_after_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "after"));
+    r.timing = tm;
+  }
+  const json& d = rd.at(j, p, "derived");
+  if (!d.is_null()) {
+    const std::string dp = p + ".derived";
+    Derived dv;
+    dv.tflops_convention = rd.number(d, dp, "tflops_convention");
+    dv.tflops_model = rd.number(d, dp, "tflops_model");
+    dv.effective_gbps = rd.number(d, dp, "effective_gbps");
+    dv.arithmetic_intensity = rd.number(d, dp, "arithmetic_intensity");
+    dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
+    dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
+    dv.bound = rd.str(d, dp, "bound");
+    r.derived = dv;
+  }
+  if ((r.status == Status::ok) != r.timing.has_value()) {
+    rd.fail(p + ".timing", "must be present exactly when status is ok");
+  }
+  if (r.verification && (r.status == Status::failed) == r.verification->passed) {
+    rd.fail(p + ".verification.passed", "must be false exactly when status is failed");
+  }
+  return r;
+}
+
+}  // namespace
+
+std::string to_json_text(const RunResult& r) {
+  json configs = json::array();
+  for (const auto& c : r.configs) {
+    json results = json::array();
+    for (const auto& v : c.results) results.push_back(result_json(v));
+    configs.push_back({{"B", c.shape.B},
+                       {"H", c.shape.H},
+                       {"N", c.shape.N},
+                       {"d", c.shape.d},
+                       {"causal", c.shape.causal},
+                       {"dtype", std::string(to_string(c.shape.dtype))},
+                       {"seed", c.seed},
+                       {"results", results}});
+  }
+  json doc{{"schema", kSchema},
+           {"tool", {{"name", "fa-bench"}, {"version", r.tool_version}, {"git_revision", r.git_revision}}},
+           {"created_utc", r.created_utc},
+           {"command_line", r.command_line},
+           {"complete", r.complete},
+           {"device", r.device ? device_json(*r.device) : json(nullptr)},
+           {"no_gpu_reason", r.no_gpu_reason},
+           {"settings",
+            {{"seed", r.settings.seed},
+             {"warmup", r.settings.warmup},
+             {"repetitions", r.settings.repetitions},
+             {"min_time_s", r.settings.min_time_s},
+             {"l2", r.settings.l2},
+             {"model_only", r.settings.model_only},
+             {"inputs", r.settings.inputs},
+             {"timing_engine", r.settings.timing_engine},
+             {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes}}},
+           {"ceilings",
+            {{"source", r.ceilings.source},
+             {"dram_bytes_per_s", r.ceilings.dram_bytes_per_s},
+             {"tensor_flops_per_s",
+              {{"bf16", r.ceilings.tensor_flops_per_s_bf16}, {"fp16", r.ceilings.tensor_flops_per_s_fp16}}}}},
+           {"configs", configs}};
+  return doc.dump(1) + "\n";
+}
+
+RunResult from_json_text(const std::string& text, const std::string& source) {
+  Reader rd{source};
+  json doc;
+  try {
+    doc = json::parse(text);
+  } catch (const json::parse_error& e) {
+    throw ResultFileError(source + ": not valid JSON (" + e.what() + ")");
+  }
+  if (!doc.is_object()) rd.fail("(document)", "expected a JSON object");
+  if (!doc.contains("schema")) rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
+  if (!doc["schema"].is_string() || doc["schema"].get<std::string>() != kSchema) {
+    rd.fail("schema", "unknown version " + doc["schema"].dump() + " (this reader understands \"" +
+                          kSchema + "\")");
+  }
+  RunResult r;
+  const json& tool = rd.at(doc, "", "tool");
+  r.tool_version = rd.str(tool, "tool", "version");
+  r.git_revision = rd.str(tool, "tool", "git_revision");
+  r.created_utc = rd.str(doc, "", "created_utc");
+  r.command_line = rd.str(doc, "", "command_line");
+  r.complete = rd.boolean(doc, "", "complete");
+  const json& dev = rd.at(doc, "", "device");
+  if (!dev.is_null()) {
+    DeviceInfo d;
+    d.index = static_cast<int>(rd.integer(dev, "device", "index"));
+    d.name = rd.str(dev, "device", "name");
+    d.uuid = rd.str(dev, "device", "uuid");
+    d.pci_bus_id = dev.value("pci_bus_id", "");
+    const std::string cc = rd.str(dev, "device", "compute_capability");
+    if (std::sscanf(cc.c_str(), "%d.%d", &d.cc_major, &d.cc_minor) != 2) {
+      rd.fail("device.compute_capability", "expected \"major.minor\", got '" + cc + "'");
+    }
+    d.sm_count = static_cast<int>(rd.integer(dev, "device", "sm_count"));
+    d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
+    d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
+    d.smem_per_sm_bytes = rd.integer(dev, "device", "smem_per_sm_bytes");
+    d.smem_per_block_optin_bytes = dev.value("smem_per_block_optin_bytes", std::int64_t{0});
+    d.memory_bus_bits = static_cast<int>(dev.value("memory_bus_bits", 0));
+    d.sm_clock_max_mhz = static_cast<int>(rd.integer(dev, "device", "sm_clock_max_mhz"));
+    d.mem_clock_max_mhz = static_cast<int>(dev.value("mem_clock_max_mhz", 0));
+    d.driver_version = rd.str(dev, "device", "driver_version");
+    d.cuda_driver_version = static_cast<int>(rd.integer(dev, "device", "cuda_driver_version"));
+    d.cuda_runtime_version = static_cast<int>(rd.integer(dev, "device", "cuda_runtime_version"));
+    r.device = d;
+  }
+  r.no_gpu_reason = doc.value("no_gpu_reason", "");
+  const json& s = rd.at(doc, "", "settings");
+  r.settings.seed = static_cast<std::uint64_t>(rd.integer(s, "settings", "seed"));
+  r.settings.warmup = static_cast<int>(rd.integer(s, "settings", "warmup"));
+  r.settings.repetitions = static_cast<int>(rd.integer(s, "settings", "repetitions"));
+  r.settings.min_time_s = rd.number(s, "settings", "min_time_s");
+  r.settings.l2 = rd.str(s, "settings", "l2");
+  r.settings.model_only = rd.boolean(s, "settings", "model_only");
+  r.settings.inputs = s.value("inputs", "normal");
+  r.settings.timing_engine = s.value("timing_engine", "");
+  r.settings.model_smem_per_sm_bytes = s.value("model_smem_per_sm_bytes", std::int64_t{0});
+  const json& c = rd.at(doc, "", "ceilings");
+  r.ceilings.source = rd.str(c, "ceilings", "source");
+  r.ceilings.dram_bytes_per_s = rd.number(c, "ceilings", "dram_bytes_per_s");
+  const json& peaks = rd.at(c, "ceilings", "tensor_flops_per_s");
+  r.ceilings.tensor_flops_per_s_bf16 = peaks.value("bf16", 0.0);
+  r.ceilings.tensor_flops_per_s_fp16 = peaks.value("fp16", 0.0);
+  const json& configs = rd.at(doc, "", "configs");
+  if (!configs.is_array()) rd.fail("configs", "expected an array");
+  for (std::size_t i = 0; i < configs.size(); ++i) {
+    const json& cj = configs[i];
+    const std::string cp = "configs[" + std::to_string(i) + "]";
+    ConfigResult cr;
+    cr.shape.B = rd.integer(cj, cp, "B");
+    cr.shape.H = rd.integer(cj, cp, "H");
+    cr.shape.N = rd.integer(cj, cp, "N");
+    cr.shape.d = rd.integer(cj, cp, "d");
+    if (cr.shape.B <= 0 || cr.shape.H <= 0 || cr.shape.N <= 0 || cr.shape.d <= 0) {
+      rd.fail(cp, "B, H, N and d must be positive");
+    }
+    cr.shape.causal = rd.boolean(cj, cp, "causal");
+    const std::string dt = rd.str(cj, cp, "dtype");
+    if (!parse_dtype(dt, &cr.shape.dtype)) rd.fail(cp + ".dtype", "unknown dtype '" + dt + "'");
+    cr.seed = static_cast<std::uint64_t>(rd.integer(cj, cp, "seed"));
+    const json& results = rd.at(cj, cp, "results");
+    if (!results.is_array()) rd.fail(cp + ".results", "expected an array");
+    for (std::size_t k = 0; k < results.size(); ++k) {
+      VariantResult vr = read_result(rd, results[k], cp + ".results[" + std::to_string(k) + "]");
+      for (const auto& prev : cr.results) {
+        if (prev.variant == vr.variant) rd.fail(cp, "variant '" + vr.variant + "' appears twice");
+      }
+      cr.results.push_back(std::move(vr));
+    }
+    r.configs.push_back(std::move(cr));
+  }
+  return r;
+}
+
+RunResult read_result_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw ResultFileError(path + ": cannot open for reading");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return from_json_text(ss.str(), path);
+}
+
+void write_file_atomically(const std::string& path, const std::string& content) {
+  namespace fs = std::filesystem;
+  const fs::path target(path);
+  if (target.has_parent_path()) fs::create_directories(target.parent_path());
+  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out) throw std::runtime_error(tmp.string() + ": cannot open for writing");
+    out << content;
+    out.flush();
+    if (!out) throw std::runtime_error(tmp.string() + ": write failed");
+  }
+  std::error_code ec;
+  fs::rename(tmp, target, ec);
+  if (ec) {
+    fs::remove(tmp);
+    throw std::runtime_error(path + ": rename failed: " + ec.message());
+  }
+}
+
+}  // namespace fa::bench

@@ -1,0 +1,300 @@
+#include "bench/runner.hpp"
+
+#include <benchmark/benchmark.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <ctime>
+
+#include "bench/plan.hpp"
+#include "bench/verify.hpp"
+#include "bench/version.hpp"
+#include "kernels/common/cuda_check.hpp"
+#include "kernels/common/fill.hpp"
+#include "profiler/timer.hpp"
+
+namespace fa::bench {
+
+std::atomic<bool> g_interrupted{false};
+
+namespace {
+
+// Hopper's shared memory per SM: what the asymptotic model uses when no GPU is present.
+constexpr std::int64_t kDefaultSmemPerSm = 233472;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string utc_now() {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+// A device allocation that frees itself.
+struct DeviceAlloc {
+  void* ptr = nullptr;
+  DeviceAlloc() = default;
+  DeviceAlloc(const DeviceAlloc&) = delete;
+  DeviceAlloc& operator=(const DeviceAlloc&) = delete;
+  ~DeviceAlloc() {
+    if (ptr) cudaFree(ptr);
+  }
+  // Returns false (and clears the sticky error state) when the allocation fails.
+  bool allocate(std::size_t bytes) {
+    if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
+      cudaGetLastError();
+      ptr = nullptr;
+      return false;
+    }
+    return true;
+  }
+};
+
+// Google Benchmark draws nothing by default: fa-bench prints its own table. Asking for
+// --benchmark_format or --benchmark_display brings its console reporter back.
+class SilentReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
+bool wants_gbench_console(const Options& o) {
+  for (const auto& a : o.benchmark_args) {
+    if (a.rfind("--benchmark_format", 0) == 0 || a.rfind("--benchmark_display", 0) == 0) return true;
+  }
+  return false;
+}
+
+std::string benchmark_name(const std::string& variant, const Shape& s) {
+  return fmt::format("{}/B={}/H={}/N={}/d={}/causal={}/{}", variant, s.B, s.H, s.N, s.d,
+                     s.causal ? 1 : 0, to_string(s.dtype));
+}
+
+// Times `launch` as one Google Benchmark benchmark with manual (CUDA event) time. Every timed
+// launch is one iteration; the samples of the final run are returned. Returns an error string.
+std::string time_variant(const std::string& name, const Options& o, L2Flusher* flusher,
+                         cudaStream_t stream, const std::function<std::string()>& launch,
+                         std::vector<double>* samples) {
+  std::string error;
+  EventTimer timer;
+  benchmark::ClearRegisteredBenchmarks();
+  auto* b = benchmark::RegisterBenchmark(name.c_str(), [&](benchmark::State& state) {
+    samples->clear();  // Google Benchmark may call this more than once while sizing the run
+    for (auto _ : state) {
+      if (g_interrupted) {
+        error = "interrupted";
+        state.SkipWithError("interrupted");
+        break;
+      }
+      if (flusher) flusher->flush(stream);
+      timer.start(stream);
+      const std::string e = launch();
+      timer.stop(stream);
+      if (!e.empty()) {
+        error = e;
+        state.SkipWithError(error.c_str());
+        break;
+      }
+      const double ms = timer.elapsed_ms();
+      state.SetIterationTime(ms * 1e-3);
+      samples->push_back(ms);
+    }
+  });
+  b->UseManualTime()->Unit(benchmark::kMillisecond);
+  if (o.repetitions > 0) {
+    b->Iterations(o.repetitions);
+  } else {
+    b->MinTime(o.min_time_s);
+  }
+  if (wants_gbench_console(o)) {
+    benchmark::RunSpecifiedBenchmarks();
+  } else {
+    SilentReporter silent;
+    benchmark::RunSpecifiedBenchmarks(&silent);
+  }
+  benchmark::ClearRegisteredBenchmarks();
+  if (error.empty() && samples->empty()) {
+    error = "not timed (excluded by --benchmark_filter?)";
+  }
+  return error;
+}
+
+}  // namespace
+
+RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
+                   const std::string& no_gpu_reason) {
+  RunResult r;
+  r.tool_version = kVersion;
+  r.git_revision = kGitRevision;
+  r.created_utc = utc_now();
+  r.command_line = o.command_line;
+  r.device = device;
+  r.no_gpu_reason = no_gpu_reason;
+  r.settings.seed = o.seed;
+  r.settings.warmup = o.warmup;
+  r.settings.repetitions = o.repetitions;
+  r.settings.min_time_s = o.min_time_s;
+  r.settings.l2 = o.cold_l2 ? "cold" : "warm";
+  r.settings.model_only = o.model_only || !device;
+  const std::int64_t smem = o.model_smem_per_sm > 0 ? o.model_smem_per_sm
+                            : device                 ? device->smem_per_sm_bytes
+                                                     : kDefaultSmemPerSm;
+  r.settings.model_smem_per_sm_bytes = smem;
+  r.ceilings = device ? datasheet_ceilings(device->name, device->bus_bandwidth_bytes_per_s())
+                      : Ceilings{"none (no GPU)", 0, 0, 0};
+  const auto plan = make_plan(o);
+  for (std::size_t i = 0; i < plan.size(); ++i) {
+    ConfigResult c;
+    c.shape = plan[i];
+    c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
+    for (const auto& name : o.variants) {
+      const VariantInfo* info = find_variant(name);
+      VariantResult v;
+      v.variant = name;
+      v.algorithm = info->algorithm;
+      v.tiles = info->tiles_for(static_cast<int>(c.shape.d));
+      v.model = model::io_model(info->algorithm, c.shape, v.tiles, smem);
+      v.reason = info->unsupported_reason(c.shape);
+      if (!v.reason.empty()) {
+        v.status = Status::unsupported;
+      } else if (r.settings.model_only) {
+        v.status = Status::model_only;
+        v.reason = device ? "--model-only" : "no GPU";
+      } else {
+        v.status = Status::interrupted;  // until it runs
+        v.reason = "not run";
+      }
+      c.results.push_back(std::move(v));
+    }
+    r.configs.push_back(std::move(c));
+  }
+  r.complete = r.settings.model_only;
+  return r;
+}
+
+RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
+  if (r.settings.model_only) return r;
+  FA_CUDA_CHECK(cudaSetDevice(r.device->index));
+  cudaStream_t stream = nullptr;
+  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  std::unique_ptr<L2Flusher> flusher;
+  if (o.cold_l2) flusher = std::make_unique<L2Flusher>(static_cast<std::size_t>(r.device->l2_bytes));
+
+  std::size_t total_rows = 0, done_rows = 0;
+  for (const auto& c : r.configs) total_rows += c.results.size();
+
+  for (auto& c : r.configs) {
+    const Shape& s = c.shape;
+    const std::size_t qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+    const std::size_t lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
+    DeviceAlloc q, k, v, out, lse;
+    const bool have_inputs = q.allocate(qkv_bytes) && k.allocate(qkv_bytes) &&
+                             v.allocate(qkv_bytes) && out.allocate(qkv_bytes) && lse.allocate(lse_bytes);
+    std::optional<ReferenceSample> reference;
+    DeviceBuffers buffers{q.ptr, k.ptr, v.ptr, out.ptr, static_cast<float*>(lse.ptr), nullptr, 0};
+    if (have_inputs) {
+      FA_CUDA_CHECK(fill_normal(q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream));
+      FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream));
+      FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream));
+      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      reference.emplace(s, buffers, c.seed);
+    }
+
+    for (auto& row : c.results) {
+      ++done_rows;
+      if (g_interrupted) break;
+      if (row.status == Status::unsupported) continue;
+      if (hooks.progress) {
+        hooks.progress(fmt::format("[{}/{}] {} {}", done_rows, total_rows, row.variant,
+                                   benchmark_name("", s).substr(1)));
+      }
+      if (!have_inputs) {
+        row.status = Status::skipped;
+        row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed", (4 * qkv_bytes + lse_bytes) / kGiB);
+        continue;
+      }
+      const VariantInfo* info = find_variant(row.variant);
+      auto launcher = info->make_launcher();
+      const std::size_t ws_bytes = launcher->workspace_bytes(s);
+      DeviceAlloc ws;
+      if (ws_bytes > 0) {
+        std::size_t free_b = 0, total_b = 0;
+        cudaMemGetInfo(&free_b, &total_b);
+        if (ws_bytes > free_b || !ws.allocate(ws_bytes)) {
+          row.status = Status::skipped;
+          row.reason = fmt::format("needs {:.2f} GiB, {:.2f} GiB free", ws_bytes / kGiB, free_b / kGiB);
+          if (hooks.checkpoint) hooks.checkpoint(r);
+          continue;
+        }
+      }
+      DeviceBuffers b = buffers;
+      b.workspace = ws.ptr;
+      b.workspace_bytes = ws_bytes;
+      auto launch = [&] { return launcher->run(s, b, stream); };
+
+      // Verify: poisoned outputs, one run, every element finite, sampled rows against fp64.
+      FA_CUDA_CHECK(poison_nan16(out.ptr, s.qkv_elements(), stream));
+      FA_CUDA_CHECK(poison_nan32(static_cast<float*>(lse.ptr), s.heads_total() * s.N, stream));
+      std::string err = launch();
+      if (err.empty()) {
+        if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
+          err = std::string("kernel failed: ") + cudaGetErrorName(e) + " " + cudaGetErrorString(e);
+        }
+      }
+      if (!err.empty()) {
+        row.status = Status::error;
+        row.reason = err;
+        if (hooks.checkpoint) hooks.checkpoint(r);
+        // A sticky error (e.g. an illegal address) poisons the context: nothing after can run.
+        if (cudaGetLastError() != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess) break;
+        continue;
+      }
+      row.verification = reference->check(b, info->algorithm == Algorithm::fa2);
+      if (!row.verification->passed) {
+        row.status = Status::failed;
+        row.reason = row.verification->all_finite
+                         ? fmt::format("max error {:.3e} > tolerance {:.3e}", row.verification->max_abs_error,
+                                       row.verification->tolerance)
+                         : fmt::format("{} non-finite output elements", row.verification->nonfinite_count);
+        if (row.verification->all_finite && row.verification->lse_max_abs_error &&
+            row.verification->max_abs_error <= row.verification->tolerance) {
+          row.reason = fmt::format("lse error {:.3e}", *row.verification->lse_max_abs_error);
+        }
+        if (hooks.checkpoint) hooks.checkpoint(r);
+        continue;
+      }
+
+      // Time: warm-up launches, then Google Benchmark with CUDA-event manual time.
+      for (int i = 0; i < o.warmup && err.empty(); ++i) err = launch();
+      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      Timing t;
+      t.l2 = o.cold_l2 ? "cold" : "warm";
+      t.warmup = o.warmup;
+      t.sm_clock_before_mhz = current_sm_clock_mhz(*r.device);
+      if (err.empty()) {
+        err = time_variant(benchmark_name(row.variant, s), o, flusher.get(), stream, launch, &t.samples_ms);
+      }
+      t.sm_clock_after_mhz = current_sm_clock_mhz(*r.device);
+      if (!err.empty()) {
+        row.status = err == "interrupted" ? Status::interrupted : Status::error;
+        row.reason = err;
+        if (hooks.checkpoint) hooks.checkpoint(r);
+        continue;
+      }
+      t.stats = summarize(t.samples_ms);
+      row.derived = derive(row.model, t, r.ceilings, s.dtype);
+      row.timing = std::move(t);
+      row.status = Status::ok;
+      row.reason.clear();
+      if (hooks.checkpoint) hooks.checkpoint(r);
+    }
+    if (g_interrupted) break;
+  }
+  cudaStreamDestroy(stream);
+  r.complete = !g_interrupted;
+  return r;
+}
+
+}  // namespace fa::bench

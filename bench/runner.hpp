@@ -1,0 +1,32 @@
+// Runs the plan: for each configuration, fresh inputs on the device, every variant verified,
+// then timed through Google Benchmark; the result record grows one row at a time.
+#pragma once
+
+#include <atomic>
+#include <functional>
+#include <optional>
+
+#include "bench/options.hpp"
+#include "bench/result.hpp"
+#include "profiler/device_info.hpp"
+
+namespace fa::bench {
+
+// Set by the SIGINT handler; the runner stops at the next safe point and keeps what finished.
+extern std::atomic<bool> g_interrupted;
+
+struct RunHooks {
+  // Called after every finished row with the record so far (the caller writes it atomically).
+  std::function<void(const RunResult&)> checkpoint;
+  // Progress line ("[3/12] fa2 N=4096 ..."), for a terminal.
+  std::function<void(const std::string&)> progress;
+};
+
+// The record's skeleton: tool, settings, device, ceilings, and each configuration's model rows.
+RunResult plan_run(const Options& options, const std::optional<DeviceInfo>& device,
+                   const std::string& no_gpu_reason);
+
+// Fills in verification and timing on the GPU. Returns the finished record.
+RunResult execute(RunResult record, const Options& options, const RunHooks& hooks);
+
+}  // namespace fa::bench

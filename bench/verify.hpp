@@ -1,0 +1,43 @@
+// Verification of a variant's output against the fp64 reference, on fresh random inputs, with
+// the output poisoned (NaN) before the run. Rule (docs/accuracy.md): every output element
+// finite, and max |out - ref| <= 2 x (max error of a plain same-precision implementation on the
+// same rows) + 1e-3.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "bench/result.hpp"
+#include "kernels/problem.hpp"
+
+namespace fa::bench {
+
+// The fp64 reference on a sample of rows of a sample of heads, computed once per configuration.
+class ReferenceSample {
+ public:
+  // Copies the sampled heads' inputs from the device and computes the reference rows.
+  ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed);
+
+  // Checks a variant's output now in `o` (and `lse` if `check_lse`).
+  Verification check(const DeviceBuffers& outputs, bool check_lse) const;
+
+  double baseline_max_abs_error() const { return baseline_max_abs_error_; }
+
+ private:
+  struct HeadSample {
+    std::int64_t bh = 0;
+    std::vector<std::int64_t> rows;
+    std::vector<double> ref;   // rows x d
+    std::vector<double> lse;   // rows
+  };
+  Shape shape_;
+  std::vector<HeadSample> heads_;
+  double baseline_max_abs_error_ = 0;
+};
+
+// Host value of one stored 16-bit element.
+double half_bits_to_double(std::uint16_t bits, DType dtype);
+
+}  // namespace fa::bench

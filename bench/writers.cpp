@@ -1,0 +1,133 @@
+#include "bench/writers.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace fa::bench {
+namespace {
+
+std::string human_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b * 1e-9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b * 1e-6);
+  if (b >= 1e3) return fmt::format("{:.1f} kB", b * 1e-3);
+  return fmt::format("{:.0f} B", b);
+}
+
+std::string status_text(const VariantResult& r) {
+  std::string s = r.status == Status::failed ? "FAILED" : to_string(r.status);
+  if (!r.reason.empty()) s += ": " + r.reason;
+  return s;
+}
+
+struct Row {
+  std::string variant, time, spread, tflops, tflops_model, bytes, gbps, ai, roof, err, status;
+};
+
+Row make_row(const VariantResult& r) {
+  Row row;
+  row.variant = r.variant + (r.peer ? " (peer)" : "");
+  row.bytes = human_bytes(r.model.bytes());
+  row.ai = fmt::format("{:.1f}", r.model.arithmetic_intensity());
+  row.time = row.spread = row.tflops = row.gbps = row.roof = "-";
+  row.tflops_model = "-";
+  if (r.timing && r.derived) {
+    row.time = fmt::format("{:.4f}", r.timing->stats.median);
+    row.spread = fmt::format("±{:.1f}%", 50.0 * r.timing->stats.relative_iqr());
+    row.tflops = fmt::format("{:.1f}", r.derived->tflops_convention);
+    row.tflops_model = fmt::format("{:.1f}", r.derived->tflops_model);
+    row.gbps = fmt::format("{:.0f}", r.derived->effective_gbps);
+    row.roof = r.derived->roofline_attainable_tflops > 0
+                   ? fmt::format("{:.0f}% {}", 100 * r.derived->roofline_fraction, r.derived->bound)
+                   : "-";
+  }
+  row.err = r.verification ? fmt::format("{:.2e} / {:.1e}", r.verification->max_abs_error,
+                                         r.verification->tolerance)
+                           : "-";
+  row.status = status_text(r);
+  return row;
+}
+
+}  // namespace
+
+std::string format_config_header(const ConfigResult& c) {
+  const auto& s = c.shape;
+  return fmt::format("B={} H={} N={} d={} causal={} {}", s.B, s.H, s.N, s.d, s.causal ? "on" : "off",
+                     to_string(s.dtype));
+}
+
+std::string format_table(const ConfigResult& c) {
+  std::string out = format_config_header(c) + "\n";
+  out += fmt::format("  {:<10} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
+                     "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model", "GB/s",
+                     "FLOP/B", "roofline", "max err / tol", "status");
+  for (const auto& r : c.results) {
+    const Row w = make_row(r);
+    out += fmt::format("  {:<10} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
+                       w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.gbps, w.ai,
+                       w.roof, w.err, w.status);
+  }
+  return out;
+}
+
+std::string to_csv(const RunResult& r) {
+  std::string out =
+      "B,H,N,d,causal,dtype,variant,peer,status,reason,median_ms,q1_ms,q3_ms,min_ms,max_ms,"
+      "samples,tflops_convention,tflops_model,flops_matrix,flops_convention,model_bytes_read,"
+      "model_bytes_written,model_bytes_compulsory,effective_gbps,arithmetic_intensity,"
+      "roofline_fraction,bound,max_abs_error,tolerance\n";
+  auto quote = [](std::string s) {
+    std::string q = "\"";
+    for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
+    return q + "\"";
+  };
+  for (const auto& c : r.configs) {
+    for (const auto& v : c.results) {
+      const auto& s = c.shape;
+      std::string timing = ",,,,,", derived = ",,", roof = ",";
+      if (v.timing) {
+        const auto& t = v.timing->stats;
+        timing = fmt::format("{},{},{},{},{},{}", t.median, t.q1, t.q3, t.min, t.max, t.count);
+      }
+      if (v.derived) {
+        derived = fmt::format("{},{}", v.derived->tflops_convention, v.derived->tflops_model);
+        roof = fmt::format("{},{}", v.derived->roofline_fraction, v.derived->bound);
+      } else {
+        derived = ",";
+      }
+      const std::string gbps = v.derived ? fmt::format("{}", v.derived->effective_gbps) : "";
+      const std::string err = v.verification ? fmt::format("{},{}", v.verification->max_abs_error,
+                                                           v.verification->tolerance)
+                                             : ",";
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
+                         s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), v.variant,
+                         v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
+                         v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
+                         v.model.bytes_written, v.model.bytes_compulsory, gbps,
+                         v.model.arithmetic_intensity(), roof, err);
+    }
+  }
+  return out;
+}
+
+std::string to_markdown(const RunResult& r) {
+  std::string out = "# fa-bench results\n\n";
+  out += fmt::format("- command: `{}`\n- device: {}\n- L2: {}\n\n", r.command_line,
+                     r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2);
+  for (const auto& c : r.configs) {
+    out += "## " + format_config_header(c) + "\n\n";
+    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | HBM (model) | GB/s | FLOP/B "
+           "| roofline | max err / tol | status |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    for (const auto& v : c.results) {
+      const Row w = make_row(v);
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", w.variant,
+                         w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.gbps, w.ai, w.roof,
+                         w.err, w.status);
+    }
+    out += "\n";
+  }
+  return out;
+}
+
+}  // namespace fa::bench

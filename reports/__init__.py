@@ -1,0 +1,1 @@
+"""Python side of fa-bench: read, validate, write and summarise result files (schema fa-bench/1)."""

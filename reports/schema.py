@@ -1,0 +1,576 @@
+"""Reader, validator and writer for fa-bench result files, schema ``fa-bench/1``.
+
+The schema is defined in ``docs/results-schema.md``; the C++ side (``bench/result_json.cpp``)
+writes and reads the same documents. Standard library only.
+
+Every problem is reported as a :class:`SchemaError` whose message reads
+``"<file>: <key path>: <problem>"``, e.g.
+``"r.json: configs[2].results[0].status: expected one of ok|failed|..., got 'bad'"``.
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import tempfile
+from pathlib import Path
+from typing import Any
+
+SCHEMA_VERSION = "fa-bench/1"
+UNDERSTOOD_VERSIONS = (SCHEMA_VERSION,)
+
+DTYPES = ("bf16", "fp16")
+ALGORITHMS = ("standard", "fa1", "fa2")  # IO patterns the C++ IO model knows
+STATUSES = ("ok", "failed", "skipped", "unsupported", "error", "model_only", "interrupted")
+MODEL_NUMBERS = (
+    "flops_matrix",
+    "flops_convention",
+    "bytes_read",
+    "bytes_written",
+    "bytes_compulsory",
+)
+
+
+class SchemaError(ValueError):
+    """A result document that does not follow the schema (or is not JSON at all)."""
+
+    def __init__(self, source: str | None, path: str, problem: str):
+        self.source = source
+        self.path = path
+        self.problem = problem
+        parts = [p for p in (source, path) if p]
+        super().__init__(": ".join([*parts, problem]))
+
+
+# --------------------------------------------------------------------------------------------
+# Reading and validation
+
+
+def load_results(path: str | os.PathLike) -> dict:
+    """Read, parse and validate a result file; returns the document.
+
+    Raises SchemaError for a file that is not UTF-8 JSON or does not follow the schema, and
+    OSError when the file cannot be read.
+    """
+    source = os.fspath(path)
+    data = Path(path).read_bytes()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise SchemaError(source, "", f"not UTF-8 text (byte {e.start})") from None
+    try:
+        doc = json.loads(text, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as e:
+        raise SchemaError(
+            source, "", f"invalid JSON at line {e.lineno} column {e.colno}: {e.msg}"
+        ) from None
+    except _NonStandardConstant as e:
+        raise SchemaError(source, "", f"invalid JSON: {e.args[0]} is not a JSON value") from None
+    validate(doc, source=source)
+    return doc
+
+
+class _NonStandardConstant(Exception):
+    pass
+
+
+def _refuse_constant(name: str) -> Any:
+    # Python's json accepts NaN/Infinity; strict JSON readers (the C++ side) do not.
+    raise _NonStandardConstant(name)
+
+
+def validate(doc: Any, source: str | None = "<document>") -> dict:
+    """Check ``doc`` against schema fa-bench/1; returns it unchanged, raises SchemaError."""
+    v = _Validator(source)
+    v.document(doc)
+    return doc
+
+
+def _join(path: str, key: str) -> str:
+    return f"{path}.{key}" if path else key
+
+
+def _show(value: Any) -> str:
+    """A value as a message shows it: JSON spelling for null and booleans, short."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    if isinstance(value, (list, tuple)):
+        return "a list"
+    if isinstance(value, dict):
+        return "an object"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _got(value: Any) -> str:
+    """"string 'x'", "number 1.5", "null", "an object": what was found instead."""
+    shown = _show(value)
+    kind = _kind(value)
+    return shown if kind in ("null", "boolean", "list", "object") else f"{kind} {shown}"
+
+
+def _kind(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "boolean"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, (list, tuple)):
+        return "list"
+    if isinstance(value, dict):
+        return "object"
+    return type(value).__name__
+
+
+class _Validator:
+    def __init__(self, source: str | None):
+        self.source = source
+
+    def fail(self, path: str, problem: str) -> None:
+        raise SchemaError(self.source, path, problem)
+
+    # -- primitive checks; each returns the value ---------------------------------------------
+
+    def get(self, obj: dict, path: str, key: str) -> Any:
+        if key not in obj:
+            self.fail(_join(path, key), "missing required key")
+        return obj[key]
+
+    def obj(self, value: Any, path: str, nullable: bool = False) -> dict | None:
+        if value is None and nullable:
+            return None
+        if not isinstance(value, dict):
+            want = "an object or null" if nullable else "an object"
+            self.fail(path or "document", f"expected {want}, got {_got(value)}")
+        return value
+
+    def lst(self, value: Any, path: str) -> list:
+        if not isinstance(value, list):
+            self.fail(path, f"expected a list, got {_got(value)}")
+        return value
+
+    def string(self, value: Any, path: str) -> str:
+        if not isinstance(value, str):
+            self.fail(path, f"expected a string, got {_got(value)}")
+        return value
+
+    def boolean(self, value: Any, path: str) -> bool:
+        if not isinstance(value, bool):
+            self.fail(path, f"expected true or false, got {_got(value)}")
+        return value
+
+    def integer(self, value: Any, path: str, minimum: int | None = None) -> int:
+        if isinstance(value, bool) or not isinstance(value, int):
+            self.fail(path, f"expected an integer, got {_got(value)}")
+        if minimum is not None and value < minimum:
+            what = "a positive integer" if minimum == 1 else f"an integer >= {minimum}"
+            self.fail(path, f"expected {what}, got {value}")
+        return value
+
+    def number(self, value: Any, path: str) -> float:
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            self.fail(path, f"expected a number, got {_got(value)}")
+        if not math.isfinite(value):
+            self.fail(path, f"expected a finite number, got {value}")
+        return value
+
+    def one_of(self, value: Any, path: str, allowed: tuple[str, ...]) -> str:
+        if not isinstance(value, str) or value not in allowed:
+            self.fail(path, f"expected one of {'|'.join(allowed)}, got {_show(value)}")
+        return value
+
+    def finite_everywhere(self, value: Any, path: str) -> None:
+        # JSON has no NaN or Infinity: a document carrying one cannot be written or read back.
+        if isinstance(value, float) and not math.isfinite(value):
+            self.fail(path, f"non-finite number {value} cannot be stored in JSON (use null)")
+        elif isinstance(value, dict):
+            for k, item in value.items():
+                if not isinstance(k, str):
+                    self.fail(path or "document", f"object key {_show(k)} is not a string")
+                self.finite_everywhere(item, _join(path, k))
+        elif isinstance(value, (list, tuple)):
+            for i, item in enumerate(value):
+                self.finite_everywhere(item, f"{path}[{i}]")
+
+    # -- structure ------------------------------------------------------------------------------
+
+    def document(self, doc: Any) -> None:
+        self.obj(doc, "")
+        if "schema" not in doc:
+            self.fail("schema", f"missing; this reader understands {', '.join(UNDERSTOOD_VERSIONS)}")
+        if doc["schema"] not in UNDERSTOOD_VERSIONS:
+            self.fail(
+                "schema",
+                f"unknown version {_show(doc['schema'])}; "
+                f"this reader understands {', '.join(UNDERSTOOD_VERSIONS)}",
+            )
+        self.finite_everywhere(doc, "")
+
+        tool = self.obj(self.get(doc, "", "tool"), "tool")
+        for key in ("name", "version", "git_revision"):
+            self.string(self.get(tool, "tool", key), f"tool.{key}")
+        self.string(self.get(doc, "", "created_utc"), "created_utc")
+        self.string(self.get(doc, "", "command_line"), "command_line")
+        self.boolean(self.get(doc, "", "complete"), "complete")
+
+        device = self.obj(self.get(doc, "", "device"), "device", nullable=True)
+        if device is not None:
+            self.string(self.get(device, "device", "name"), "device.name")
+            cc = self.string(
+                self.get(device, "device", "compute_capability"), "device.compute_capability"
+            )
+            if not re.fullmatch(r"[0-9]+\.[0-9]+", cc):
+                self.fail("device.compute_capability", f"expected \"major.minor\", got {cc!r}")
+            self.integer(self.get(device, "device", "sm_count"), "device.sm_count", minimum=1)
+        if "no_gpu_reason" in doc:
+            self.string(doc["no_gpu_reason"], "no_gpu_reason")
+
+        self.obj(self.get(doc, "", "settings"), "settings")
+        self.obj(self.get(doc, "", "ceilings"), "ceilings")
+
+        configs = self.lst(self.get(doc, "", "configs"), "configs")
+        for i, config in enumerate(configs):
+            self.config(config, f"configs[{i}]")
+
+    def config(self, config: Any, path: str) -> None:
+        self.obj(config, path)
+        for key in ("B", "H", "N", "d"):
+            self.integer(self.get(config, path, key), _join(path, key), minimum=1)
+        self.boolean(self.get(config, path, "causal"), _join(path, "causal"))
+        self.one_of(self.get(config, path, "dtype"), _join(path, "dtype"), DTYPES)
+        self.integer(self.get(config, path, "seed"), _join(path, "seed"))
+        results = self.lst(self.get(config, path, "results"), _join(path, "results"))
+        seen: dict[str, int] = {}
+        for j, result in enumerate(results):
+            rpath = f"{path}.results[{j}]"
+            self.result(result, rpath)
+            name = result["variant"]
+            if name in seen:
+                self.fail(
+                    _join(rpath, "variant"),
+                    f"variant {name!r} appears twice in this configuration "
+                    f"(also at results[{seen[name]}])",
+                )
+            seen[name] = j
+
+    def result(self, r: Any, path: str) -> None:
+        self.obj(r, path)
+
+        def p(key: str) -> str:
+            return _join(path, key)
+
+        self.string(self.get(r, path, "variant"), p("variant"))
+        if not r["variant"]:
+            self.fail(p("variant"), "must not be empty")
+        self.one_of(self.get(r, path, "algorithm"), p("algorithm"), ALGORITHMS)
+        self.boolean(self.get(r, path, "peer"), p("peer"))
+        status = self.one_of(self.get(r, path, "status"), p("status"), STATUSES)
+        self.string(self.get(r, path, "reason"), p("reason"))
+
+        tiles = self.obj(self.get(r, path, "tiles"), p("tiles"))
+        for key in ("block_q", "block_kv"):
+            self.integer(self.get(tiles, p("tiles"), key), f"{p('tiles')}.{key}", minimum=0)
+
+        verification = self.obj(self.get(r, path, "verification"), p("verification"), nullable=True)
+        if verification is not None:
+            passed = self.boolean(
+                self.get(verification, p("verification"), "passed"), p("verification.passed")
+            )
+            if passed and status == "failed":
+                self.fail(p("verification.passed"), "is true but status is 'failed'")
+            if not passed and status != "failed":
+                self.fail(p("verification.passed"), f"is false but status is {status!r}, not 'failed'")
+        elif status == "failed":
+            self.fail(p("verification"), "is null but status is 'failed' (failed means verified and wrong)")
+
+        timing = self.obj(self.get(r, path, "timing"), p("timing"), nullable=True)
+        if timing is not None:
+            samples = self.lst(self.get(timing, p("timing"), "samples_ms"), p("timing.samples_ms"))
+            if not samples:
+                self.fail(p("timing.samples_ms"), "is empty (a timed result has at least one sample)")
+            for k, x in enumerate(samples):
+                self.number(x, f"{p('timing.samples_ms')}[{k}]")
+            self.number(self.get(timing, p("timing"), "median_ms"), p("timing.median_ms"))
+        if (timing is not None) != (status == "ok"):
+            self.fail(
+                p("timing"),
+                f"must be non-null exactly when status is 'ok' (status is {status!r}, "
+                f"timing is {'null' if timing is None else 'present'})",
+            )
+
+        model = self.obj(self.get(r, path, "model"), p("model"))
+        for key in MODEL_NUMBERS:
+            self.number(self.get(model, p("model"), key), f"{p('model')}.{key}")
+
+        derived = self.obj(self.get(r, path, "derived"), p("derived"), nullable=True)
+        if (derived is not None) != (status == "ok"):
+            self.fail(
+                p("derived"),
+                f"must be non-null exactly when status is 'ok' (status is {status!r}, "
+                f"derived is {'null' if derived is None else 'present'})",
+            )
+
+
+# --------------------------------------------------------------------------------------------
+# Writing
+
+
+def summarize(samples_ms: list[float]) -> dict:
+    """Timing statistics exactly as profiler/stats.cpp computes them.
+
+    Quantiles by linear interpolation between order statistics (type 7, numpy's default),
+    mean summed in sorted order, stddev with n - 1 (0 for one sample),
+    relative_iqr = (q3 - q1) / median (0 when median is 0).
+    """
+    v = sorted(float(x) for x in samples_ms)
+    if not v:
+        raise ValueError("summarize: no samples")
+    n = len(v)
+
+    def quantile(q: float) -> float:
+        pos = q * (n - 1)
+        lo = math.floor(pos)
+        hi = min(lo + 1, n - 1)
+        return v[lo] + (v[hi] - v[lo]) * (pos - lo)
+
+    mean = 0.0
+    for x in v:
+        mean += x
+    mean /= n
+    ss = 0.0
+    for x in v:
+        ss += (x - mean) * (x - mean)
+    stddev = math.sqrt(ss / (n - 1)) if n > 1 else 0.0
+    median, q1, q3 = quantile(0.5), quantile(0.25), quantile(0.75)
+    return {
+        "median_ms": median,
+        "q1_ms": q1,
+        "q3_ms": q3,
+        "min_ms": v[0],
+        "max_ms": v[-1],
+        "mean_ms": mean,
+        "stddev_ms": stddev,
+        "relative_iqr": (q3 - q1) / median if median > 0 else 0.0,
+    }
+
+
+def derive(
+    model: dict,
+    median_ms: float,
+    peak_flops_per_s: float = 0.0,
+    bandwidth_bytes_per_s: float = 0.0,
+) -> dict:
+    """The ``derived`` object from a model and a median time, as profiler/roofline.cpp places it.
+
+    Roofs of 0 mean unknown: the roofline fields are then 0 and ``bound`` is "".
+    """
+    seconds = median_ms * 1e-3
+    nbytes = model["bytes_read"] + model["bytes_written"]
+    intensity = model["flops_matrix"] / nbytes if nbytes > 0 else 0.0
+    attained = model["flops_matrix"] / seconds if seconds > 0 else 0.0
+    attainable, fraction, bound = 0.0, 0.0, ""
+    if peak_flops_per_s > 0 and bandwidth_bytes_per_s > 0:
+        memory_roof = intensity * bandwidth_bytes_per_s
+        attainable = min(peak_flops_per_s, memory_roof)
+        bound = "memory" if memory_roof < peak_flops_per_s else "compute"
+        fraction = attained / attainable if attainable > 0 else 0.0
+    return {
+        "tflops_convention": model["flops_convention"] / seconds / 1e12 if seconds > 0 else 0.0,
+        "tflops_model": attained / 1e12,
+        "effective_gbps": nbytes / seconds / 1e9 if seconds > 0 else 0.0,
+        "arithmetic_intensity": intensity,
+        "roofline_attainable_tflops": attainable / 1e12,
+        "roofline_fraction": fraction,
+        "bound": bound,
+    }
+
+
+def _git_revision() -> str:
+    try:
+        out = subprocess.run(
+            ["git", "rev-parse", "--short", "HEAD"],
+            cwd=Path(__file__).resolve().parent,
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        )
+        return out.stdout.strip() or "unknown"
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def new_document(
+    command_line: str,
+    device: dict | None = None,
+    settings: dict | None = None,
+    ceilings: dict | None = None,
+    tool_version: str = "0.1.0",
+) -> dict:
+    """An empty, complete document; append configs (see :func:`make_config`) to ``configs``.
+
+    ``settings`` and ``ceilings`` are laid over defaults (roofs of 0 = unknown).
+    """
+    base_settings = {
+        "seed": 1234,
+        "warmup": 0,
+        "repetitions": 0,
+        "min_time_s": 0.0,
+        "l2": "cold",
+        "model_only": device is None,
+        "inputs": "normal",
+        "timing_engine": "python",
+    }
+    base_ceilings = {
+        "source": "unknown",
+        "dram_bytes_per_s": 0.0,
+        "tensor_flops_per_s": {"bf16": 0.0, "fp16": 0.0},
+    }
+    return {
+        "schema": SCHEMA_VERSION,
+        "tool": {"name": "fa-bench", "version": tool_version, "git_revision": _git_revision()},
+        "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "command_line": command_line,
+        "complete": True,
+        "device": device,
+        "no_gpu_reason": "" if device is not None else "no device recorded",
+        "settings": {**base_settings, **(settings or {})},
+        "ceilings": {**base_ceilings, **(ceilings or {})},
+        "configs": [],
+    }
+
+
+def make_config(
+    *, B: int, H: int, N: int, d: int, causal: bool, dtype: str, seed: int, results=None
+) -> dict:
+    """One configuration (inputs N(0,1) from ``seed``) with its results."""
+    return {
+        "B": B,
+        "H": H,
+        "N": N,
+        "d": d,
+        "causal": causal,
+        "dtype": dtype,
+        "seed": seed,
+        "results": list(results or []),
+    }
+
+
+def make_result(
+    variant: str,
+    *,
+    algorithm: str,
+    status: str,
+    reason: str = "",
+    peer: bool = False,
+    tiles: dict | None = None,
+    verification: dict | None = None,
+    samples_ms: list[float] | None = None,
+    model: dict | None = None,
+    derived: dict | None = None,
+    l2: str = "cold",
+    warmup: int = 0,
+) -> dict:
+    """One result. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
+    with statistics computed as the C++ side does (SM clocks -1 = unknown). ``model`` keys
+    not given are 0 (not modelled), ``terms`` []. ``derived`` defaults, for status "ok", to
+    :func:`derive` with unknown roofs.
+    Raises SchemaError when the result breaks a schema rule.
+    """
+    timing = None
+    if samples_ms is not None:
+        samples = [float(x) for x in samples_ms]
+        timing = {
+            "l2": l2,
+            "warmup": int(warmup),
+            "samples_ms": samples,
+            **(summarize(samples) if samples else {"median_ms": 0.0}),
+            "sm_clock_mhz": {"before": -1, "after": -1},
+        }
+    # The C++ reader also requires flops_nonmatrix and bytes_asymptotic: 0 = not modelled.
+    model = {
+        **{key: 0.0 for key in MODEL_NUMBERS},
+        "flops_nonmatrix": 0.0,
+        "bytes_asymptotic": 0.0,
+        "terms": [],
+        **(model or {}),
+    }
+    if derived is None and status == "ok" and timing is not None:
+        derived = derive(model, timing["median_ms"])
+    result = {
+        "variant": variant,
+        "algorithm": algorithm,
+        "peer": peer,
+        "status": status,
+        "reason": reason,
+        "tiles": dict(tiles) if tiles is not None else {"block_q": 0, "block_kv": 0},
+        "verification": verification,
+        "timing": timing,
+        "model": model,
+        "derived": derived,
+    }
+    v = _Validator("make_result")
+    v.finite_everywhere(result, variant)
+    v.result(result, variant)
+    return result
+
+
+def write_results(doc: dict, path: str | os.PathLike) -> None:
+    """Validate ``doc`` and write it to ``path`` atomically (temp file + os.replace)."""
+    target = Path(path)
+    validate(doc, source=os.fspath(path))
+    text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
+    directory = target.parent
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+            f.flush()
+            os.fsync(f.fileno())
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp, 0o666 & ~umask)
+        os.replace(tmp, target)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except FileNotFoundError:
+            pass
+        raise
+
+
+# --------------------------------------------------------------------------------------------
+# Reports
+
+
+def rows(doc: dict) -> list[dict]:
+    """One flat dict per (config, result): the config's fields, the result's fields, and
+    shortcuts (None where absent): median_ms, relative_iqr, tflops_convention, tflops_model,
+    effective_gbps, max_abs_error, passed, plus config_index and result_index.
+    """
+    out = []
+    for ci, config in enumerate(doc["configs"]):
+        cfields = {k: v for k, v in config.items() if k != "results"}
+        for ri, result in enumerate(config["results"]):
+            timing = result.get("timing") or {}
+            derived = result.get("derived") or {}
+            verification = result.get("verification") or {}
+            row = {"config_index": ci, "result_index": ri, **cfields, **result}
+            row.update(
+                median_ms=timing.get("median_ms"),
+                relative_iqr=timing.get("relative_iqr"),
+                tflops_convention=derived.get("tflops_convention"),
+                tflops_model=derived.get("tflops_model"),
+                effective_gbps=derived.get("effective_gbps"),
+                max_abs_error=verification.get("max_abs_error"),
+                passed=verification.get("passed"),
+            )
+            out.append(row)
+    return out

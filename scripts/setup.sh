@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what fa-bench needs and is missing: Debian packages for the C++ build, and a Python
+# venv (.venv) for reports/ with the pinned versions of reports/requirements.txt.
+# Idempotent; fast when everything is there. The CUDA toolkit (nvcc, cuBLAS) must be installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
+          libbenchmark-dev python3-venv)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
+    # Machines without a registry (the GPU machine) may have these from elsewhere: CMake's
+    # find_package says what is really missing.
+    echo "setup: warning: could not install ${missing[*]}; continuing" >&2
+  fi
+fi
+[ "${1:-}" = "--cxx" ] && exit 0
+
+if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
+  echo "setup: error: nvcc not found: install the CUDA toolkit (13.0) first" >&2
+  exit 1
+fi
+
+# Python venv for reports/, keyed by the requirements file so a change reinstalls.
+stamp=.venv/.requirements.sha256
+want=$(sha256sum reports/requirements.txt | cut -d' ' -f1)
+if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: creating .venv from reports/requirements.txt" >&2
+  python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r reports/requirements.txt
+  echo "$want" >"$stamp"
+fi

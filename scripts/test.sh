@@ -1,0 +1,10 @@
+#!/usr/bin/env bash
+# Sets up if needed, builds, runs ctest (CPU tests always; GPU tests when a GPU is present,
+# skipped with a reason otherwise) and pytest.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh
+scripts/build.sh
+(cd build && ctest --output-on-failure -j "$(nproc)")
+FA_BENCH_BIN="$PWD/build/bin/fa-bench" .venv/bin/python -m pytest -q tests/python
+.venv/bin/ruff check reports tests/python scripts/*.py

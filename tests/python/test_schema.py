@@ -1,0 +1,521 @@
+"""Tests of reports/schema.py (the fa-bench/1 reader and writer) and `python -m reports`."""
+
+from __future__ import annotations
+
+import copy
+import json
+import math
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from reports import schema
+from reports.schema import SchemaError, load_results, make_result, validate, write_results
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+
+B, H, N, D = 2, 3, 17, 64
+
+
+def model(causal: bool = True) -> dict:
+    return {
+        "flops_matrix": 4.0 * B * H * N * N * D,
+        "flops_convention": 4.0 * B * H * N * N * D * (0.5 if causal else 1.0),
+        "flops_nonmatrix": 1.0e4,
+        "bytes_read": 3.0 * B * H * N * D * 2,
+        "bytes_written": 1.0 * B * H * N * D * 2,
+        "bytes_compulsory": 4.0 * B * H * N * D * 2,
+        "bytes_asymptotic": 1.0e5,
+        "terms": [{"name": "Q read (once)", "write": False, "bytes": 1.0 * B * H * N * D * 2}],
+    }
+
+
+def verification(passed: bool) -> dict:
+    return {"passed": passed, "all_finite": True, "nonfinite_count": 0,
+            "max_abs_error": 0.004 if passed else 0.5, "rmse": 0.0004,
+            "baseline_max_abs_error": 0.0078, "tolerance": 0.0166,
+            "rows_checked": 17, "heads_checked": 4}
+
+
+def good_doc() -> dict:
+    doc = schema.new_document(
+        "fa-bench --N 17",
+        device={"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132},
+    )
+    results = [
+        make_result("fa2", algorithm="fa2", status="ok", tiles={"block_q": 128, "block_kv": 64},
+                    verification=verification(True), samples_ms=[0.011, 0.0105, 0.0112],
+                    model=model(), warmup=3),
+        make_result("standard", algorithm="standard", status="failed",
+                    reason="max_abs_error 0.5 > tolerance 0.0166",
+                    verification=verification(False), model=model()),
+        make_result("torch_sdpa", algorithm="fa2", status="skipped", peer=True,
+                    reason="PyTorch is not installed", model=model()),
+    ]
+    doc["configs"].append(schema.make_config(B=B, H=H, N=N, d=D, causal=True, dtype="bf16",
+                                             seed=1234, results=results))
+    doc["configs"].append(schema.make_config(B=1, H=1, N=64, d=64, causal=False, dtype="fp16",
+                                             seed=1234, results=[
+        make_result("fa2", algorithm="fa2", status="model_only", model=model(False)),
+    ]))
+    return doc
+
+
+# --------------------------------------------------------------------------------------------
+# Round trip
+
+
+def test_round_trip(tmp_path):
+    doc = good_doc()
+    path = tmp_path / "r.json"
+    write_results(doc, path)
+    assert load_results(path) == doc
+    assert load_results(str(path)) == doc
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]  # no temp file left over
+    text = path.read_text()
+    assert text.startswith('{\n "schema": "fa-bench/1"')  # indent=1
+
+
+def test_write_refuses_invalid_and_keeps_old_file(tmp_path):
+    path = tmp_path / "r.json"
+    write_results(good_doc(), path)
+    before = path.read_bytes()
+    bad = good_doc()
+    bad["configs"][0]["results"][0]["status"] = "bad"
+    with pytest.raises(SchemaError, match=r"r\.json: configs\[0\]\.results\[0\]\.status"):
+        write_results(bad, path)
+    assert path.read_bytes() == before
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json"]
+
+
+def test_write_refuses_nan(tmp_path):
+    doc = good_doc()
+    doc["configs"][0]["results"][0]["verification"]["rmse"] = float("nan")
+    with pytest.raises(SchemaError, match=r"configs\[0\]\.results\[0\]\.verification\.rmse"):
+        write_results(doc, tmp_path / "r.json")
+    assert not (tmp_path / "r.json").exists()
+
+
+def test_rows():
+    rs = schema.rows(good_doc())
+    assert len(rs) == 4
+    first = rs[0]
+    assert (first["variant"], first["B"], first["H"], first["N"], first["d"]) == ("fa2", B, H, N, D)
+    assert first["causal"] is True and first["dtype"] == "bf16" and first["status"] == "ok"
+    assert first["median_ms"] == pytest.approx(0.011)
+    assert first["tflops_convention"] == pytest.approx(
+        model()["flops_convention"] / 0.011e-3 / 1e12)
+    assert first["max_abs_error"] == 0.004 and first["passed"] is True
+    assert rs[1]["median_ms"] is None and rs[1]["passed"] is False
+    assert rs[3]["N"] == 64 and rs[3]["config_index"] == 1 and rs[3]["result_index"] == 0
+
+
+# --------------------------------------------------------------------------------------------
+# Validation errors: each case mutates a valid document; the message must name the file and
+# the offending key path.
+
+R0 = "configs[0].results[0]"  # ok
+R1 = "configs[0].results[1]"  # failed
+R2 = "configs[0].results[2]"  # skipped
+
+
+def _del(*keys):
+    def f(doc):
+        obj = doc
+        for k in keys[:-1]:
+            obj = obj[k]
+        del obj[keys[-1]]
+    return f
+
+
+def _set(value, *keys):
+    def f(doc):
+        obj = doc
+        for k in keys[:-1]:
+            obj = obj[k]
+        obj[keys[-1]] = copy.deepcopy(value)
+    return f
+
+
+def _res(i, *keys):
+    return ("configs", 0, "results", i, *keys)
+
+
+def _cfg(*keys):
+    return ("configs", 0, *keys)
+
+
+CASES = [
+    # top level
+    (_set([], "configs", 0), "configs[0]"),
+    (_del("schema"), "schema"),
+    (_set("fa-bench/2", "schema"), "schema"),
+    (_del("tool"), "tool"),
+    (_set("fa-bench", "tool"), "tool"),
+    (_del("tool", "name"), "tool.name"),
+    (_set(1, "tool", "version"), "tool.version"),
+    (_del("tool", "git_revision"), "tool.git_revision"),
+    (_del("created_utc"), "created_utc"),
+    (_set(5, "command_line"), "command_line"),
+    (_del("complete"), "complete"),
+    (_set("yes", "complete"), "complete"),
+    (_del("device"), "device"),
+    (_set([], "device"), "device"),
+    (_del("device", "name"), "device.name"),
+    (_del("device", "compute_capability"), "device.compute_capability"),
+    (_set(0, "device", "sm_count"), "device.sm_count"),
+    (_set("sm_90", "device", "compute_capability"), "device.compute_capability"),
+    (_set("132", "device", "sm_count"), "device.sm_count"),
+    (_del("settings"), "settings"),
+    (_set(None, "settings"), "settings"),
+    (_del("ceilings"), "ceilings"),
+    (_del("configs"), "configs"),
+    (_set({}, "configs"), "configs"),
+    # configurations
+    (_set(0, *_cfg("B")), "configs[0].B"),
+    (_set(-1, *_cfg("H")), "configs[0].H"),
+    (_set("17", *_cfg("N")), "configs[0].N"),
+    (_set(1.5, *_cfg("d")), "configs[0].d"),
+    (_set(True, *_cfg("B")), "configs[0].B"),
+    (_del(*_cfg("d")), "configs[0].d"),
+    (_set("true", *_cfg("causal")), "configs[0].causal"),
+    (_set("fp32", *_cfg("dtype")), "configs[0].dtype"),
+    (_del(*_cfg("seed")), "configs[0].seed"),
+    (_set("1234", *_cfg("seed")), "configs[0].seed"),
+    (_del(*_cfg("results")), "configs[0].results"),
+    (_set(None, *_cfg("results")), "configs[0].results"),
+    # results
+    (_set("fa2", *_cfg("results", 1)), R1),
+    (_del(*_res(0, "variant")), f"{R0}.variant"),
+    (_set(2, *_res(0, "variant")), f"{R0}.variant"),
+    (_del(*_res(0, "algorithm")), f"{R0}.algorithm"),
+    (_set("fa3", *_res(0, "algorithm")), f"{R0}.algorithm"),
+    (_set("no", *_res(0, "peer")), f"{R0}.peer"),
+    (_del(*_res(0, "peer")), f"{R0}.peer"),
+    (_set("bad", *_res(0, "status")), f"{R0}.status"),
+    (_del(*_res(0, "status")), f"{R0}.status"),
+    (_del(*_res(1, "reason")), f"{R1}.reason"),
+    (_set(None, *_res(1, "reason")), f"{R1}.reason"),
+    (_del(*_res(0, "tiles")), f"{R0}.tiles"),
+    (_set(-1, *_res(0, "tiles", "block_q")), f"{R0}.tiles.block_q"),
+    (_del(*_res(0, "verification")), f"{R0}.verification"),
+    (_set([], *_res(0, "verification")), f"{R0}.verification"),
+    (_del(*_res(0, "verification", "passed")), f"{R0}.verification.passed"),
+    (_del(*_res(0, "timing")), f"{R0}.timing"),
+    (_set("fast", *_res(0, "timing")), f"{R0}.timing"),
+    (_del(*_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms"),
+    (_set(0.5, *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms"),
+    (_set([0.1, "x"], *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms[1]"),
+    (_set([], *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms"),
+    (_del(*_res(0, "timing", "median_ms")), f"{R0}.timing.median_ms"),
+    (_set(None, *_res(0, "timing", "median_ms")), f"{R0}.timing.median_ms"),
+    (_del(*_res(0, "model")), f"{R0}.model"),
+    (_set(None, *_res(2, "model")), f"{R2}.model"),
+    (_set("1e9", *_res(0, "model", "flops_matrix")), f"{R0}.model.flops_matrix"),
+    *[(_del(*_res(1, "model", k)), f"{R1}.model.{k}") for k in schema.MODEL_NUMBERS],
+    (_del(*_res(0, "derived")), f"{R0}.derived"),
+    (_set(3, *_res(0, "derived")), f"{R0}.derived"),
+    # rules
+    (_set("fa2", *_res(1, "variant")), f"{R1}.variant"),
+    (_set("torch_sdpa", *_res(1, "variant")), f"{R2}.variant"),
+    (_set(None, *_res(0, "timing")), f"{R0}.timing"),
+    (_set(None, *_res(0, "derived")), f"{R0}.derived"),
+    (_set({"samples_ms": [1.0], "median_ms": 1.0}, *_res(1, "timing")), f"{R1}.timing"),
+    (_set({"tflops_convention": 1.0}, *_res(2, "derived")), f"{R2}.derived"),
+    (_set(False, *_res(0, "verification", "passed")), f"{R0}.verification.passed"),
+    (_set(True, *_res(1, "verification", "passed")), f"{R1}.verification.passed"),
+    (_set(None, *_res(1, "verification")), f"{R1}.verification"),
+    (_set(verification(False), *_res(2, "verification")), f"{R2}.verification.passed"),
+]
+
+
+@pytest.mark.parametrize("mutate,key_path", CASES, ids=[f"{i}:{c[1]}" for i, c in enumerate(CASES)])
+def test_validation_error_names_file_and_key(tmp_path, mutate, key_path):
+    doc = good_doc()
+    mutate(doc)
+    path = tmp_path / "bad_result.json"
+    path.write_text(json.dumps(doc, indent=1))
+    with pytest.raises(SchemaError) as info:
+        load_results(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: "), message
+    assert key_path in message, message
+    assert info.value.path.startswith(key_path), message
+    # validate() without a file names the source it is given.
+    with pytest.raises(SchemaError, match="^mydoc: "):
+        validate(doc, source="mydoc")
+
+
+def test_status_message_lists_allowed_values(tmp_path):
+    doc = good_doc()
+    doc["configs"][0]["results"][0]["status"] = "bad"
+    path = tmp_path / "r.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as info:
+        load_results(path)
+    assert str(info.value) == (
+        f"{path}: configs[0].results[0].status: expected one of "
+        "ok|failed|skipped|unsupported|error|model_only|interrupted, got 'bad'"
+    )
+
+
+def test_unknown_keys_allowed(tmp_path):
+    doc = good_doc()
+    doc["future_top_level"] = {"x": 1}
+    doc["configs"][0]["layout"] = "bhsd"
+    doc["configs"][0]["results"][0]["timing"]["power_w"] = 500.0
+    doc["configs"][0]["results"][0]["model"]["bytes_l2"] = 1.0
+    path = tmp_path / "r.json"
+    write_results(doc, path)
+    assert load_results(path) == doc
+
+
+def test_null_device_allowed(tmp_path):
+    doc = schema.new_document("fa-bench --model-only")
+    assert doc["device"] is None and doc["no_gpu_reason"]
+    path = tmp_path / "r.json"
+    write_results(doc, path)
+    assert load_results(path)["device"] is None
+
+
+@pytest.mark.parametrize("version", ["fa-bench/2", "fa-bench/0", "", None, 1])
+def test_unknown_schema_version_refused(tmp_path, version):
+    doc = good_doc()
+    doc["schema"] = version
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as info:
+        load_results(path)
+    message = str(info.value)
+    assert "future.json" in message and "schema" in message and "fa-bench/1" in message
+
+
+def test_unknown_schema_checked_before_structure(tmp_path):
+    path = tmp_path / "future.json"
+    path.write_text(json.dumps({"schema": "fa-bench/2", "runs": []}))
+    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/2'"):
+        load_results(path)
+
+
+def test_truncated_json_refused(tmp_path):
+    full = json.dumps(good_doc(), indent=1)
+    path = tmp_path / "truncated.json"
+    path.write_text(full[: len(full) // 2])
+    with pytest.raises(SchemaError) as info:
+        load_results(path)
+    message = str(info.value)
+    assert message.startswith(f"{path}: invalid JSON at line ")
+    assert "column" in message
+
+
+@pytest.mark.parametrize("content", [b"", b"[1, 2", b'{"schema": NaN}', b"\xff\xfe{}"])
+def test_malformed_files_refused(tmp_path, content):
+    path = tmp_path / "broken.json"
+    path.write_bytes(content)
+    with pytest.raises(SchemaError, match=r"broken\.json: "):
+        load_results(path)
+
+
+def test_not_an_object(tmp_path):
+    path = tmp_path / "list.json"
+    path.write_text("[]")
+    with pytest.raises(SchemaError, match=r"list\.json: document: expected an object"):
+        load_results(path)
+
+
+def test_nan_in_memory_refused_by_validate():
+    doc = good_doc()
+    doc["configs"][0]["results"][0]["timing"]["samples_ms"][1] = float("inf")
+    with pytest.raises(SchemaError, match=r"configs\[0\]\.results\[0\]\.timing\.samples_ms\[1\]"):
+        validate(doc)
+
+
+# --------------------------------------------------------------------------------------------
+# Writer helpers
+
+
+def test_make_result_statistics_match_numpy():
+    np = pytest.importorskip("numpy")
+    rng = random.Random(1234)
+    for n in [1, 2, 3, 4, 5, 7, 10, 64, 101, 1000]:
+        samples = [rng.lognormvariate(0.0, 0.3) for _ in range(n)]
+        r = make_result("fa2", algorithm="fa2", status="ok", samples_ms=samples, model=model(),
+                        l2="warm", warmup=7)
+        t = r["timing"]
+        assert t["samples_ms"] == samples  # launch order kept, not sorted
+        assert t["l2"] == "warm" and t["warmup"] == 7
+        a = np.asarray(samples)
+        q1, median, q3 = np.quantile(a, [0.25, 0.5, 0.75])  # type 7, linear
+        assert t["median_ms"] == pytest.approx(median, rel=1e-12, abs=0)
+        assert t["q1_ms"] == pytest.approx(q1, rel=1e-12, abs=0)
+        assert t["q3_ms"] == pytest.approx(q3, rel=1e-12, abs=0)
+        assert t["min_ms"] == a.min() and t["max_ms"] == a.max()
+        assert t["mean_ms"] == pytest.approx(a.mean(), rel=1e-12)
+        stddev = a.std(ddof=1) if n > 1 else 0.0
+        assert t["stddev_ms"] == pytest.approx(stddev, rel=1e-9, abs=1e-15)
+        assert t["relative_iqr"] == pytest.approx((q3 - q1) / median, rel=1e-9, abs=1e-15)
+        d = r["derived"]
+        assert d["tflops_convention"] == pytest.approx(
+            model()["flops_convention"] / (t["median_ms"] * 1e-3) / 1e12)
+        assert d["bound"] == "" and d["roofline_attainable_tflops"] == 0.0
+
+
+def test_summarize_small_cases():
+    s = schema.summarize([3.0, 1.0, 2.0, 4.0])
+    assert (s["min_ms"], s["q1_ms"], s["median_ms"], s["q3_ms"], s["max_ms"]) == (
+        1.0, 1.75, 2.5, 3.25, 4.0)
+    assert s["mean_ms"] == 2.5
+    assert s["stddev_ms"] == pytest.approx(math.sqrt(5.0 / 3.0))
+    assert s["relative_iqr"] == pytest.approx(1.5 / 2.5)
+    one = schema.summarize([0.5])
+    assert one["stddev_ms"] == 0.0 and one["relative_iqr"] == 0.0 and one["median_ms"] == 0.5
+
+
+def test_derive_roofline():
+    m = model()
+    d = schema.derive(m, 0.01, peak_flops_per_s=989.4e12, bandwidth_bytes_per_s=4.8e12)
+    nbytes = m["bytes_read"] + m["bytes_written"]
+    intensity = m["flops_matrix"] / nbytes
+    assert d["arithmetic_intensity"] == pytest.approx(intensity)
+    assert d["effective_gbps"] == pytest.approx(nbytes / 1e-5 / 1e9)
+    assert d["roofline_attainable_tflops"] == pytest.approx(min(989.4, intensity * 4.8))
+    assert d["bound"] == ("memory" if intensity * 4.8e12 < 989.4e12 else "compute")
+    assert d["roofline_fraction"] == pytest.approx(
+        d["tflops_model"] / d["roofline_attainable_tflops"])
+
+
+def test_make_result_fills_model_defaults():
+    r = make_result("x", algorithm="fa2", status="skipped", model={"flops_matrix": 5.0})
+    assert r["model"]["flops_matrix"] == 5.0
+    for key in (*schema.MODEL_NUMBERS[1:], "flops_nonmatrix", "bytes_asymptotic"):
+        assert r["model"][key] == 0.0
+    assert r["model"]["terms"] == []
+    assert r["tiles"] == {"block_q": 0, "block_kv": 0}
+    assert r["verification"] is None and r["timing"] is None and r["derived"] is None
+
+
+def test_make_result_refuses_rule_breaks():
+    with pytest.raises(SchemaError, match="timing"):
+        make_result("fa2", algorithm="fa2", status="ok", model=model())  # no samples
+    with pytest.raises(SchemaError, match="timing"):
+        make_result("fa2", algorithm="fa2", status="skipped", samples_ms=[1.0], model=model())
+    with pytest.raises(SchemaError, match="verification"):
+        make_result("fa2", algorithm="fa2", status="failed", model=model())
+    with pytest.raises(SchemaError, match="status"):
+        make_result("fa2", algorithm="fa2", status="great", model=model())
+
+
+def test_python_fixture_script(tmp_path):
+    out = tmp_path / "python_fixture.json"
+    run = subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_python_fixture.py"),
+                          str(out)], capture_output=True, text=True, cwd=tmp_path)
+    assert run.returncode == 0, run.stderr
+    doc = load_results(out)
+    assert doc["device"]["name"] == "NVIDIA H200"
+    [config] = doc["configs"]
+    assert (config["B"], config["H"], config["N"], config["d"]) == (2, 3, 17, 64)
+    assert config["causal"] is True and config["dtype"] == "bf16"
+    assert [r["status"] for r in config["results"]] == ["ok", "failed", "skipped"]
+    assert len(config["results"][0]["timing"]["samples_ms"]) >= 3
+    # Deterministic: a second run writes the same bytes.
+    out2 = tmp_path / "again.json"
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_python_fixture.py"),
+                    str(out2)], check=True, cwd=tmp_path)
+    assert out.read_bytes() == out2.read_bytes()
+
+
+# --------------------------------------------------------------------------------------------
+# python -m reports
+
+
+def run_reports(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "reports", *args], cwd=REPO_ROOT,
+                          capture_output=True, text=True)
+
+
+def test_cli_valid_file(tmp_path):
+    path = tmp_path / "good.json"
+    write_results(good_doc(), path)
+    run = run_reports(str(path))
+    assert run.returncode == 0, run.stderr
+    assert run.stderr == ""
+    for text in ("variant", "median_ms", "fa2", "standard", "torch_sdpa", "NVIDIA H200"):
+        assert text in run.stdout
+
+
+def test_cli_bad_file(tmp_path):
+    good = tmp_path / "good.json"
+    write_results(good_doc(), good)
+    bad = tmp_path / "bad.json"
+    doc = good_doc()
+    doc["configs"][0]["results"][0]["status"] = "bad"
+    bad.write_text(json.dumps(doc))
+    run = run_reports(str(good), str(bad))
+    assert run.returncode == 2
+    lines = run.stderr.splitlines()
+    assert len(lines) == 1
+    assert lines[0].startswith(f"error: {bad}: configs[0].results[0].status: ")
+    assert "fa2" in run.stdout  # the good file is still reported
+
+
+def test_cli_missing_and_truncated_files(tmp_path):
+    trunc = tmp_path / "trunc.json"
+    trunc.write_text('{"schema": "fa-bench/1", ')
+    run = run_reports(str(tmp_path / "absent.json"), str(trunc))
+    assert run.returncode == 2
+    lines = run.stderr.splitlines()
+    assert len(lines) == 2
+    assert lines[0].startswith(f"error: {tmp_path / 'absent.json'}: ")
+    assert lines[1].startswith(f"error: {trunc}: invalid JSON")
+
+
+def test_cli_no_arguments():
+    assert run_reports().returncode == 2
+
+
+# --------------------------------------------------------------------------------------------
+# The C++ writer's output
+
+
+def fa_bench_binary() -> Path | None:
+    env = os.environ.get("FA_BENCH_BIN")
+    candidate = Path(env) if env else REPO_ROOT / "build" / "bin" / "fa-bench"
+    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
+
+
+def test_reads_cpp_output(tmp_path):
+    binary = fa_bench_binary()
+    if binary is None:
+        pytest.skip("fa-bench binary not built: looked for $FA_BENCH_BIN, then "
+                    f"{REPO_ROOT / 'build' / 'bin' / 'fa-bench'}")
+    out = tmp_path / "cpp.json"
+    run = subprocess.run([str(binary), "--model-only", "--N", "128,256", "--d", "64",
+                          "--variants", "all", "--json", str(out)],
+                         capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, f"fa-bench failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
+    doc = load_results(out)
+    assert doc["schema"] == "fa-bench/1" and doc["tool"]["name"] == "fa-bench"
+    assert doc["complete"] is True
+    assert sorted({c["N"] for c in doc["configs"]}) == [128, 256]
+    variants = set()
+    for config in doc["configs"]:
+        assert config["d"] == 64
+        b, h, n, d = config["B"], config["H"], config["N"], config["d"]
+        expected = 4.0 * b * h * n * n * d * (0.5 if config["causal"] else 1.0)
+        for result in config["results"]:
+            variants.add(result["variant"])
+            assert result["status"] != "ok"  # nothing is timed in a model-only run
+            assert result["timing"] is None and result["derived"] is None
+            if result["peer"]:
+                continue
+            m = result["model"]
+            assert m["flops_convention"] == pytest.approx(expected, rel=1e-12)
+            if result["status"] == "model_only":
+                assert m["flops_matrix"] > 0
+                assert m["bytes_read"] + m["bytes_written"] >= m["bytes_compulsory"] > 0
+    assert {"standard", "fa2"} <= variants
+    assert run_reports(str(out)).returncode == 0

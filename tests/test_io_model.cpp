@@ -1,0 +1,111 @@
+// The IO model, hand-checked on small cases, and its scaling laws.
+#include <gtest/gtest.h>
+
+#include "profiler/io_model.hpp"
+
+namespace fa {
+namespace {
+
+Shape shape(std::int64_t N, std::int64_t d, bool causal = false, std::int64_t B = 1, std::int64_t H = 1) {
+  Shape s;
+  s.B = B;
+  s.H = H;
+  s.N = N;
+  s.d = d;
+  s.causal = causal;
+  return s;
+}
+
+TEST(IoModel, StandardBytesByHand) {
+  // N=4, d=2, bf16 (2 bytes): Q,K,V,O = 8 elements = 16 B each; S, P = 16 elements = 32 B each.
+  const auto m = model::io_model(Algorithm::standard, shape(4, 2), {}, 1024);
+  EXPECT_DOUBLE_EQ(m.bytes_read, 16 + 16 + 32 + 32 + 16);  // Q, K, S, P, V
+  EXPECT_DOUBLE_EQ(m.bytes_written, 32 + 32 + 16);         // S, P, O
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4.0 * 16 * 2);
+  EXPECT_DOUBLE_EQ(m.flops_convention, 4.0 * 16 * 2);
+  EXPECT_DOUBLE_EQ(m.bytes_compulsory, 4 * 16);
+}
+
+TEST(IoModel, StandardCausalReadsOnlyTheLowerTriangleOfS) {
+  const auto m = model::io_model(Algorithm::standard, shape(4, 2, true), {}, 1024);
+  // S read: 4*5/2 = 10 elements = 20 B instead of 32.
+  EXPECT_DOUBLE_EQ(m.bytes_read, 16 + 16 + 20 + 32 + 16);
+  EXPECT_DOUBLE_EQ(m.flops_convention, 4.0 * 16 * 2 / 2);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4.0 * 16 * 2);  // cuBLAS still computes everything
+}
+
+TEST(IoModel, Fa2BytesByHand) {
+  // N=8, d=2, Br=4, Bc=2: 2 query blocks, each reads all 8 K rows and 8 V rows.
+  const auto m = model::io_model(Algorithm::fa2, shape(8, 2), {4, 2}, 1024);
+  const double row = 2 * 2;  // d * 2 bytes
+  EXPECT_DOUBLE_EQ(m.bytes_read, 8 * row + 2 * 8 * row + 2 * 8 * row);
+  EXPECT_DOUBLE_EQ(m.bytes_written, 8 * row + 8 * 4);  // O and fp32 lse
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4.0 * 64 * 2);
+}
+
+TEST(IoModel, Fa2CausalVisitsBlocksUpToTheDiagonal) {
+  // N=8, Br=4, Bc=2, causal: query block 0 (rows 0-3) visits K/V blocks 0,1; block 1 visits 0-3.
+  const Shape s = shape(8, 2, true);
+  EXPECT_EQ(model::kv_blocks_for_query_block(s, {4, 2}, 0), 2);
+  EXPECT_EQ(model::kv_blocks_for_query_block(s, {4, 2}, 1), 4);
+  const auto m = model::io_model(Algorithm::fa2, s, {4, 2}, 1024);
+  const double row = 2 * 2;
+  EXPECT_DOUBLE_EQ(m.bytes_read, 8 * row + 2 * (4 + 8) * row);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 6 * 4.0 * 4 * 2 * 2);  // 6 tile pairs of 4x2, d=2
+}
+
+TEST(IoModel, Fa2TailBlockReadsOnlyRealRows) {
+  // N=5, Bc=4: the second K/V block has one real row.
+  const auto m = model::io_model(Algorithm::fa2, shape(5, 2), {8, 4}, 1024);
+  const double row = 2 * 2;
+  EXPECT_DOUBLE_EQ(m.bytes_read, 5 * row + 2 * 5 * row);
+}
+
+TEST(IoModel, Fa1BytesByHand) {
+  // N=4, d=2, Br=2, Bc=2, bf16 O state, fp32 l and m: 2 K/V blocks x 2 query blocks of 2 rows.
+  const auto m = model::io_model(Algorithm::fa1, shape(4, 2), {2, 2}, 1024);
+  const double q_row = 2 * 2, state_row = 2 * 2 + 2 * 4;
+  const double touched = 2 * 4;  // query rows touched: 2 K/V blocks x 4 rows
+  EXPECT_DOUBLE_EQ(m.bytes_read, 2 * 4 * q_row + touched * q_row + touched * state_row);
+  EXPECT_DOUBLE_EQ(m.bytes_written, 4 * state_row + touched * state_row);
+}
+
+TEST(IoModel, StandardScalesAsNSquared) {
+  const auto a = model::io_model(Algorithm::standard, shape(4096, 64), {}, 233472);
+  const auto b = model::io_model(Algorithm::standard, shape(8192, 64), {}, 233472);
+  // Dominated by the 4 N^2 terms: doubling N gives close to 4x the bytes.
+  EXPECT_NEAR(b.bytes() / a.bytes(), 4.0, 0.05);
+}
+
+TEST(IoModel, Fa2ScalesAsNSquaredDOverBr) {
+  const Tiles t{128, 64};
+  const auto a = model::io_model(Algorithm::fa2, shape(4096, 64), t, 233472);
+  const auto b = model::io_model(Algorithm::fa2, shape(8192, 64), t, 233472);
+  EXPECT_NEAR(b.bytes() / a.bytes(), 4.0, 0.1);
+  // K/V bytes = 2 * (N/Br) * N * d * e: halving Br doubles them.
+  const auto small = model::io_model(Algorithm::fa2, shape(4096, 64), {64, 64}, 233472);
+  const double kv_big = a.bytes_read - 4096.0 * 64 * 2, kv_small = small.bytes_read - 4096.0 * 64 * 2;
+  EXPECT_DOUBLE_EQ(kv_small / kv_big, 2.0);
+  EXPECT_DOUBLE_EQ(kv_big, 2.0 * (4096 / 128) * 4096 * 64 * 2);
+}
+
+TEST(IoModel, AsymptoticFormsScale) {
+  const auto a = model::io_model(Algorithm::fa2, shape(4096, 64), {128, 64}, 233472);
+  const auto b = model::io_model(Algorithm::fa2, shape(4096, 128), {128, 64}, 233472);
+  EXPECT_DOUBLE_EQ(b.bytes_asymptotic / a.bytes_asymptotic, 4.0);  // d^2
+  const auto c = model::io_model(Algorithm::fa2, shape(4096, 64), {128, 64}, 2 * 233472);
+  EXPECT_DOUBLE_EQ(a.bytes_asymptotic / c.bytes_asymptotic, 2.0);  // 1/M
+}
+
+TEST(IoModel, TermsAddUpAndBatchHeadsMultiply) {
+  const auto one = model::io_model(Algorithm::fa2, shape(1000, 128, true), {128, 64}, 233472);
+  const auto many = model::io_model(Algorithm::fa2, shape(1000, 128, true, 3, 5), {128, 64}, 233472);
+  double sum = 0;
+  for (const auto& t : one.terms) sum += t.bytes;
+  EXPECT_DOUBLE_EQ(sum, one.bytes());
+  EXPECT_DOUBLE_EQ(many.bytes(), 15 * one.bytes());
+  EXPECT_DOUBLE_EQ(many.flops_matrix, 15 * one.flops_matrix);
+}
+
+}  // namespace
+}  // namespace fa

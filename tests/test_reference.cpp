@@ -1,0 +1,128 @@
+// The CPU references: fp64 attention, and the two tiled loop orders that must agree with it.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+#include "kernels/reference/reference.hpp"
+
+namespace fa::reference {
+namespace {
+
+Head random_head(std::int64_t N, std::int64_t d, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  Head h;
+  h.N = N;
+  h.d = d;
+  for (auto* v : {&h.q, &h.k, &h.v}) {
+    v->resize(N * d);
+    for (auto& x : *v) x = dist(rng);
+  }
+  return h;
+}
+
+std::vector<double> full_reference(const Head& h, bool causal, double scale, std::vector<double>* lse = nullptr) {
+  std::vector<double> out(h.N * h.d);
+  if (lse) lse->resize(h.N);
+  for (std::int64_t r = 0; r < h.N; ++r) {
+    const double l = attention_row(h, r, causal, scale, &out[r * h.d]);
+    if (lse) (*lse)[r] = l;
+  }
+  return out;
+}
+
+double max_diff(const std::vector<double>& a, const std::vector<double>& b) {
+  double m = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) m = std::max(m, std::abs(a[i] - b[i]));
+  return m;
+}
+
+TEST(Reference, HandComputedTwoKeys) {
+  // One query [1, 0], keys [1, 0] and [0, 1], values [1, 2] and [3, 4], scale 1:
+  // scores 1 and 0, weights e/(e+1) and 1/(e+1).
+  Head h;
+  h.N = 2;
+  h.d = 2;
+  h.q = {1, 0, 0, 0};
+  h.k = {1, 0, 0, 1};
+  h.v = {1, 2, 3, 4};
+  double out[2];
+  const double lse = attention_row(h, 0, false, 1.0, out);
+  const double w = std::exp(1.0) / (std::exp(1.0) + 1.0);
+  EXPECT_NEAR(out[0], w * 1 + (1 - w) * 3, 1e-15);
+  EXPECT_NEAR(out[1], w * 2 + (1 - w) * 4, 1e-15);
+  EXPECT_NEAR(lse, std::log(std::exp(1.0) + 1.0), 1e-15);
+  // Causal: row 0 sees only key 0.
+  attention_row(h, 0, true, 1.0, out);
+  EXPECT_DOUBLE_EQ(out[0], 1);
+  EXPECT_DOUBLE_EQ(out[1], 2);
+}
+
+TEST(Reference, WorkedExampleBlocksOfFour) {
+  // q = [1, 0, 2, 1] against eight keys in two blocks of 4: the tiled loop orders must give the
+  // same output as the direct computation. (The keys and values here are our own; see the note
+  // on issue 2 about the example's published numbers.)
+  Head h;
+  h.N = 8;
+  h.d = 4;
+  h.q.assign(8 * 4, 0.0);
+  const double q0[4] = {1, 0, 2, 1};
+  for (int c = 0; c < 4; ++c) h.q[c] = q0[c];
+  h.k = {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 1,
+         1, 1, 0, 0, 0, 1, 1, 0, 0, 0, 1, 1, 1, 0, 0, 1};
+  h.v = {1, 2, 3, 4, 2, 3, 4, 1, 3, 4, 1, 2, 4, 1, 2, 3,
+         0, 1, 0, 1, 1, 0, 1, 0, 2, 2, 0, 0, 0, 0, 2, 2};
+  std::vector<double> direct(4);
+  attention_row(h, 0, false, 0.5, direct.data());
+  const auto kv_outer = tiled_kv_outer(h, false, 0.5, 4, 4);
+  const auto q_outer = tiled_q_outer(h, false, 0.5, 4, 4);
+  for (int c = 0; c < 4; ++c) {
+    EXPECT_NEAR(kv_outer[c], direct[c], 1e-12);
+    EXPECT_NEAR(q_outer[c], direct[c], 1e-12);
+  }
+}
+
+TEST(Reference, TiledLoopOrdersAgreeWithReference) {
+  for (bool causal : {false, true}) {
+    for (std::int64_t N : {1, 7, 33, 100}) {
+      const Head h = random_head(N, 16, 42 + N);
+      const double scale = 0.25;
+      std::vector<double> ref_lse, lse;
+      const auto ref = full_reference(h, causal, scale, &ref_lse);
+      for (auto [bq, bkv] : {std::pair{4, 8}, {16, 16}, {5, 3}}) {
+        EXPECT_LT(max_diff(tiled_kv_outer(h, causal, scale, bq, bkv), ref), 1e-12)
+            << "kv-outer N=" << N << " causal=" << causal << " blocks " << bq << "x" << bkv;
+        EXPECT_LT(max_diff(tiled_q_outer(h, causal, scale, bq, bkv, &lse), ref), 1e-12)
+            << "q-outer N=" << N << " causal=" << causal;
+        EXPECT_LT(max_diff(lse, ref_lse), 1e-12);
+      }
+    }
+  }
+}
+
+TEST(Reference, PlainLowPrecisionIsCloseButNotExact) {
+  Head h = random_head(256, 64, 7);
+  for (auto* v : {&h.q, &h.k, &h.v}) {
+    for (auto& x : *v) x = round_to(x, DType::bf16);  // inputs exactly representable
+  }
+  std::vector<double> ref(64), lowp(64);
+  double worst = 0;
+  for (std::int64_t r = 0; r < 256; r += 17) {
+    attention_row(h, r, false, 0.125, ref.data());
+    plain_lowp_row(h, r, false, 0.125, DType::bf16, lowp.data());
+    worst = std::max(worst, max_diff(ref, lowp));
+  }
+  EXPECT_GT(worst, 1e-5);  // bf16 rounding is visible
+  EXPECT_LT(worst, 5e-2);  // but it is still attention
+}
+
+TEST(Reference, RoundingMatchesTheFormats) {
+  EXPECT_DOUBLE_EQ(round_to(1.0 + 1.0 / 256, DType::bf16), 1.0);  // 8 bits of mantissa: ties to even
+  EXPECT_DOUBLE_EQ(round_to(1.0 + 3.0 / 256, DType::bf16), 1.0 + 4.0 / 256);
+  EXPECT_DOUBLE_EQ(round_to(1.0 + 1.0 / 2048, DType::fp16), 1.0);
+  EXPECT_DOUBLE_EQ(round_to(65504.0, DType::fp16), 65504.0);
+}
+
+}  // namespace
+}  // namespace fa::reference

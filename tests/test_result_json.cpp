@@ -1,0 +1,135 @@
+// The result file: C++ writer -> C++ reader round trip, refusal of malformed input with the
+// file and the problem named, and the C++ reader on the Python writer's output.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+
+#include "bench/result_json.hpp"
+
+namespace fa::bench {
+namespace {
+
+RunResult sample_record() {
+  RunResult r;
+  r.tool_version = "0.1.0";
+  r.git_revision = "abc";
+  r.created_utc = "2026-11-21T00:00:00Z";
+  r.command_line = "fa-bench --N 17";
+  r.complete = true;
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.uuid = "GPU-0";
+  d.cc_major = 9;
+  d.sm_count = 132;
+  d.l2_bytes = 62914560;
+  d.driver_version = "580.159.04";
+  r.device = d;
+  r.settings.seed = 7;
+  r.ceilings = Ceilings{"datasheet (H200)", 4.8e12, 989.4e12, 989.4e12};
+  ConfigResult c;
+  c.shape.B = 3;
+  c.shape.H = 5;
+  c.shape.N = 17;
+  c.shape.d = 64;
+  c.shape.causal = true;
+  c.seed = 7;
+  VariantResult ok;
+  ok.variant = "fa2";
+  ok.algorithm = Algorithm::fa2;
+  ok.status = Status::ok;
+  ok.tiles = {128, 64};
+  ok.model = model::io_model(Algorithm::fa2, c.shape, ok.tiles, 233472);
+  Verification v;
+  v.passed = true;
+  v.all_finite = true;
+  v.max_abs_error = 1e-3;
+  v.tolerance = 5e-3;
+  v.lse_max_abs_error = 1e-6;
+  ok.verification = v;
+  Timing t;
+  t.samples_ms = {1.0, 1.1, 0.9, 1.05};
+  t.stats = summarize(t.samples_ms);
+  t.sm_clock_before_mhz = 1980;
+  ok.derived = derive(ok.model, t, r.ceilings, c.shape.dtype);
+  ok.timing = t;
+  VariantResult failed = ok;
+  failed.variant = "standard";
+  failed.algorithm = Algorithm::standard;
+  failed.status = Status::failed;
+  failed.verification->passed = false;
+  failed.timing.reset();
+  failed.derived.reset();
+  VariantResult skipped;
+  skipped.variant = "other";
+  skipped.status = Status::skipped;
+  skipped.reason = "needs 9 GiB, 1 GiB free";
+  c.results = {ok, failed, skipped};
+  r.configs.push_back(c);
+  return r;
+}
+
+TEST(ResultJson, RoundTrip) {
+  const RunResult a = sample_record();
+  const RunResult b = from_json_text(to_json_text(a), "mem");
+  ASSERT_TRUE(b.device);
+  EXPECT_EQ(b.device->name, "NVIDIA H200");
+  ASSERT_EQ(b.configs.size(), 1u);
+  const auto& c = b.configs[0];
+  EXPECT_EQ(c.shape.B, 3);
+  EXPECT_TRUE(c.shape.causal);
+  ASSERT_EQ(c.results.size(), 3u);
+  EXPECT_EQ(c.results[0].status, Status::ok);
+  EXPECT_EQ(c.results[0].timing->samples_ms, a.configs[0].results[0].timing->samples_ms);
+  EXPECT_DOUBLE_EQ(c.results[0].timing->stats.median, a.configs[0].results[0].timing->stats.median);
+  EXPECT_DOUBLE_EQ(c.results[0].model.bytes(), a.configs[0].results[0].model.bytes());
+  EXPECT_DOUBLE_EQ(*c.results[0].verification->lse_max_abs_error, 1e-6);
+  EXPECT_EQ(c.results[1].status, Status::failed);
+  EXPECT_EQ(c.results[2].reason, "needs 9 GiB, 1 GiB free");
+  // Writing what was read gives the same text.
+  EXPECT_EQ(to_json_text(b), to_json_text(a));
+}
+
+void expect_refused(const std::string& text, const std::string& must_mention) {
+  try {
+    from_json_text(text, "bad.json");
+    FAIL() << "accepted: " << must_mention;
+  } catch (const ResultFileError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.rfind("bad.json: ", 0), 0u) << what;
+    EXPECT_NE(what.find(must_mention), std::string::npos) << what;
+  }
+}
+
+TEST(ResultJson, RefusesMalformedInput) {
+  const std::string good = to_json_text(sample_record());
+  expect_refused(good.substr(0, good.size() / 2), "not valid JSON");
+  expect_refused("[]", "expected a JSON object");
+  std::string s = good;
+  s.replace(s.find("fa-bench/1"), 10, "fa-bench/9");
+  expect_refused(s, "unknown version");
+  s = good;
+  s.replace(s.find("\"status\": \"ok\""), 14, "\"status\": \"great\"");
+  expect_refused(s, "configs[0].results[0].status");
+  s = good;
+  s.replace(s.find("\"N\": 17"), 7, "\"N\": \"x\"");
+  expect_refused(s, "configs[0].N");
+  s = good;
+  s.replace(s.find("\"variant\": \"standard\""), 21, "\"variant\": \"fa2\"");
+  expect_refused(s, "appears twice");
+}
+
+TEST(ResultJson, ReadsFileNamedInEnvironment) {
+  const char* path = std::getenv("FA_RESULT_FILE");
+  if (!path) GTEST_SKIP() << "FA_RESULT_FILE not set (ctest sets it to the Python writer's output)";
+  const RunResult r = read_result_file(path);
+  ASSERT_FALSE(r.configs.empty());
+  for (const auto& c : r.configs) {
+    EXPECT_FALSE(c.results.empty());
+    for (const auto& v : c.results) {
+      EXPECT_EQ(v.timing.has_value(), v.status == Status::ok);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fa::bench
