@@ -528,6 +528,7 @@ def write_results(doc: dict, path: str | os.PathLike) -> None:
     validate(doc, source=os.fspath(path))
     text = json.dumps(doc, indent=1, allow_nan=False) + "\n"
     directory = target.parent
+    directory.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
