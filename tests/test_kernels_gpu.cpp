@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <ostream>
 #include <string>
 
 #include "bench/verify.hpp"
@@ -61,6 +62,12 @@ struct Case {
   bool causal;
   std::int64_t N;
 };
+
+// Readable names in ctest output instead of the parameter's bytes.
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
+      << " N=" << c.N;
+}
 
 std::string case_name(const testing::TestParamInfo<Case>& p) {
   const Case& c = p.param;
