@@ -519,3 +519,21 @@ def test_reads_cpp_output(tmp_path):
                 assert m["bytes_read"] + m["bytes_written"] >= m["bytes_compulsory"] > 0
     assert {"standard", "fa2"} <= variants
     assert run_reports(str(out)).returncode == 0
+
+
+def test_reads_real_h200_results():
+    """A real fa-bench run on the H200 (committed fixture) validates, and its numbers hang together."""
+    path = Path(__file__).resolve().parents[1] / "data" / "h200-sweep-2026-11-21.json"
+    doc = schema.load_results(path)
+    assert doc["device"]["name"] == "NVIDIA H200"
+    flat = schema.rows(doc)
+    assert len(flat) == 24
+    for row in flat:
+        assert row["status"] == "ok"
+        factor = 0.5 if row["causal"] else 1.0
+        expected = 4 * row["B"] * row["H"] * row["N"] ** 2 * row["d"] * factor
+        assert row["model"]["flops_convention"] == expected
+        # The stored derived throughput is the convention FLOPs over the stored median.
+        tflops = expected / (row["timing"]["median_ms"] * 1e-3) * 1e-12
+        assert abs(row["derived"]["tflops_convention"] - tflops) < 1e-6 * tflops
+        assert row["verification"]["max_abs_error"] <= row["verification"]["tolerance"]
