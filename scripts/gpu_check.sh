@@ -43,7 +43,7 @@ for tool in memcheck racecheck; do
     # they run instrumented and hazards are counted per kernel: ours must have none.
     ours=$(grep -E "Race reported between|Error: .* at " "$out/sanitize-$tool-$dtype.log" | grep -vc nvjet)
     theirs=$(grep -E "Race reported between" "$out/sanitize-$tool-$dtype.log" | grep -c nvjet)
-    failed_rows=$(grep -cE " (error|FAILED)" "$out/sanitize-$tool-$dtype.log")
+    failed_rows=$(grep -cE "  (error:|FAILED)" "$out/sanitize-$tool-$dtype.log")
     note "sanitizer $tool $dtype: rc=$rc, reports in our kernels: $ours, in cuBLAS nvjet: $theirs, failed rows: $failed_rows; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$out/sanitize-$tool-$dtype.log" | tail -1)"
   done
 done

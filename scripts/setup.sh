@@ -5,9 +5,11 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-packages=(cmake ninja-build g++ libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev
-          libbenchmark-dev python3-venv)
+packages=(g++ libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev python3-venv)
 missing=()
+# cmake and ninja may come from elsewhere (pip on the GPU machine): any on the PATH will do.
+command -v cmake >/dev/null || missing+=(cmake)
+command -v ninja >/dev/null || missing+=(ninja-build)
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
