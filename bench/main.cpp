@@ -27,14 +27,7 @@ extern "C" void on_sigint(int) {
   }
 }
 
-std::string default_result_path() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[64];
-  std::strftime(buf, sizeof buf, "results/fa-bench-%Y%m%d-%H%M%S.json", &tm);
-  return buf;
-}
+std::string default_result_path() { return utc_time("results/fa-bench-%Y%m%d-%H%M%S.json"); }
 
 void write_outputs(const RunResult& r, const Options& o, const std::string& json_path) {
   write_file_atomically(json_path, to_json_text(r));

@@ -1,6 +1,7 @@
 #include "bench/result.hpp"
 
 #include <array>
+#include <ctime>
 #include <utility>
 
 namespace fa::bench {
@@ -31,6 +32,15 @@ bool parse_status(const std::string& s, Status* out) {
     }
   }
   return false;
+}
+
+std::string utc_time(const char* format) {
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[128];
+  std::strftime(buf, sizeof buf, format, &tm);
+  return buf;
 }
 
 Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype) {

@@ -98,6 +98,9 @@ struct RunResult {
   std::vector<ConfigResult> configs;
 };
 
+// The current UTC time through strftime's `format`.
+std::string utc_time(const char* format);
+
 // Fills `derived` from the timing, the model and the ceilings.
 Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype);
 

@@ -23,15 +23,6 @@ namespace {
 constexpr std::int64_t kDefaultSmemPerSm = 233472;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
 
-std::string utc_now() {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
-
 // A device allocation that frees itself.
 struct DeviceAlloc {
   void* ptr = nullptr;
@@ -128,7 +119,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   RunResult r;
   r.tool_version = kVersion;
   r.git_revision = kGitRevision;
-  r.created_utc = utc_now();
+  r.created_utc = utc_time("%Y-%m-%dT%H:%M:%SZ");
   r.command_line = o.command_line;
   r.device = device;
   r.no_gpu_reason = no_gpu_reason;
