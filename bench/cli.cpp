@@ -4,8 +4,10 @@
 #include <algorithm>
 #include <charconv>
 #include <sstream>
+#include <tuple>
 
 #include "bench/options.hpp"
+#include "bench/plan.hpp"
 #include "bench/version.hpp"
 #include "kernels/registry.hpp"
 
@@ -69,11 +71,11 @@ std::string list_variants_text() {
     std::string dims, types, tiles;
     for (int d : v.head_dims) {
       dims += (dims.empty() ? "" : ", ") + std::to_string(d);
-      const Tiles t = v.tiles_for(d);
-      if (t.block_q > 0) {
-        tiles += fmt::format("{}d={}: Br={} Bc={}", tiles.empty() ? "" : "; ", d, t.block_q,
-                             t.block_kv);
+      std::string shapes;
+      for (const Tiles& t : v.tile_options(d)) {
+        shapes += fmt::format("{}Br={} Bc={}", shapes.empty() ? "" : ", ", t.block_q, t.block_kv);
       }
+      if (!shapes.empty()) tiles += fmt::format("{}d={}: {}", tiles.empty() ? "" : "; ", d, shapes);
     }
     for (DType t : v.dtypes) types += (types.empty() ? "" : ", ") + std::string(to_string(t));
     s += fmt::format(
@@ -131,6 +133,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   app.add_option("--dtype", dtype_text, "bf16 | fp16");
   app.add_option("--variants", variants_text, "all, or a comma-separated list (see --list-variants)");
   app.add_flag("--list-variants", list, "describe each variant and exit");
+  std::string block_q_text, block_kv_text;
+  app.add_option("--block-q", block_q_text, "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
+  app.add_option("--block-kv", block_kv_text, "key/value rows per block (Bc) for fa1/fa2: a list");
   app.add_option("--seed", o.seed, "seed of the random inputs");
   app.add_option("--warmup", o.warmup, "untimed launches before timing (default 10)");
   app.add_option("--repetitions", o.repetitions,
@@ -216,6 +221,17 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
         }
       }
       if (o.variants.empty()) throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
+    }
+    for (auto [flag, text, list] : {std::tuple{"--block-q", &block_q_text, &o.block_q},
+                                     std::tuple{"--block-kv", &block_kv_text, &o.block_kv}}) {
+      if (text->empty()) continue;
+      for (auto v : parse_sizes(flag, *text)) list->push_back(static_cast<int>(v));
+    }
+    for (auto d : o.d) {
+      std::vector<PlannedVariant> rows;
+      if (std::string err = plan_variants(o, static_cast<int>(d), &rows); !err.empty()) {
+        throw BadInput{err};
+      }
     }
     if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
     if (o.repetitions < 0) {

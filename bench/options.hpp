@@ -20,6 +20,8 @@ struct Options {
   CausalMode causal = CausalMode::off;
   DType dtype = DType::bf16;
   std::vector<std::string> variants;  // resolved names, registry order
+  std::vector<int> block_q;   // --block-q: tiled variants run with each listed Br (empty: default)
+  std::vector<int> block_kv;  // --block-kv: likewise for Bc
   std::uint64_t seed = 1234;
   int warmup = 10;
   int repetitions = 0;     // 0: as many as --min-time needs

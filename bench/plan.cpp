@@ -1,5 +1,9 @@
 #include "bench/plan.hpp"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+
 namespace fa::bench {
 
 std::vector<Shape> make_plan(const Options& o) {
@@ -22,6 +26,43 @@ std::vector<Shape> make_plan(const Options& o) {
     }
   }
   return plan;
+}
+
+const VariantInfo* variant_of_row(const std::string& row_name) {
+  return find_variant(row_name.substr(0, row_name.find('@')));
+}
+
+std::string plan_variants(const Options& o, int d, std::vector<PlannedVariant>* out) {
+  const bool any_tiles = !o.block_q.empty() || !o.block_kv.empty();
+  auto listed = [](const std::vector<int>& list, int v) {
+    return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
+  };
+  for (const auto& name : o.variants) {
+    const VariantInfo* info = find_variant(name);
+    const auto options = info->tile_options(d);
+    if (options.empty()) {  // not tiled, or not supported at this d: one row
+      out->push_back({name, info, Tiles{}});
+      continue;
+    }
+    if (!any_tiles) {
+      out->push_back({name, info, options.front()});
+      continue;
+    }
+    const std::size_t before = out->size();
+    for (const Tiles& t : options) {
+      if (listed(o.block_q, t.block_q) && listed(o.block_kv, t.block_kv)) {
+        const bool is_default = t == options.front();
+        out->push_back({is_default ? name : fmt::format("{}@{}x{}", name, t.block_q, t.block_kv), info, t});
+      }
+    }
+    if (out->size() == before) {
+      std::string valid;
+      for (const Tiles& t : options) valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", t.block_q, t.block_kv);
+      return fmt::format("--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants picks which variants run)",
+                         name, d, valid);
+    }
+  }
+  return "";
 }
 
 }  // namespace fa::bench

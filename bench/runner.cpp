@@ -140,14 +140,15 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
-    for (const auto& name : o.variants) {
-      const VariantInfo* info = find_variant(name);
+    std::vector<PlannedVariant> rows;
+    plan_variants(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
+    for (const auto& pv : rows) {
       VariantResult v;
-      v.variant = name;
-      v.algorithm = info->algorithm;
-      v.tiles = info->tiles_for(static_cast<int>(c.shape.d));
-      v.model = model::io_model(info->algorithm, c.shape, v.tiles, smem);
-      v.reason = info->unsupported_reason(c.shape);
+      v.variant = pv.row_name;
+      v.algorithm = pv.info->algorithm;
+      v.tiles = pv.tiles;
+      v.model = model::io_model(pv.info->algorithm, c.shape, v.tiles, smem);
+      v.reason = pv.info->unsupported_reason(c.shape);
       if (!v.reason.empty()) {
         v.status = Status::unsupported;
       } else if (r.settings.model_only) {
@@ -206,9 +207,9 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed", (4 * qkv_bytes + lse_bytes) / kGiB);
         continue;
       }
-      const VariantInfo* info = find_variant(row.variant);
+      const VariantInfo* info = variant_of_row(row.variant);
       auto launcher = info->make_launcher();
-      const std::size_t ws_bytes = launcher->workspace_bytes(s);
+      const std::size_t ws_bytes = launcher->workspace_bytes(s, row.tiles);
       DeviceAlloc ws;
       if (ws_bytes > 0) {
         std::size_t free_b = 0, total_b = 0;
@@ -223,7 +224,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       DeviceBuffers b = buffers;
       b.workspace = ws.ptr;
       b.workspace_bytes = ws_bytes;
-      auto launch = [&] { return launcher->run(s, b, stream); };
+      auto launch = [&] { return launcher->run(s, row.tiles, b, stream); };
 
       // Verify: poisoned outputs, one run, every element finite, sampled rows against fp64.
       FA_CUDA_CHECK(poison_nan16(out.ptr, s.qkv_elements(), stream));

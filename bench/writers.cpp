@@ -58,12 +58,12 @@ std::string format_config_header(const ConfigResult& c) {
 
 std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
-  out += fmt::format("  {:<10} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
+  out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
                      "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model", "GB/s",
                      "FLOP/B", "roofline", "max err / tol", "status");
   for (const auto& r : c.results) {
     const Row w = make_row(r);
-    out += fmt::format("  {:<10} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
+    out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
                        w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.gbps, w.ai,
                        w.roof, w.err, w.status);
   }

@@ -2,10 +2,16 @@
 
 #include <algorithm>
 
+#include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
+
+Tiles VariantInfo::default_tiles(int d) const {
+  const auto options = tile_options(d);
+  return options.empty() ? Tiles{} : options.front();
+}
 
 bool VariantInfo::supports_head_dim(int d) const {
   return std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
@@ -54,8 +60,19 @@ const std::vector<VariantInfo>& variant_registry() {
         "cuBLAS strided-batched GEMM (fp32 accumulate, tensor cores) + CUDA-core softmax",
         {64, 128, 256},
         {DType::bf16, DType::fp16},
-        [](int) { return Tiles{}; },
+        [](int) { return std::vector<Tiles>{}; },
         [] { return make_standard_launcher(); }});
+    r.push_back(VariantInfo{
+        "fa1", Algorithm::fa1,
+        "FlashAttention-1 forward (Algorithm 1): K/V blocks outer, query blocks inner; O, l, m "
+        "read from and written back to HBM (fp32 state) at every step, O normalised every step",
+        "one thread block per (batch, head); loop over K/V blocks, inside it over query blocks; "
+        "each warp takes 16 rows of the current query block",
+        "mma.sync m16n8k16 (fp32 accumulate), cp.async tiles, Q blocks double-buffered",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        fa1_tile_options,
+        [] { return make_fa1_launcher(); }});
     r.push_back(VariantInfo{
         "fa2", Algorithm::fa2,
         "FlashAttention-2 forward: fused, online softmax, 1/l rescale deferred to the end of "
@@ -65,7 +82,7 @@ const std::vector<VariantInfo>& variant_registry() {
         "mma.sync m16n8k16 (fp32 accumulate), cp.async double-buffered K/V tiles",
         {64, 128},
         {DType::bf16, DType::fp16},
-        [](int d) { return fa2_tiles(d); },
+        fa2_tile_options,
         [] { return make_fa2_launcher(); }});
     return r;
   }();

@@ -19,6 +19,8 @@ enum class Algorithm { standard, fa1, fa2 };
 struct Tiles {
   int block_q = 0;   // query rows per thread block (Br)
   int block_kv = 0;  // key/value rows per inner step (Bc)
+  // Written out: device code is C++17, which has no defaulted comparisons.
+  bool operator==(const Tiles& o) const { return block_q == o.block_q && block_kv == o.block_kv; }
 };
 
 // Enqueues one forward pass on `stream`. Never synchronises. Returns "" on success or a
@@ -26,9 +28,9 @@ struct Tiles {
 class Launcher {
  public:
   virtual ~Launcher() = default;
-  // Scratch the variant needs beyond Q, K, V, O, lse (standard: S/P in HBM).
-  virtual std::size_t workspace_bytes(const Shape&) const { return 0; }
-  virtual std::string run(const Shape& shape, const DeviceBuffers& buffers,
+  // Scratch the variant needs beyond Q, K, V, O, lse (standard: S/P; fa1: its O/l/m state).
+  virtual std::size_t workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
                           cudaStream_t stream) = 0;
 };
 
@@ -40,9 +42,11 @@ struct VariantInfo {
   std::string hardware_path;
   std::vector<int> head_dims;
   std::vector<DType> dtypes;
-  Tiles (*tiles_for)(int d);  // the tiles the kernel uses at head dim d ({0,0} = not tiled)
+  // Compiled tile shapes at head dim d, the default (fastest measured) first; empty: not tiled.
+  std::vector<Tiles> (*tile_options)(int d);
   std::unique_ptr<Launcher> (*make_launcher)();
 
+  Tiles default_tiles(int d) const;  // {0, 0} when not tiled
   bool supports_head_dim(int d) const;
   bool supports_dtype(DType t) const;
   // "" when the shape is supported, otherwise why not (for the row's status).

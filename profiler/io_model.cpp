@@ -87,26 +87,28 @@ IoModel fa1_model(const Shape& s, Tiles t, std::int64_t smem, Fa1StateBytes st) 
   const double es = st.stat_element;
   const double heads = static_cast<double>(s.heads_total());
   const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
-  const std::int64_t nq = ceil_div(N, Br), nkv = ceil_div(N, Bc);
-  // Algorithm 1 of FlashAttention: O, l, m initialised in HBM; for each K/V block j (K_j, V_j
-  // read once), for each query block i it touches: Q_i, O_i, l_i, m_i read, O_i, l_i, m_i written.
-  double q_rows_touched = 0, block_pairs = 0;
-  for (std::int64_t j = 0; j < nkv; ++j) {
-    for (std::int64_t i = 0; i < nq; ++i) {
-      const std::int64_t last_row = std::min(N, (i + 1) * Br) - 1;
-      if (s.causal && j * Bc > last_row) continue;  // block above the diagonal
-      q_rows_touched += static_cast<double>(rows_in_block(N, Br, i));
-      block_pairs += 1;
-    }
+  const std::int64_t nq = ceil_div(N, Br);
+  // kernels/fa1/fa1.cu: for each K/V block j (K_j, V_j read once), for each query block i that
+  // has a row at or below it: Q_i read; the O/l/m state read (except at j = 0, where it starts
+  // as 0, 0, -inf) and written back (except at i's last K/V block, where O goes to the output).
+  double q_rows = 0, state_reads = 0, state_writes = 0, block_pairs = 0;
+  for (std::int64_t i = 0; i < nq; ++i) {
+    const std::int64_t rows = rows_in_block(N, Br, i);
+    const std::int64_t visits = kv_blocks_for_query_block(s, t, i);  // j = 0 .. visits-1
+    q_rows += static_cast<double>(rows * visits);
+    state_reads += static_cast<double>(rows * (visits - 1));
+    state_writes += static_cast<double>(rows * (visits - 1));
+    block_pairs += static_cast<double>(visits);
   }
-  add(m, "O, l, m initialised", true, heads * N * (d * eo + 2 * es));
+  const double state_row = d * eo + 2 * es;
   add(m, "K read (once)", false, heads * N * d * e);
   add(m, "V read (once)", false, heads * N * d * e);
-  add(m, "Q read (once per K/V block)", false, heads * q_rows_touched * d * e);
-  add(m, "O, l, m read (once per K/V block)", false, heads * q_rows_touched * (d * eo + 2 * es));
-  add(m, "O, l, m written (once per K/V block)", true, heads * q_rows_touched * (d * eo + 2 * es));
+  add(m, "Q read (once per K/V block)", false, heads * q_rows * d * e);
+  add(m, "O, l, m state read (once per K/V block after the first)", false, heads * state_reads * state_row);
+  add(m, "O, l, m state written (once per K/V block but the last)", true, heads * state_writes * state_row);
+  add(m, "O written (once)", true, heads * N * d * e);
   m.flops_matrix = heads * block_pairs * 4.0 * Br * Bc * d;
-  // Per score: scale, max, exp, sum; per row and block: rescale and renormalise O (3d).
+  // Per score: scale, max, exp, sum; per row and block: merge with the state (3d).
   m.flops_nonmatrix = heads * block_pairs * (4.0 * Br * Bc + 3.0 * Br * d);
   m.bytes_compulsory = compulsory(s, false);
   const double m_elems = static_cast<double>(smem) / e;

@@ -39,9 +39,10 @@ struct IoModel {
   double arithmetic_intensity() const { return bytes() > 0 ? flops_matrix / bytes() : 0; }
 };
 
-// Sizes of the on-chip state FA1 keeps in HBM between K/V steps.
+// Sizes of the state FA1 keeps in HBM between K/V steps (kernels/fa1/fa1.cu keeps O in fp32,
+// so rounding does not accumulate over N/Bc steps).
 struct Fa1StateBytes {
-  int o_element = 0;  // 0: same as the input element size
+  int o_element = 4;     // 0: same as the input element size
   int stat_element = 4;  // l and m are fp32
 };
 

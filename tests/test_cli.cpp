@@ -31,7 +31,7 @@ TEST(Cli, TheReadmeCommandParses) {
   const auto out = parse({"--N", "4096", "--d", "64", "--variants", "all"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.N, std::vector<std::int64_t>{4096});
-  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa2"}));
+  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2"}));
   EXPECT_TRUE(out.options.cold_l2);
   const auto plan = make_plan(out.options);
   ASSERT_EQ(plan.size(), 1u);
@@ -79,6 +79,27 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad({"--cold", "--warm"}, "--cold");
   expect_bad({"--no-such-flag"}, "no-such-flag");
   expect_bad({"--N", "1048576", "--batch", "1000000", "--heads", "100000"}, "overflows 64-bit");
+}
+
+TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
+  auto out = parse({"--variants", "fa2", "--d", "64", "--block-q", "64,128", "--block-kv", "64"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  std::vector<PlannedVariant> rows;
+  ASSERT_EQ(plan_variants(out.options, 64, &rows), "");
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[0].row_name, "fa2");  // 128x64, the default, keeps the plain name
+  EXPECT_EQ(rows[1].row_name, "fa2@64x64");
+  EXPECT_EQ(rows[1].tiles.block_q, 64);
+  EXPECT_EQ(variant_of_row("fa2@64x64")->name, "fa2");
+  // standard is not tiled: one row whatever the flags say.
+  out = parse({"--variants", "standard,fa2", "--d", "128", "--block-kv", "32"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  rows.clear();
+  plan_variants(out.options, 128, &rows);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1].row_name, "fa2@128x32");
+  expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64");
+  expect_bad({"--variants", "all", "--d", "128", "--block-kv", "32"}, "fa1");  // fa1 has no Bc=32
 }
 
 TEST(Cli, VersionHelpAndListExitZero) {

@@ -62,12 +62,31 @@ TEST(IoModel, Fa2TailBlockReadsOnlyRealRows) {
 }
 
 TEST(IoModel, Fa1BytesByHand) {
-  // N=4, d=2, Br=2, Bc=2, bf16 O state, fp32 l and m: 2 K/V blocks x 2 query blocks of 2 rows.
+  // N=4, d=2, Br=2, Bc=2, fp32 O state, fp32 l and m: 2 K/V blocks x 2 query blocks of 2 rows.
   const auto m = model::io_model(Algorithm::fa1, shape(4, 2), {2, 2}, 1024);
-  const double q_row = 2 * 2, state_row = 2 * 2 + 2 * 4;
-  const double touched = 2 * 4;  // query rows touched: 2 K/V blocks x 4 rows
-  EXPECT_DOUBLE_EQ(m.bytes_read, 2 * 4 * q_row + touched * q_row + touched * state_row);
-  EXPECT_DOUBLE_EQ(m.bytes_written, 4 * state_row + touched * state_row);
+  const double row = 2 * 2, state_row = 2 * 4 + 2 * 4;
+  // K, V once (4 rows each); Q: 4 rows x 2 K/V blocks; state read at j=1 only: 4 rows.
+  EXPECT_DOUBLE_EQ(m.bytes_read, 2 * 4 * row + 8 * row + 4 * state_row);
+  // state written at j=0 only (j=1 is the last: O goes out in bf16).
+  EXPECT_DOUBLE_EQ(m.bytes_written, 4 * state_row + 4 * row);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4 * 4.0 * 2 * 2 * 2);
+}
+
+TEST(IoModel, Fa1CausalSkipsBlocksAboveTheDiagonal) {
+  // N=4, Br=Bc=2, causal: query block 0 sees K/V block 0 only; block 1 sees 0 and 1.
+  const auto m = model::io_model(Algorithm::fa1, shape(4, 2, true), {2, 2}, 1024);
+  const double row = 2 * 2, state_row = 2 * 4 + 2 * 4;
+  EXPECT_DOUBLE_EQ(m.bytes_read, 2 * 4 * row + 6 * row + 2 * state_row);
+  EXPECT_DOUBLE_EQ(m.bytes_written, 2 * state_row + 4 * row);
+}
+
+TEST(IoModel, Fa1StateTrafficGrowsWithNOverBc) {
+  // The state crosses HBM ~N/Bc times: doubling N doubles it per row, so bytes go ~4x.
+  const auto a = model::io_model(Algorithm::fa1, shape(2048, 64), {128, 64}, 233472);
+  const auto b = model::io_model(Algorithm::fa1, shape(4096, 64), {128, 64}, 233472);
+  EXPECT_NEAR(b.bytes() / a.bytes(), 4.0, 0.05);
+  const auto fa2 = model::io_model(Algorithm::fa2, shape(4096, 64), {128, 64}, 233472);
+  EXPECT_GT(b.bytes(), fa2.bytes());  // FA1's state traffic exceeds FA2's K/V re-reads
 }
 
 TEST(IoModel, StandardScalesAsNSquared) {

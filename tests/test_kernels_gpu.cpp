@@ -2,9 +2,12 @@
 // first, across odd shapes. Skipped with a reason when no GPU is present.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <vector>
 
 #include "bench/verify.hpp"
 #include "kernels/common/cuda_check.hpp"
@@ -26,11 +29,14 @@ struct Buffers {
   }
 };
 
-// Runs `variant` once on fresh inputs and returns the verification.
+// Runs `variant` once on fresh inputs and returns the verification; `tiles` {0,0} = default.
+// `output` (if given) receives O's raw 16-bit elements.
 bench::Verification run_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
-                                  bool skip_launch = false) {
+                                  bool skip_launch = false, Tiles tiles = {},
+                                  std::vector<std::uint16_t>* output = nullptr) {
   const VariantInfo* info = find_variant(variant);
   auto launcher = info->make_launcher();
+  if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
   FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
@@ -38,7 +44,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   FA_CUDA_CHECK(cudaMalloc(&b.v, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.o, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
-  const std::size_t ws = launcher->workspace_bytes(s);
+  const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws) FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
   FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
   FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
@@ -47,10 +53,14 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
   DeviceBuffers db{b.q, b.k, b.v, b.o, static_cast<float*>(b.lse), b.ws, ws};
   if (!skip_launch) {
-    const std::string err = launcher->run(s, db, nullptr);
+    const std::string err = launcher->run(s, tiles, db, nullptr);
     EXPECT_EQ(err, "");
   }
   FA_CUDA_CHECK(cudaDeviceSynchronize());
+  if (output) {
+    output->resize(static_cast<std::size_t>(s.qkv_elements()));
+    FA_CUDA_CHECK(cudaMemcpy(output->data(), b.o, bytes, cudaMemcpyDeviceToHost));
+  }
   bench::ReferenceSample ref(s, db, seed);
   return ref.check(db, info->algorithm == Algorithm::fa2);
 }
@@ -61,18 +71,20 @@ struct Case {
   DType dtype;
   bool causal;
   std::int64_t N;
+  Tiles tiles{};  // {0,0}: the variant's default
 };
 
 // Readable names in ctest output instead of the parameter's bytes.
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
-      << " N=" << c.N;
+      << " N=" << c.N << " tiles " << c.tiles.block_q << "x" << c.tiles.block_kv;
 }
 
 std::string case_name(const testing::TestParamInfo<Case>& p) {
   const Case& c = p.param;
   return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
-         (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N);
+         (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N) +
+         (c.tiles.block_q ? "_" + std::to_string(c.tiles.block_q) + "x" + std::to_string(c.tiles.block_kv) : "");
 }
 
 class VariantMatchesReference : public testing::TestWithParam<Case> {};
@@ -89,7 +101,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
   // Odd batch and head counts; fewer heads at long N to keep the test quick.
   s.B = c.N >= 1000 ? 1 : 3;
   s.H = c.N >= 1000 ? 3 : 5;
-  const auto v = run_and_check(c.variant, s, 1000 + c.N * 7 + c.d + (c.causal ? 1 : 0));
+  const auto v = run_and_check(c.variant, s, 1000 + c.N * 7 + c.d + (c.causal ? 1 : 0), false, c.tiles);
   EXPECT_TRUE(v.all_finite) << v.nonfinite_count << " non-finite outputs";
   EXPECT_LE(v.max_abs_error, v.tolerance) << "baseline " << v.baseline_max_abs_error;
   if (v.lse_max_abs_error) {
@@ -100,11 +112,31 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa2"}) {
+  for (const char* variant : {"standard", "fa1", "fa2"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
         for (bool causal : {false, true}) {
-          for (std::int64_t N : {1, 17, 128, 1000, 4096}) cases.push_back({variant, d, t, causal, N});
+          for (std::int64_t N : {1, 17, 127, 128, 129, 1000, 4096}) {
+            cases.push_back({variant, d, t, causal, N});
+          }
+        }
+      }
+    }
+  }
+  return cases;
+}
+
+// Every compiled tile shape that is not a default, on the sizes where tails and the diagonal
+// fall inside blocks.
+std::vector<Case> tile_cases() {
+  std::vector<Case> cases;
+  for (const char* variant : {"fa1", "fa2"}) {
+    const VariantInfo* info = find_variant(variant);
+    for (int d : {64, 128}) {
+      const auto options = info->tile_options(d);
+      for (std::size_t i = 1; i < options.size(); ++i) {
+        for (bool causal : {false, true}) {
+          for (std::int64_t N : {129, 1000}) cases.push_back({variant, d, DType::bf16, causal, N, options[i]});
         }
       }
     }
@@ -113,6 +145,41 @@ std::vector<Case> all_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllVariants, VariantMatchesReference, testing::ValuesIn(all_cases()), case_name);
+INSTANTIATE_TEST_SUITE_P(OtherTiles, VariantMatchesReference, testing::ValuesIn(tile_cases()), case_name);
+
+// fa1 and fa2 compute the same function in different loop orders: on the same inputs their
+// outputs must agree element by element to within the rounding of the output (bf16: 2^-8
+// relative) plus what the two orders' different rounding of P adds, which the fp64 check bounds.
+TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  for (bool causal : {false, true}) {
+    for (int d : {64, 128}) {
+      Shape s;
+      s.N = 1000;
+      s.d = d;
+      s.B = 2;
+      s.H = 3;
+      s.causal = causal;
+      std::vector<std::uint16_t> a, b;
+      const auto va = run_and_check("fa1", s, 77, false, {}, &a);
+      const auto vb = run_and_check("fa2", s, 77, false, {}, &b);
+      ASSERT_TRUE(va.passed && vb.passed);
+      double worst = 0, worst_rel = 0;
+      for (std::size_t i = 0; i < a.size(); ++i) {
+        const double x = bench::half_bits_to_double(a[i], s.dtype);
+        const double y = bench::half_bits_to_double(b[i], s.dtype);
+        const double diff = std::abs(x - y);
+        worst = std::max(worst, diff);
+        worst_rel = std::max(worst_rel, diff / std::max({std::abs(x), std::abs(y), 1e-2}));
+      }
+      // Both sit within tolerance of fp64, so they are within twice the larger error of each
+      // other; and no element differs by more than 4 bf16 steps (2^-6 relative).
+      EXPECT_LE(worst, 2 * std::max(va.tolerance, vb.tolerance)) << "causal=" << causal << " d=" << d;
+      EXPECT_LE(worst_rel, 1.0 / 64) << "causal=" << causal << " d=" << d << " worst abs " << worst;
+    }
+  }
+}
 
 TEST(Verification, CatchesAnOutputNobodyWrote) {
   std::string why;

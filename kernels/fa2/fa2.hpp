@@ -1,10 +1,11 @@
 #pragma once
 
 #include <memory>
+#include <vector>
 
 #include "kernels/registry.hpp"
 
 namespace fa {
-Tiles fa2_tiles(int d);
+std::vector<Tiles> fa2_tile_options(int d);  // default first
 std::unique_ptr<Launcher> make_fa2_launcher();
 }  // namespace fa

@@ -153,18 +153,19 @@ class StandardLauncher final : public Launcher {
     if (handle_) cublasDestroy(handle_);
   }
 
-  std::size_t workspace_bytes(const Shape& s) const override {
+  std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
     return static_cast<std::size_t>(s.score_elements()) * element_bytes(s.dtype);
   }
 
-  std::string run(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) override {
+  std::string run(const Shape& s, const Tiles& tiles, const DeviceBuffers& b,
+                  cudaStream_t stream) override {
     if (!handle_) {
       if (auto st = cublasCreate(&handle_); st != CUBLAS_STATUS_SUCCESS) {
         handle_ = nullptr;
         return std::string("cublasCreate: ") + cublas_status_name(st);
       }
     }
-    if (b.workspace_bytes < workspace_bytes(s)) return "standard: workspace too small";
+    if (b.workspace_bytes < workspace_bytes(s, tiles)) return "standard: workspace too small";
     cublasSetStream(handle_, stream);
     const cudaDataType_t type = s.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
     const int n = static_cast<int>(s.N), d = static_cast<int>(s.d);

@@ -1,0 +1,150 @@
+// Building blocks shared by the mma.sync attention kernels (sm_80 and later): cp.async tile
+// loads into swizzled shared memory, ldmatrix, the m16n8k16 tensor-core product, packing.
+//
+// Fragment layout of mma.m16n8k16 (PTX ISA), lane = 4*g + t:
+//   A (16x16, row): a0,a1 = (g, 2t..2t+1)  a2,a3 = (g+8, 2t..)  a4,a5 = (g, 2t+8..)  a6,a7 = (g+8, 2t+8..)
+//   B (16x8, col):  b0,b1 = (k 2t..2t+1, n g)  b2,b3 = (k 2t+8.., n g)
+//   C (16x8):       c0,c1 = (g, 2t..2t+1)  c2,c3 = (g+8, 2t..2t+1)
+// so the C fragments of two adjacent 8-column tiles are exactly one A fragment: S becomes P in
+// registers without a trip through shared memory.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+#include <type_traits>
+
+namespace fa::sm80 {
+
+__device__ inline std::uint32_t smem_u32(const void* p) {
+  return static_cast<std::uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ inline void cp_async_16(std::uint32_t dst, const void* src, bool valid) {
+  // src-size 0 zero-fills the 16 bytes: rows past N become zeros in shared memory.
+  const int src_size = valid ? 16 : 0;
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+               "r"(src_size));
+}
+__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ inline void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+__device__ inline void ldmatrix_x4(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ inline void ldmatrix_x4_trans(std::uint32_t (&r)[4], std::uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D += A(16x16, row) * B(16x8, col), fp32 accumulate.
+template <typename T>
+__device__ inline void mma_16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                 std::uint32_t b1) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ inline std::uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same_v<T, __nv_bfloat16>) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<std::uint32_t*>(&v);
+  }
+}
+
+// Element offset of (row, col) in a swizzled [rows][D] shared-memory tile.
+template <int D>
+__device__ inline int swz(int row, int col) {
+  return row * D + ((((col >> 3) ^ (row & 7))) << 3) + (col & 7);
+}
+
+// Copies rows [row0, row0 + ROWS) of a [N][D] head slice into a swizzled shared tile;
+// rows at or past N are zero-filled.
+template <int ROWS, int D, int THREADS, typename T>
+__device__ inline void load_tile(T* smem, const T* gmem_head, std::int64_t row0, std::int64_t N) {
+  constexpr int kChunksPerRow = D / 8;
+  constexpr int kChunks = ROWS * kChunksPerRow;
+#pragma unroll
+  for (int i = 0; i < (kChunks + THREADS - 1) / THREADS; ++i) {
+    const int c = threadIdx.x + i * THREADS;
+    if (kChunks % THREADS != 0 && c >= kChunks) break;
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool valid = row0 + r < N;
+    const T* src = gmem_head + (valid ? (row0 + r) * D + ch * 8 : 0);
+    cp_async_16(smem_u32(smem + swz<D>(r, ch * 8)), src, valid);
+  }
+}
+
+// This warp's 16 query rows [row0, row0 + 16) of a swizzled [rows][D] tile as A fragments.
+template <int D, typename T>
+__device__ inline void load_a_fragments(std::uint32_t (&qf)[D / 16][4], const T* sQ, int row0,
+                                        int lane) {
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    ldmatrix_x4(qf[kk], smem_u32(sQ + swz<D>(row0 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+  }
+}
+
+// S (16 x BC, fp32, zeroed here) = Q (16 x D, A fragments) * K^T, K the swizzled [BC][D] tile.
+template <int D, int BC, typename T>
+__device__ inline void warp_qkt(float (&s)[BC / 8][4], const std::uint32_t (&qf)[D / 16][4],
+                                const T* sK, int lane) {
+#pragma unroll
+  for (int n = 0; n < BC / 8; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < BC / 16; ++np) {
+      std::uint32_t b[4];
+      ldmatrix_x4(b, smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                          kk * 16 + ((lane >> 3) & 1) * 8)));
+      mma_16816<T>(s[2 * np], qf[kk], b[0], b[1]);
+      mma_16816<T>(s[2 * np + 1], qf[kk], b[2], b[3]);
+    }
+  }
+}
+
+// O (16 x D, fp32) += P (16 x BC, fp32 values rounded to T here) * V, V the swizzled [BC][D] tile.
+template <int D, int BC, typename T>
+__device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4], const T* sV,
+                               int lane) {
+#pragma unroll
+  for (int kc = 0; kc < BC / 16; ++kc) {
+    std::uint32_t a[4];
+    a[0] = pack2<T>(p[2 * kc][0], p[2 * kc][1]);
+    a[1] = pack2<T>(p[2 * kc][2], p[2 * kc][3]);
+    a[2] = pack2<T>(p[2 * kc + 1][0], p[2 * kc + 1][1]);
+    a[3] = pack2<T>(p[2 * kc + 1][2], p[2 * kc + 1][3]);
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, smem_u32(sV + swz<D>(kc * 16 + (lane & 15), dp * 16 + (lane >> 4) * 8)));
+      mma_16816<T>(o[2 * dp], a, b[0], b[1]);
+      mma_16816<T>(o[2 * dp + 1], a, b[2], b[3]);
+    }
+  }
+}
+
+}  // namespace fa::sm80

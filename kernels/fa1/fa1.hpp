@@ -1,0 +1,11 @@
+#pragma once
+
+#include <memory>
+#include <vector>
+
+#include "kernels/registry.hpp"
+
+namespace fa {
+std::vector<Tiles> fa1_tile_options(int d);  // default first
+std::unique_ptr<Launcher> make_fa1_launcher();
+}  // namespace fa
