@@ -2,8 +2,10 @@
 //
 //   pass 1  S = scale * Q K^T      cuBLAS strided-batched GEMM over B*H heads, fp32 accumulate,
 //                                  S stored in the input type (bf16/fp16): N*N per head.
-//   pass 2  P = softmax(S)         one thread block per row: pass over the row for its max and
-//                                  sum (online), second pass writes P; causal mask applied here.
+//   pass 2  P = softmax(S)         one thread block per row, the row held in registers (N <=
+//                                  16384, N % 8 == 0): S read once, one exp per element; longer
+//                                  or odd rows: an online max/sum pass, then a pass writing P.
+//                                  Causal mask applied here; masked keys are not read.
 //                                  P overwrites S in place (the IO model counts S read, P written).
 //   pass 3  O = P V                cuBLAS strided-batched GEMM, fp32 accumulate, O in input type.
 //
@@ -126,6 +128,71 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, st
   }
 }
 
+// Block-wide reduction of one float (max or sum); `scratch` holds one value per warp and is
+// used by this call only.
+template <bool IS_MAX>
+__device__ inline float block_reduce(float x, float* scratch) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) {
+    const float y = __shfl_xor_sync(0xffffffffu, x, off);
+    x = IS_MAX ? fmaxf(x, y) : x + y;
+  }
+  if (threadIdx.x % 32 == 0) scratch[threadIdx.x / 32] = x;
+  __syncthreads();
+  x = scratch[0];
+  for (int w = 1; w < kSoftmaxThreads / 32; ++w) x = IS_MAX ? fmaxf(x, scratch[w]) : x + scratch[w];
+  return x;
+}
+
+// Row softmax with the row held in registers: one read of S, one exp per element, one write of
+// P. Each thread holds VECS vectors of 8 elements, so rows up to 256 * 8 * VECS elements (N % 8
+// == 0). Measured against the two-pass kernel in docs/perf-notes.md.
+template <typename T, int VECS>
+__global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_in_registers_kernel(T* sp, std::int64_t N,
+                                                                                  bool causal) {
+  const std::int64_t row_global = blockIdx.x;
+  const std::int64_t row = row_global % N;
+  T* srow = sp + row_global * N;
+  const std::int64_t valid = causal ? row + 1 : N;
+  __shared__ float red_max[kSoftmaxThreads / 32], red_sum[kSoftmaxThreads / 32];
+
+  float x[VECS][8];
+  float m = -INFINITY;
+#pragma unroll
+  for (int i = 0; i < VECS; ++i) {
+    const std::int64_t c = (static_cast<std::int64_t>(i) * kSoftmaxThreads + threadIdx.x) * 8;
+    T vals[8];
+    if (c < valid) {  // causal rows: keys past the diagonal are never read
+      *reinterpret_cast<uint4*>(vals) = *reinterpret_cast<const uint4*>(srow + c);
+    }
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      x[i][e] = (c + e < valid) ? to_float(vals[e]) : -INFINITY;
+      m = fmaxf(m, x[i][e]);
+    }
+  }
+  m = block_reduce<true>(m, red_max);
+  float l = 0.0f;
+#pragma unroll
+  for (int i = 0; i < VECS; ++i) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      x[i][e] = __expf(x[i][e] - m);  // exp(-inf) = 0 for masked and padding entries
+      l += x[i][e];
+    }
+  }
+  const float inv_l = 1.0f / block_reduce<false>(l, red_sum);
+#pragma unroll
+  for (int i = 0; i < VECS; ++i) {
+    const std::int64_t c = (static_cast<std::int64_t>(i) * kSoftmaxThreads + threadIdx.x) * 8;
+    if (c >= N) break;
+    T vals[8];
+#pragma unroll
+    for (int e = 0; e < 8; ++e) vals[e] = from_float<T>(x[i][e] * inv_l);
+    *reinterpret_cast<uint4*>(srow + c) = *reinterpret_cast<const uint4*>(vals);
+  }
+}
+
 const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS:
@@ -204,7 +271,15 @@ class StandardLauncher final : public Launcher {
  private:
   template <typename T>
   static void launch_softmax(const Shape& s, void* sp, unsigned rows, cudaStream_t stream) {
-    if (s.N % 8 == 0) {
+    T* p = static_cast<T*>(sp);
+    constexpr std::int64_t kPerVec = kSoftmaxThreads * 8;  // elements one vector per thread covers
+    if (s.N % 8 == 0 && s.N <= 2 * kPerVec) {
+      softmax_rows_in_registers_kernel<T, 2><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+    } else if (s.N % 8 == 0 && s.N <= 4 * kPerVec) {
+      softmax_rows_in_registers_kernel<T, 4><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+    } else if (s.N % 8 == 0 && s.N <= 8 * kPerVec) {
+      softmax_rows_in_registers_kernel<T, 8><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+    } else if (s.N % 8 == 0) {
       softmax_rows_kernel<T, 8>
           <<<rows, kSoftmaxThreads, 0, stream>>>(static_cast<T*>(sp), s.N, s.causal);
     } else {
