@@ -137,6 +137,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   app.add_option("--block-q", block_q_text, "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
   app.add_option("--block-kv", block_kv_text, "key/value rows per block (Bc) for fa1/fa2: a list");
   app.add_option("--seed", o.seed, "seed of the random inputs");
+  app.add_option("--inputs", o.inputs, "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
+  app.add_flag("--fp8-prequantized", o.fp8_prequantized,
+               "fp8: quantise once, time the attention kernel alone");
   app.add_option("--warmup", o.warmup, "untimed launches before timing (default 10)");
   app.add_option("--repetitions", o.repetitions,
                  "timed launches per variant (default: as many as --min-time needs)");
@@ -232,6 +235,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       if (std::string err = plan_variants(o, static_cast<int>(d), &rows); !err.empty()) {
         throw BadInput{err};
       }
+    }
+    if (o.inputs != "normal" && o.inputs != "outliers") {
+      throw BadInput{fmt::format("--inputs: '{}' (accepted: normal, outliers)", o.inputs)};
     }
     if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
     if (o.repetitions < 0) {

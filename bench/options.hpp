@@ -23,6 +23,8 @@ struct Options {
   std::vector<int> block_q;   // --block-q: tiled variants run with each listed Br (empty: default)
   std::vector<int> block_kv;  // --block-kv: likewise for Bc
   std::uint64_t seed = 1234;
+  std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
+  bool fp8_prequantized = false;
   int warmup = 10;
   int repetitions = 0;     // 0: as many as --min-time needs
   double min_time_s = 0.2;

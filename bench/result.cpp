@@ -43,14 +43,18 @@ std::string utc_time(const char* format) {
   return buf;
 }
 
-Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype) {
+double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype) {
+  return a == Algorithm::fp8 ? c.tensor_flops_per_s_fp8 : c.tensor_peak(dtype);
+}
+
+Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, double peak) {
   Derived d;
   const double seconds = t.stats.median * 1e-3;
   if (seconds <= 0) return d;
   d.tflops_convention = m.flops_convention / seconds * 1e-12;
   d.tflops_model = m.flops_matrix / seconds * 1e-12;
   d.effective_gbps = m.bytes() / seconds * 1e-9;
-  const RooflinePoint p = place(m.flops_matrix, m.bytes(), seconds, c.tensor_peak(dtype), c.dram_bytes_per_s);
+  const RooflinePoint p = place(m.flops_matrix, m.bytes(), seconds, peak, c.dram_bytes_per_s);
   d.arithmetic_intensity = p.intensity;
   d.roofline_attainable_tflops = p.attainable * 1e-12;
   d.roofline_fraction = p.fraction;

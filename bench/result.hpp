@@ -81,6 +81,7 @@ struct Settings {
   std::string l2 = "cold";
   bool model_only = false;
   std::string inputs = "normal";
+  bool fp8_prequantized = false;
   std::string timing_engine = "google-benchmark";
   std::int64_t model_smem_per_sm_bytes = 0;
 };
@@ -102,6 +103,10 @@ struct RunResult {
 std::string utc_time(const char* format);
 
 // Fills `derived` from the timing, the model and the ceilings.
-Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, DType dtype);
+// `peak_flops_per_s` is the tensor roof of the variant's arithmetic (bf16, fp16 or fp8).
+Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, double peak_flops_per_s);
+
+// The tensor roof that applies to a variant's matrix products.
+double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype);
 
 }  // namespace fa::bench

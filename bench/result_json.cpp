@@ -143,7 +143,8 @@ Algorithm parse_algorithm(const Reader& rd, const std::string& s, const std::str
   if (s == "standard") return Algorithm::standard;
   if (s == "fa1") return Algorithm::fa1;
   if (s == "fa2") return Algorithm::fa2;
-  rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2)");
+  if (s == "fp8") return Algorithm::fp8;
+  rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2, fp8)");
 }
 
 VariantResult read_result(const Reader& rd, const json& j, const std::string& p) {
@@ -266,13 +267,16 @@ std::string to_json_text(const RunResult& r) {
              {"l2", r.settings.l2},
              {"model_only", r.settings.model_only},
              {"inputs", r.settings.inputs},
+             {"fp8_prequantized", r.settings.fp8_prequantized},
              {"timing_engine", r.settings.timing_engine},
              {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes}}},
            {"ceilings",
             {{"source", r.ceilings.source},
              {"dram_bytes_per_s", r.ceilings.dram_bytes_per_s},
              {"tensor_flops_per_s",
-              {{"bf16", r.ceilings.tensor_flops_per_s_bf16}, {"fp16", r.ceilings.tensor_flops_per_s_fp16}}}}},
+              {{"bf16", r.ceilings.tensor_flops_per_s_bf16},
+               {"fp16", r.ceilings.tensor_flops_per_s_fp16},
+               {"fp8", r.ceilings.tensor_flops_per_s_fp8}}}}},
            {"configs", configs}};
   return doc.dump(1) + "\n";
 }
@@ -331,6 +335,7 @@ RunResult from_json_text(const std::string& text, const std::string& source) {
   r.settings.l2 = rd.str(s, "settings", "l2");
   r.settings.model_only = rd.boolean(s, "settings", "model_only");
   r.settings.inputs = s.value("inputs", "normal");
+  r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
   r.settings.model_smem_per_sm_bytes = s.value("model_smem_per_sm_bytes", std::int64_t{0});
   const json& c = rd.at(doc, "", "ceilings");
@@ -339,6 +344,7 @@ RunResult from_json_text(const std::string& text, const std::string& source) {
   const json& peaks = rd.at(c, "ceilings", "tensor_flops_per_s");
   r.ceilings.tensor_flops_per_s_bf16 = peaks.value("bf16", 0.0);
   r.ceilings.tensor_flops_per_s_fp16 = peaks.value("fp16", 0.0);
+  r.ceilings.tensor_flops_per_s_fp8 = peaks.value("fp8", 0.0);
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
   for (std::size_t i = 0; i < configs.size(); ++i) {

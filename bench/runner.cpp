@@ -128,13 +128,15 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.settings.repetitions = o.repetitions;
   r.settings.min_time_s = o.min_time_s;
   r.settings.l2 = o.cold_l2 ? "cold" : "warm";
+  r.settings.inputs = o.inputs;
+  r.settings.fp8_prequantized = o.fp8_prequantized;
   r.settings.model_only = o.model_only || !device;
   const std::int64_t smem = o.model_smem_per_sm > 0 ? o.model_smem_per_sm
                             : device                 ? device->smem_per_sm_bytes
                                                      : kDefaultSmemPerSm;
   r.settings.model_smem_per_sm_bytes = smem;
   r.ceilings = device ? datasheet_ceilings(device->name, device->bus_bandwidth_bytes_per_s())
-                      : Ceilings{"none (no GPU)", 0, 0, 0};
+                      : Ceilings{"none (no GPU)", 0, 0, 0, 0};
   const auto plan = make_plan(o);
   for (std::size_t i = 0; i < plan.size(); ++i) {
     ConfigResult c;
@@ -147,8 +149,11 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
       v.variant = pv.row_name;
       v.algorithm = pv.info->algorithm;
       v.tiles = pv.tiles;
-      v.model = model::io_model(pv.info->algorithm, c.shape, v.tiles, smem);
+      model::ModelOptions mo;
+      mo.fp8_quantisation_timed = !o.fp8_prequantized;
+      v.model = model::io_model(pv.info->algorithm, c.shape, v.tiles, smem, mo);
       v.reason = pv.info->unsupported_reason(c.shape);
+      if (v.reason.empty() && device) v.reason = pv.info->unsupported_on_device(device->cc_major, device->cc_minor);
       if (!v.reason.empty()) {
         v.status = Status::unsupported;
       } else if (r.settings.model_only) {
@@ -187,9 +192,10 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
     std::optional<ReferenceSample> reference;
     DeviceBuffers buffers{q.ptr, k.ptr, v.ptr, out.ptr, static_cast<float*>(lse.ptr), nullptr, 0};
     if (have_inputs) {
-      FA_CUDA_CHECK(fill_normal(q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream));
-      FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream));
-      FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream));
+      const Inputs dist = o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
+      FA_CUDA_CHECK(fill_normal(q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
+      FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
+      FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
       reference.emplace(s, buffers, c.seed);
     }
@@ -208,7 +214,9 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         continue;
       }
       const VariantInfo* info = variant_of_row(row.variant);
-      auto launcher = info->make_launcher();
+      LaunchOptions lo;
+      lo.fp8_prequantized = o.fp8_prequantized;
+      auto launcher = info->make_launcher(lo);
       const std::size_t ws_bytes = launcher->workspace_bytes(s, row.tiles);
       DeviceAlloc ws;
       if (ws_bytes > 0) {
@@ -229,7 +237,8 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       // Verify: poisoned outputs, one run, every element finite, sampled rows against fp64.
       FA_CUDA_CHECK(poison_nan16(out.ptr, s.qkv_elements(), stream));
       FA_CUDA_CHECK(poison_nan32(static_cast<float*>(lse.ptr), s.heads_total() * s.N, stream));
-      std::string err = launch();
+      std::string err = launcher->prepare(s, row.tiles, b, stream);
+      if (err.empty()) err = launch();
       if (err.empty()) {
         if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
           err = std::string("kernel failed: ") + cudaGetErrorName(e) + " " + cudaGetErrorString(e);
@@ -243,12 +252,14 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         if (cudaGetLastError() != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess) break;
         continue;
       }
-      row.verification = reference->check(b, info->algorithm == Algorithm::fa2);
+      row.verification = reference->check(b, {info->accuracy, info->writes_lse, fp8_rmse_bar(o.inputs)});
       if (!row.verification->passed) {
         row.status = Status::failed;
         row.reason = row.verification->all_finite
-                         ? fmt::format("max error {:.3e} > tolerance {:.3e}", row.verification->max_abs_error,
-                                       row.verification->tolerance)
+                         ? (info->accuracy == AccuracyRule::fp8_rmse
+                                ? fmt::format("RMSE {:.3e} > {:.1e}", row.verification->rmse, row.verification->tolerance)
+                                : fmt::format("max error {:.3e} > tolerance {:.3e}", row.verification->max_abs_error,
+                                              row.verification->tolerance))
                          : fmt::format("{} non-finite output elements", row.verification->nonfinite_count);
         if (row.verification->all_finite && row.verification->lse_max_abs_error &&
             row.verification->max_abs_error <= row.verification->tolerance) {
@@ -276,7 +287,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         continue;
       }
       t.stats = summarize(t.samples_ms);
-      row.derived = derive(row.model, t, r.ceilings, s.dtype);
+      row.derived = derive(row.model, t, r.ceilings, tensor_peak_for(r.ceilings, row.algorithm, s.dtype));
       row.timing = std::move(t);
       row.status = Status::ok;
       row.reason.clear();

@@ -103,7 +103,13 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
   }
 }
 
-Verification ReferenceSample::check(const DeviceBuffers& out, bool check_lse) const {
+double fp8_rmse_bar(const std::string& inputs) {
+  // The FlashAttention-3 paper's per-tensor FP8 baseline reached 2.4e-2 on its outlier inputs.
+  return inputs == "outliers" ? 2.4e-2 : 1e-2;
+}
+
+Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) const {
+  const bool check_lse = rule.check_lse;
   const Shape& s = shape_;
   Verification v;
   const auto o = copy_bits(out.o, s.qkv_elements());
@@ -139,13 +145,18 @@ Verification ReferenceSample::check(const DeviceBuffers& out, bool check_lse) co
   v.heads_checked = static_cast<std::int64_t>(heads_.size());
   v.rmse = n > 0 ? std::sqrt(sq / static_cast<double>(n)) : 0;
   v.baseline_max_abs_error = baseline_max_abs_error_;
+  if (check_lse) v.lse_max_abs_error = lse_err;
+  if (rule.accuracy == AccuracyRule::fp8_rmse) {
+    // FP8 is judged by RMSE against fp64 (the FlashAttention-3 paper's measure); its lse comes
+    // from quantised scores and is reported, not judged.
+    v.tolerance = rule.rmse_bar;
+    v.passed = v.all_finite && v.rmse <= v.tolerance;
+    return v;
+  }
   v.tolerance = 2 * baseline_max_abs_error_ + kAbsoluteSlack;
   v.passed = v.all_finite && v.max_abs_error <= v.tolerance;
-  if (check_lse) {
-    v.lse_max_abs_error = lse_err;
-    // lse is fp32 from exact 16-bit inputs with fp32 accumulation: far under this bound.
-    v.passed = v.passed && lse_err <= kAbsoluteSlack;
-  }
+  // lse is fp32 from exact 16-bit inputs with fp32 accumulation: far under this bound.
+  if (check_lse) v.passed = v.passed && lse_err <= kAbsoluteSlack;
   return v;
 }
 

@@ -11,6 +11,7 @@
 
 #include "bench/result.hpp"
 #include "kernels/problem.hpp"
+#include "kernels/registry.hpp"
 
 namespace fa::bench {
 
@@ -20,8 +21,13 @@ class ReferenceSample {
   // Copies the sampled heads' inputs from the device and computes the reference rows.
   ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed);
 
-  // Checks a variant's output now in `o` (and `lse` if `check_lse`).
-  Verification check(const DeviceBuffers& outputs, bool check_lse) const;
+  struct Rule {
+    AccuracyRule accuracy = AccuracyRule::same_precision;
+    bool check_lse = false;   // the variant writes the log-sum-exp: it must match fp64 to 1e-3
+    double rmse_bar = 1e-2;   // fp8_rmse: the RMSE bar for these inputs
+  };
+  // Checks a variant's output now in `o` (and `lse`).
+  Verification check(const DeviceBuffers& outputs, const Rule& rule) const;
 
   double baseline_max_abs_error() const { return baseline_max_abs_error_; }
 
@@ -36,6 +42,9 @@ class ReferenceSample {
   std::vector<HeadSample> heads_;
   double baseline_max_abs_error_ = 0;
 };
+
+// RMSE bar of the fp8 rule for an input distribution ("normal" or "outliers").
+double fp8_rmse_bar(const std::string& inputs);
 
 // Host value of one stored 16-bit element.
 double half_bits_to_double(std::uint16_t bits, DType dtype);

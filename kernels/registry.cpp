@@ -4,6 +4,7 @@
 
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
+#include "kernels/fp8/fp8.hpp"
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
@@ -37,6 +38,13 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
   return "";
 }
 
+std::string VariantInfo::unsupported_on_device(int major, int minor) const {
+  if (major * 10 + minor >= min_compute_capability) return "";
+  return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
+         std::to_string(minor) + "; " + name + " needs " + std::to_string(min_compute_capability / 10) +
+         "." + std::to_string(min_compute_capability % 10) + "+)";
+}
+
 std::string to_string(Algorithm a) {
   switch (a) {
     case Algorithm::standard:
@@ -45,6 +53,8 @@ std::string to_string(Algorithm a) {
       return "fa1";
     case Algorithm::fa2:
       return "fa2";
+    case Algorithm::fp8:
+      return "fp8";
   }
   return "?";
 }
@@ -61,7 +71,7 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128, 256},
         {DType::bf16, DType::fp16},
         [](int) { return std::vector<Tiles>{}; },
-        [] { return make_standard_launcher(); }});
+        [](const LaunchOptions&) { return make_standard_launcher(); }});
     r.push_back(VariantInfo{
         "fa1", Algorithm::fa1,
         "FlashAttention-1 forward (Algorithm 1): K/V blocks outer, query blocks inner; O, l, m "
@@ -72,7 +82,7 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa1_tile_options,
-        [] { return make_fa1_launcher(); }});
+        [](const LaunchOptions&) { return make_fa1_launcher(); }});
     r.push_back(VariantInfo{
         "fa2", Algorithm::fa2,
         "FlashAttention-2 forward: fused, online softmax, 1/l rescale deferred to the end of "
@@ -83,7 +93,25 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa2_tile_options,
-        [] { return make_fa2_launcher(); }});
+        [](const LaunchOptions&) { return make_fa2_launcher(); },
+        80,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true});
+    r.push_back(VariantInfo{
+        "fp8", Algorithm::fp8,
+        "FP8 (E4M3) forward: Q, K, V quantised per (batch, head) (amax pass + quantise pass, timed "
+        "with the variant unless --fp8-prequantized), P quantised as E4M3(256 P), fp32 "
+        "accumulation and softmax, bf16 output",
+        "as fa2: grid over (query blocks x batch*heads), K/V loop inside, deferred 1/l",
+        "mma.sync m16n8k32 e4m3 (FP8 tensor cores, sm_89+), V stored transposed with permuted "
+        "keys so P never leaves registers",
+        {64, 128},
+        {DType::bf16},
+        fp8_tile_options,
+        [](const LaunchOptions& o) { return make_fp8_launcher(o.fp8_prequantized); },
+        89,
+        AccuracyRule::fp8_rmse,
+        /*writes_lse=*/true});
     return r;
   }();
   return registry;

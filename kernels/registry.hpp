@@ -14,7 +14,18 @@
 namespace fa {
 
 // Which IO pattern the variant executes; the IO model in profiler/ has one formula per pattern.
-enum class Algorithm { standard, fa1, fa2 };
+enum class Algorithm { standard, fa1, fa2, fp8 };
+
+// How a variant's output is judged (docs/accuracy.md).
+enum class AccuracyRule {
+  same_precision,  // max error <= 2 x a plain same-precision implementation + 1e-3
+  fp8_rmse,        // RMSE <= 1e-2 (normal inputs) or 2.4e-2 (outlier inputs)
+};
+
+// Run-time choices a launcher is made with.
+struct LaunchOptions {
+  bool fp8_prequantized = false;  // fp8: quantise once outside the timed region
+};
 
 struct Tiles {
   int block_q = 0;   // query rows per thread block (Br)
@@ -30,6 +41,10 @@ class Launcher {
   virtual ~Launcher() = default;
   // Scratch the variant needs beyond Q, K, V, O, lse (standard: S/P; fa1: its O/l/m state).
   virtual std::size_t workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  // Work done once before verification and timing (fp8 with prequantized inputs). Optional.
+  virtual std::string prepare(const Shape&, const Tiles&, const DeviceBuffers&, cudaStream_t) {
+    return "";
+  }
   virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
                           cudaStream_t stream) = 0;
 };
@@ -44,13 +59,18 @@ struct VariantInfo {
   std::vector<DType> dtypes;
   // Compiled tile shapes at head dim d, the default (fastest measured) first; empty: not tiled.
   std::vector<Tiles> (*tile_options)(int d);
-  std::unique_ptr<Launcher> (*make_launcher)();
+  std::unique_ptr<Launcher> (*make_launcher)(const LaunchOptions&);
+  int min_compute_capability = 80;  // major*10 + minor
+  AccuracyRule accuracy = AccuracyRule::same_precision;
+  bool writes_lse = false;
 
   Tiles default_tiles(int d) const;  // {0, 0} when not tiled
   bool supports_head_dim(int d) const;
   bool supports_dtype(DType t) const;
   // "" when the shape is supported, otherwise why not (for the row's status).
   std::string unsupported_reason(const Shape& s) const;
+  // "" when a device of compute capability major.minor runs this variant.
+  std::string unsupported_on_device(int cc_major, int cc_minor) const;
 };
 
 const std::vector<VariantInfo>& variant_registry();

@@ -51,9 +51,11 @@ IoModel standard_model(const Shape& s) {
   return m;
 }
 
-IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem) {
+// fa2's pattern; `e` is the element size of the Q, K, V the kernel reads (1 for fp8).
+IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem, double e_in = 0) {
   IoModel m;
-  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double e_out = static_cast<double>(element_bytes(s.dtype));
+  const double e = e_in > 0 ? e_in : e_out;
   const double heads = static_cast<double>(s.heads_total());
   const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
   const std::int64_t nq = ceil_div(N, Br);
@@ -68,7 +70,7 @@ IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem) {
   add(m, "Q read (once)", false, heads * N * d * e);
   add(m, "K read (once per query block)", false, heads * kv_rows * d * e);
   add(m, "V read (once per query block)", false, heads * kv_rows * d * e);
-  add(m, "O written (once)", true, heads * N * d * e);
+  add(m, "O written (once)", true, heads * N * d * e_out);
   add(m, "lse written (once, fp32)", true, heads * N * 4.0);
   // Whole Br x Bc tiles are issued to the tensor cores, padding and masked entries included.
   m.flops_matrix = heads * block_pairs * 4.0 * Br * Bc * d;
@@ -77,6 +79,24 @@ IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem) {
   m.bytes_compulsory = compulsory(s, true);
   const double m_elems = static_cast<double>(smem) / e;
   m.bytes_asymptotic = m_elems > 0 ? heads * double(N) * N * d * d / m_elems * e : 0;
+  return m;
+}
+
+// kernels/fp8/fp8.cu: the fa2 pattern on 1-byte Q, K, V; when the quantisation is timed, an amax
+// pass reads Q, K, V and a quantise pass reads them again and writes the 1-byte copies (V
+// transposed, padded to a multiple of 128 keys).
+IoModel fp8_model(const Shape& s, Tiles t, std::int64_t smem, bool quantisation_timed) {
+  IoModel m = fa2_model(s, t, smem, 1.0);
+  if (quantisation_timed) {
+    const double e = static_cast<double>(element_bytes(s.dtype));
+    const double heads = static_cast<double>(s.heads_total());
+    const double nd = heads * s.N * s.d;
+    const double npad = static_cast<double>((s.N + 127) / 128 * 128);
+    add(m, "Q, K, V read (amax pass)", false, 3 * nd * e);
+    add(m, "Q, K, V read (quantise pass)", false, 3 * nd * e);
+    add(m, "Q8, K8, V8^T written (quantise pass)", true, 2 * nd + heads * s.d * npad);
+  }
+  m.bytes_compulsory = compulsory(s, true);
   return m;
 }
 
@@ -126,7 +146,7 @@ std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb)
 }
 
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
-                 std::int64_t smem_per_sm_bytes, Fa1StateBytes fa1) {
+                 std::int64_t smem_per_sm_bytes, ModelOptions options) {
   IoModel m;
   switch (algorithm) {
     case Algorithm::standard:
@@ -136,7 +156,10 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = fa2_model(shape, tiles, smem_per_sm_bytes);
       break;
     case Algorithm::fa1:
-      m = fa1_model(shape, tiles, smem_per_sm_bytes, fa1);
+      m = fa1_model(shape, tiles, smem_per_sm_bytes, options.fa1);
+      break;
+    case Algorithm::fp8:
+      m = fp8_model(shape, tiles, smem_per_sm_bytes, options.fp8_quantisation_timed);
       break;
   }
   const double half = shape.causal ? 0.5 : 1.0;

@@ -46,8 +46,13 @@ struct Fa1StateBytes {
   int stat_element = 4;  // l and m are fp32
 };
 
+struct ModelOptions {
+  Fa1StateBytes fa1;
+  bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
+};
+
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
-                 std::int64_t smem_per_sm_bytes, Fa1StateBytes fa1 = {});
+                 std::int64_t smem_per_sm_bytes, ModelOptions options = {});
 
 // K/V blocks the FA2 kernel visits for query block qb (causal stops at the diagonal).
 std::int64_t kv_blocks_for_query_block(const Shape& shape, Tiles tiles, std::int64_t qb);

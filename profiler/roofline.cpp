@@ -8,22 +8,22 @@ namespace fa {
 Ceilings datasheet_ceilings(const std::string& name, double bus_bw) {
   struct Known {
     const char* match;
-    double bw, bf16;
+    double bw, bf16, fp8;
   };
   // Vendor datasheets, dense (no sparsity) tensor rates. The H200 and H100 SXM share the GH100's
   // tensor rates; the H200 has 4.8 TB/s HBM3e against the H100's 3.35 TB/s.
   static constexpr std::array<Known, 4> kKnown{{
-      {"H200", 4.8e12, 989.4e12},
-      {"H100 80GB HBM3", 3.35e12, 989.4e12},
-      {"H100 PCIe", 2.0e12, 756.0e12},
-      {"A100-SXM4-80GB", 2.039e12, 312.0e12},
+      {"H200", 4.8e12, 989.4e12, 1978.9e12},
+      {"H100 80GB HBM3", 3.35e12, 989.4e12, 1978.9e12},
+      {"H100 PCIe", 2.0e12, 756.0e12, 1513.0e12},
+      {"A100-SXM4-80GB", 2.039e12, 312.0e12, 0},
   }};
   for (const auto& k : kKnown) {
     if (name.find(k.match) != std::string::npos) {
-      return Ceilings{std::string("datasheet (") + k.match + ")", k.bw, k.bf16, k.bf16};
+      return Ceilings{std::string("datasheet (") + k.match + ")", k.bw, k.bf16, k.bf16, k.fp8};
     }
   }
-  return Ceilings{"memory bus width x clock; tensor peak unknown", bus_bw, 0, 0};
+  return Ceilings{"memory bus width x clock; tensor peak unknown", bus_bw, 0, 0, 0};
 }
 
 RooflinePoint place(double flops, double bytes, double seconds, double peak, double bw) {

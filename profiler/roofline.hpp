@@ -15,6 +15,7 @@ struct Ceilings {
   double dram_bytes_per_s = 0;        // 0 = unknown
   double tensor_flops_per_s_bf16 = 0; // dense, fp32 accumulate; 0 = unknown
   double tensor_flops_per_s_fp16 = 0;
+  double tensor_flops_per_s_fp8 = 0;  // E4M3 dense, fp32 accumulate
 
   double tensor_peak(DType t) const {
     return t == DType::bf16 ? tensor_flops_per_s_bf16 : tensor_flops_per_s_fp16;

@@ -24,7 +24,7 @@ SCHEMA_VERSION = "fa-bench/1"
 UNDERSTOOD_VERSIONS = (SCHEMA_VERSION,)
 
 DTYPES = ("bf16", "fp16")
-ALGORITHMS = ("standard", "fa1", "fa2")  # IO patterns the C++ IO model knows
+ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model knows
 STATUSES = ("ok", "failed", "skipped", "unsupported", "error", "model_only", "interrupted")
 MODEL_NUMBERS = (
     "flops_matrix",

@@ -89,6 +89,23 @@ TEST(IoModel, Fa1StateTrafficGrowsWithNOverBc) {
   EXPECT_GT(b.bytes(), fa2.bytes());  // FA1's state traffic exceeds FA2's K/V re-reads
 }
 
+TEST(IoModel, Fp8IsFa2OnOneByteInputsPlusQuantisation) {
+  const Shape s = shape(256, 64);
+  const Tiles t{128, 128};
+  model::ModelOptions pre;
+  pre.fp8_quantisation_timed = false;
+  const auto attention = model::io_model(Algorithm::fp8, s, t, 233472, pre);
+  const auto fa2 = model::io_model(Algorithm::fa2, s, t, 233472);
+  // Q, K, V reads in 1 byte instead of 2; O (bf16) and lse writes unchanged.
+  EXPECT_DOUBLE_EQ(attention.bytes_read, fa2.bytes_read / 2);
+  EXPECT_DOUBLE_EQ(attention.bytes_written, fa2.bytes_written);
+  const auto timed = model::io_model(Algorithm::fp8, s, t, 233472);
+  const double nd = 256.0 * 64;
+  // amax and quantise passes read Q, K, V twice in bf16; write Q8, K8 and V8^T (256 keys, no pad).
+  EXPECT_DOUBLE_EQ(timed.bytes_read - attention.bytes_read, 2 * 3 * nd * 2);
+  EXPECT_DOUBLE_EQ(timed.bytes_written - attention.bytes_written, 3 * nd);
+}
+
 TEST(IoModel, StandardScalesAsNSquared) {
   const auto a = model::io_model(Algorithm::standard, shape(4096, 64), {}, 233472);
   const auto b = model::io_model(Algorithm::standard, shape(8192, 64), {}, 233472);

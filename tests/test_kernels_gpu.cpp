@@ -33,9 +33,10 @@ struct Buffers {
 // `output` (if given) receives O's raw 16-bit elements.
 bench::Verification run_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
                                   bool skip_launch = false, Tiles tiles = {},
-                                  std::vector<std::uint16_t>* output = nullptr) {
+                                  std::vector<std::uint16_t>* output = nullptr,
+                                  Inputs inputs = Inputs::normal) {
   const VariantInfo* info = find_variant(variant);
-  auto launcher = info->make_launcher();
+  auto launcher = info->make_launcher({});
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
@@ -46,9 +47,9 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws) FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
-  FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(b.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
   FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
   DeviceBuffers db{b.q, b.k, b.v, b.o, static_cast<float*>(b.lse), b.ws, ws};
@@ -62,7 +63,8 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
     FA_CUDA_CHECK(cudaMemcpy(output->data(), b.o, bytes, cudaMemcpyDeviceToHost));
   }
   bench::ReferenceSample ref(s, db, seed);
-  return ref.check(db, info->algorithm == Algorithm::fa2);
+  return ref.check(db, {info->accuracy, info->writes_lse,
+                        bench::fp8_rmse_bar(inputs == Inputs::outliers ? "outliers" : "normal")});
 }
 
 struct Case {
@@ -93,6 +95,10 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const Case& c = GetParam();
+  const auto device = query_device(0, &why);
+  if (auto r = find_variant(c.variant)->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty()) {
+    GTEST_SKIP() << r;
+  }
   Shape s;
   s.N = c.N;
   s.d = c.d;
@@ -112,9 +118,10 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa1", "fa2"}) {
+  for (const char* variant : {"standard", "fa1", "fa2", "fp8"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
+        if (!find_variant(variant)->supports_dtype(t)) continue;
         for (bool causal : {false, true}) {
           for (std::int64_t N : {1, 17, 127, 128, 129, 1000, 4096}) {
             cases.push_back({variant, d, t, causal, N});
@@ -177,6 +184,29 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
       // other; and no element differs by more than 4 bf16 steps (2^-6 relative).
       EXPECT_LE(worst, 2 * std::max(va.tolerance, vb.tolerance)) << "causal=" << causal << " d=" << d;
       EXPECT_LE(worst_rel, 1.0 / 64) << "causal=" << causal << " d=" << d << " worst abs " << worst;
+    }
+  }
+}
+
+// FP8 on the FlashAttention-3 paper's stress inputs: RMSE under its per-tensor FP8 baseline.
+TEST(Fp8, OutlierInputsStayUnderTheBaselineRmse) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto device = query_device(0, &why);
+  if (auto r = find_variant("fp8")->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty()) {
+    GTEST_SKIP() << r;
+  }
+  for (bool causal : {false, true}) {
+    for (int d : {64, 128}) {
+      Shape s;
+      s.N = 1000;
+      s.d = d;
+      s.B = 2;
+      s.H = 3;
+      s.causal = causal;
+      const auto v = run_and_check("fp8", s, 99, false, {}, nullptr, Inputs::outliers);
+      EXPECT_TRUE(v.all_finite);
+      EXPECT_LE(v.rmse, 2.4e-2) << "causal=" << causal << " d=" << d;
     }
   }
 }

@@ -25,7 +25,7 @@ RunResult sample_record() {
   d.driver_version = "580.159.04";
   r.device = d;
   r.settings.seed = 7;
-  r.ceilings = Ceilings{"datasheet (H200)", 4.8e12, 989.4e12, 989.4e12};
+  r.ceilings = Ceilings{"datasheet (H200)", 4.8e12, 989.4e12, 989.4e12, 1978.9e12};
   ConfigResult c;
   c.shape.B = 3;
   c.shape.H = 5;
@@ -50,7 +50,7 @@ RunResult sample_record() {
   t.samples_ms = {1.0, 1.1, 0.9, 1.05};
   t.stats = summarize(t.samples_ms);
   t.sm_clock_before_mhz = 1980;
-  ok.derived = derive(ok.model, t, r.ceilings, c.shape.dtype);
+  ok.derived = derive(ok.model, t, r.ceilings, tensor_peak_for(r.ceilings, ok.algorithm, c.shape.dtype));
   ok.timing = t;
   VariantResult failed = ok;
   failed.variant = "standard";

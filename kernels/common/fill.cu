@@ -18,7 +18,7 @@ __host__ __device__ inline std::uint64_t splitmix64(std::uint64_t x) {
 }
 
 template <typename T>
-__global__ void fill_normal_kernel(T* dst, std::int64_t count, std::uint64_t seed) {
+__global__ void fill_normal_kernel(T* dst, std::int64_t count, std::uint64_t seed, bool outliers) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
   for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
        i < count; i += stride) {
@@ -26,7 +26,15 @@ __global__ void fill_normal_kernel(T* dst, std::int64_t count, std::uint64_t see
     // Box-Muller on two 32-bit uniforms in (0, 1].
     const float u1 = (static_cast<float>(r >> 40) + 1.0f) * (1.0f / 16777216.0f);
     const float u2 = static_cast<float>((r >> 8) & 0xFFFFFFu) * (1.0f / 16777216.0f);
-    const float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    float z = sqrtf(-2.0f * logf(u1)) * cospif(2.0f * u2);
+    if (outliers) {
+      const std::uint64_t r2 = splitmix64(r ^ 0xA5A5A5A5A5A5A5A5ull);
+      if ((r2 >> 40) < 16777u) {  // probability 16777 / 2^24 = 0.001
+        const float v1 = (static_cast<float>((r2 >> 16) & 0xFFFFFFu) + 1.0f) * (1.0f / 16777216.0f);
+        const float v2 = static_cast<float>(r2 & 0xFFFFu) * (1.0f / 65536.0f);
+        z += 10.0f * sqrtf(-2.0f * logf(v1)) * cospif(2.0f * v2);  // N(0, 100): std 10
+      }
+    }
     if constexpr (std::is_same_v<T, __nv_bfloat16>) {
       dst[i] = __float2bfloat16_rn(z);
     } else {
@@ -52,14 +60,15 @@ int grid_for(std::int64_t count) {
 }  // namespace
 
 cudaError_t fill_normal(void* dst, std::int64_t count, DType dtype, std::uint64_t seed,
-                        cudaStream_t stream) {
+                        cudaStream_t stream, Inputs inputs) {
   if (count <= 0) return cudaSuccess;
+  const bool outliers = inputs == Inputs::outliers;
   if (dtype == DType::bf16) {
     fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst),
-                                                            count, seed);
+                                                            count, seed, outliers);
   } else {
     fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__half*>(dst), count,
-                                                            seed);
+                                                            seed, outliers);
   }
   return cudaGetLastError();
 }

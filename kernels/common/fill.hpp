@@ -9,10 +9,14 @@
 
 namespace fa {
 
-// Fills `count` elements of `dtype` with N(0, 1) samples; element i depends only on (seed, i),
-// so the host can regenerate or spot-check any element. Stream-ordered.
+// Input distributions: N(0, 1), or N(0, 1) + N(0, 100) * Bernoulli(0.001), the FP8 stress test
+// of the FlashAttention-3 paper (one element in a thousand gets a std-10 outlier added).
+enum class Inputs { normal, outliers };
+
+// Fills `count` elements of `dtype` from `inputs`; element i depends only on (seed, i), so the
+// host can regenerate or spot-check any element. Stream-ordered.
 cudaError_t fill_normal(void* dst, std::int64_t count, DType dtype, std::uint64_t seed,
-                        cudaStream_t stream);
+                        cudaStream_t stream, Inputs inputs = Inputs::normal);
 
 // Writes NaN into every element (16-bit types) so that an element a kernel fails to write is
 // caught by the finite check after the run.

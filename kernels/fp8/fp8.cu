@@ -1,0 +1,451 @@
+// fp8: FP8 (E4M3) attention forward on the FP8 tensor cores (mma.sync m16n8k32, sm_89+), FA2
+// loop order. Inputs bf16; output bf16; log-sum-exp fp32.
+//
+// Stages (all part of the variant and timed with it, unless --fp8-prequantized)
+//   1 amax      one thread block per (batch*head, tensor): max |x| of Q, K, V per head.
+//   2 quantise  Q8 = e4m3(Q * 448/amax_Q), K8 likewise, row-major [N][d] bytes;
+//               V8 = e4m3(V * 448/amax_V) written TRANSPOSED as [d][Npad] (Npad = N rounded up
+//               to 128, zero padding), keys permuted inside each group of 16 (see below), because
+//               the B operand of the PV product needs consecutive keys per d and ldmatrix has no
+//               8-bit transpose.
+//   3 attention grid (ceil(N/Br), B*H), Br/16 warps of 16 rows, K/V blocks of Bc keys, cp.async
+//               double buffer; S = Q8 K8^T (fp32) * descale_Q * descale_K; online softmax in fp32 as
+//               fa2; P8 = e4m3(256 * P) with P = exp2(S - m) <= 1, so P8 <= 256 stays inside E4M3's
+//               448 and small probabilities stay out of its subnormals; O += P8 V8 (fp32);
+//               epilogue O * descale_V / 256 / l.
+//
+// The key permutation: the S accumulator of an m16n8 tile gives thread t keys {2t, 2t+1}, but the
+// fp8 A operand wants keys {4t..4t+3} of a 32-key step. Reading the four values a thread holds
+// for keys {2t, 2t+1, 8+2t, 9+2t} as "positions 4t..4t+3" is free if V's keys sit in that order:
+// position 4t+i of a 16-key group holds key 8*(i/2) + 2t + (i%2). The quantise kernel writes V8
+// that way, so S becomes P8 without shuffles.
+//
+// HBM traffic (profiler/io_model.cpp, fp8): the fa2 pattern with 1-byte Q, K, V, plus the two
+// quantisation passes over Q, K, V (read twice in 16 bits, written once in 8).
+#include <cuda_fp8.h>
+
+#include <string>
+
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/fp8/fp8.hpp"
+
+namespace fa {
+namespace {
+
+using namespace sm80;
+
+constexpr float kE4m3Max = 448.0f;
+constexpr float kPScale = 256.0f;  // P in [0, 1] is quantised as 256 * P
+constexpr int kPad = 128;          // Npad: multiple of every Bc
+
+std::int64_t padded(std::int64_t N) { return (N + kPad - 1) / kPad * kPad; }
+
+// ---- stage 1: per-head amax --------------------------------------------------------------
+
+__global__ void __launch_bounds__(256) amax_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                   const __nv_bfloat16* v, std::int64_t per_head,
+                                                   float* amax) {
+  const __nv_bfloat16* src = blockIdx.y == 0 ? q : (blockIdx.y == 1 ? k : v);
+  src += blockIdx.x * per_head;
+  float m = 0.0f;
+  for (std::int64_t i = threadIdx.x * 8; i < per_head; i += 256 * 8) {
+    uint4 raw = *reinterpret_cast<const uint4*>(src + i);
+    const __nv_bfloat16* x = reinterpret_cast<const __nv_bfloat16*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) m = fmaxf(m, fabsf(__bfloat162float(x[e])));
+  }
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
+  __shared__ float red[8];
+  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int w = 1; w < 8; ++w) m = fmaxf(m, red[w]);
+    amax[blockIdx.y * gridDim.x + blockIdx.x] = fmaxf(m, 1e-30f);  // all-zero head: scale stays finite
+  }
+}
+
+__device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
+  const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
+  const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
+  return lo | (hi << 16);
+}
+
+// ---- stage 2: quantisation -----------------------------------------------------------------
+
+// Q and K (blockIdx.y = 0, 1): 8 elements per thread, row-major, same layout as the input.
+__global__ void __launch_bounds__(256) quantise_qk_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                          std::uint8_t* q8, std::uint8_t* k8,
+                                                          const float* amax, std::int64_t total,
+                                                          std::int64_t per_head) {
+  const __nv_bfloat16* src = blockIdx.y == 0 ? q : k;
+  std::uint8_t* dst = blockIdx.y == 0 ? q8 : k8;
+  const float* am = amax + blockIdx.y * (total / per_head);
+  for (std::int64_t i = (blockIdx.x * 256LL + threadIdx.x) * 8; i < total; i += 8LL * 256 * gridDim.x) {
+    const float s = kE4m3Max / am[i / per_head];
+    uint4 raw = *reinterpret_cast<const uint4*>(src + i);
+    const __nv_bfloat16* x = reinterpret_cast<const __nv_bfloat16*>(&raw);
+    uint2 packed;
+    packed.x = e4m3x4(__bfloat162float(x[0]) * s, __bfloat162float(x[1]) * s,
+                      __bfloat162float(x[2]) * s, __bfloat162float(x[3]) * s);
+    packed.y = e4m3x4(__bfloat162float(x[4]) * s, __bfloat162float(x[5]) * s,
+                      __bfloat162float(x[6]) * s, __bfloat162float(x[7]) * s);
+    *reinterpret_cast<uint2*>(dst + i) = packed;
+  }
+}
+
+// Key stored at position p of the transposed V (see the file comment).
+__device__ inline int permuted_key(int p) {
+  const int q = p & 15, t = q >> 2, i = q & 3;
+  return (p & ~15) + 8 * (i >> 1) + 2 * t + (i & 1);
+}
+
+// V -> V8 transposed [d][Npad] with permuted keys; one block per (64 keys, batch*head).
+template <int D>
+__global__ void __launch_bounds__(256) quantise_vt_kernel(const __nv_bfloat16* v, std::uint8_t* vt8,
+                                                          const float* amax_v, std::int64_t N,
+                                                          std::int64_t Npad) {
+  __shared__ float tile[64][D + 1];  // +1: the transposed reads hit different banks
+  const std::int64_t bh = blockIdx.y;
+  const std::int64_t key0 = static_cast<std::int64_t>(blockIdx.x) * 64;
+  const float s = kE4m3Max / amax_v[bh];
+  const __nv_bfloat16* vh = v + bh * N * D;
+  for (int idx = threadIdx.x; idx < 64 * D; idx += 256) {
+    const int r = idx / D, c = idx % D;
+    tile[r][c] = key0 + r < N ? __bfloat162float(vh[(key0 + r) * D + c]) * s : 0.0f;
+  }
+  __syncthreads();
+  std::uint8_t* out = vt8 + bh * D * Npad + key0;
+  for (int idx = threadIdx.x; idx < D * 16; idx += 256) {  // 4 positions per thread
+    const int c = idx / 16, p = (idx % 16) * 4;
+    *reinterpret_cast<std::uint32_t*>(out + c * Npad + p) =
+        e4m3x4(tile[permuted_key(p)][c], tile[permuted_key(p + 1)][c], tile[permuted_key(p + 2)][c],
+               tile[permuted_key(p + 3)][c]);
+  }
+}
+
+// ---- stage 3: attention ----------------------------------------------------------------------
+
+struct Fp8Params {
+  const std::uint8_t* q8;
+  const std::uint8_t* k8;
+  const std::uint8_t* vt8;
+  const float* amax;  // [3][B*H]: Q, K, V
+  __nv_bfloat16* o;
+  float* lse;
+  std::int64_t N, Npad, heads;
+  float scale_log2;
+  int num_q_blocks;
+};
+
+// Byte offset of (row, byte) in a swizzled tile with rows of ROW_BYTES (64 or 128) bytes: the 8
+// row addresses of an ldmatrix phase land in 8 different 16-byte bank groups.
+template <int ROW_BYTES>
+__device__ inline int swz_bytes(int row, int byte) {
+  const int chunk = byte >> 4;
+  const int phys = ROW_BYTES == 128 ? (chunk ^ (row & 7)) : (chunk ^ ((row >> 1) & 3));
+  return row * ROW_BYTES + (phys << 4) + (byte & 15);
+}
+
+template <int ROWS, int ROW_BYTES, int THREADS>
+__device__ inline void load_tile_bytes(std::uint8_t* smem, const std::uint8_t* g, std::int64_t row0,
+                                       std::int64_t rows_valid, std::int64_t stride) {
+  constexpr int kChunksPerRow = ROW_BYTES / 16, kChunks = ROWS * kChunksPerRow;
+  static_assert(kChunks % THREADS == 0, "tile must split evenly over the threads");
+#pragma unroll
+  for (int i = 0; i < kChunks / THREADS; ++i) {
+    const int c = threadIdx.x + i * THREADS;
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool valid = row0 + r < rows_valid;
+    cp_async_16(smem_u32(smem + swz_bytes<ROW_BYTES>(r, ch * 16)),
+                g + (valid ? (row0 + r) * stride + ch * 16 : 0), valid);
+  }
+}
+
+__device__ inline void mma_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
+                                std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // never launched below compute capability 8.9 (the launcher checks)
+#endif
+}
+
+template <int D, int BR, int BC, bool CAUSAL>
+__global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Params p) {
+  constexpr int kThreads = BR / 16 * 32;
+  constexpr int kNTiles = BC / 8, kDTiles = D / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  std::uint8_t* sQ = smem_raw;                   // [BR][D]
+  std::uint8_t* sK = sQ + BR * D;                // [2][BC][D]
+  std::uint8_t* sVt = sK + 2 * BC * D;           // [2][D][BC]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int qb = CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+  const std::int64_t bh = blockIdx.y, N = p.N;
+  const std::int64_t q0 = static_cast<std::int64_t>(qb) * BR;
+  const std::uint8_t* Qh = p.q8 + bh * N * D;
+  const std::uint8_t* Kh = p.k8 + bh * N * D;
+  const std::uint8_t* Vth = p.vt8 + bh * D * p.Npad;
+  const float descale_q = p.amax[bh] / kE4m3Max, descale_k = p.amax[p.heads + bh] / kE4m3Max;
+  const float descale_v = p.amax[2 * p.heads + bh] / kE4m3Max;
+  const float qk_factor = descale_q * descale_k * p.scale_log2;
+
+  const int total_kv = static_cast<int>((N + BC - 1) / BC);
+  int num_kv = total_kv;
+  if constexpr (CAUSAL) {
+    const std::int64_t last_row = (q0 + BR < N ? q0 + BR : N) - 1;
+    num_kv = min(total_kv, static_cast<int>(last_row / BC) + 1);
+  }
+
+  load_tile_bytes<BR, D, kThreads>(sQ, Qh, q0, N, D);
+  cp_async_commit();
+  load_tile_bytes<BC, D, kThreads>(sK, Kh, 0, N, D);
+  load_tile_bytes<D, BC, kThreads>(sVt, Vth, 0, D, p.Npad);
+  cp_async_commit();
+  cp_async_wait<1>();
+  __syncthreads();
+  std::uint32_t qf[D / 32][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 32; ++kk) {
+    ldmatrix_x4(qf[kk], smem_u32(sQ + swz_bytes<D>(warp * 16 + (lane & 15), kk * 32 + (lane >> 4) * 16)));
+  }
+
+  float o[kDTiles][4];
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
+
+  for (int j = 0; j < num_kv; ++j) {
+    const int buf = j & 1;
+    if (j + 1 < num_kv) {
+      load_tile_bytes<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, (j + 1) * std::int64_t{BC}, N, D);
+      load_tile_bytes<D, BC, kThreads>(sVt + (buf ^ 1) * D * BC, Vth + (j + 1) * std::int64_t{BC}, 0, D, p.Npad);
+      cp_async_commit();
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();
+    const std::uint8_t* sKj = sK + buf * BC * D;
+    const std::uint8_t* sVj = sVt + buf * D * BC;
+
+    float s[kNTiles][4];
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < D / 32; ++kk) {
+#pragma unroll
+      for (int np = 0; np < BC / 16; ++np) {
+        std::uint32_t b[4];
+        ldmatrix_x4(b, smem_u32(sKj + swz_bytes<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                    kk * 32 + ((lane >> 3) & 1) * 16)));
+        mma_e4m3(s[2 * np], qf[kk], b[0], b[1]);
+        mma_e4m3(s[2 * np + 1], qf[kk], b[2], b[3]);
+      }
+    }
+
+    const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
+    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * qk_factor;
+        if (needs_mask) {
+          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
+          const std::int64_t row = (e < 2) ? row_a : row_b;
+          if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+        }
+        s[n][e] = x;
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_run[r];
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = (mx == -INFINITY) ? 0.0f : mx;
+      alpha[r] = exp2f(m_run[r] - base);
+      m_run[r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        s[n][2 * r] = exp2f(s[n][2 * r] - base);
+        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+        sum += s[n][2 * r] + s[n][2 * r + 1];
+      }
+      l_run[r] = l_run[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+
+    // O += P8 V8, 32 keys per step; P8's A fragment is read straight off the S accumulators
+    // in the permuted key order that V8 was stored in.
+#pragma unroll
+    for (int kc = 0; kc < BC / 32; ++kc) {
+      std::uint32_t a[4];
+      const int n0 = 4 * kc;
+      a[0] = e4m3x4(kPScale * s[n0][0], kPScale * s[n0][1], kPScale * s[n0 + 1][0], kPScale * s[n0 + 1][1]);
+      a[1] = e4m3x4(kPScale * s[n0][2], kPScale * s[n0][3], kPScale * s[n0 + 1][2], kPScale * s[n0 + 1][3]);
+      a[2] = e4m3x4(kPScale * s[n0 + 2][0], kPScale * s[n0 + 2][1], kPScale * s[n0 + 3][0], kPScale * s[n0 + 3][1]);
+      a[3] = e4m3x4(kPScale * s[n0 + 2][2], kPScale * s[n0 + 2][3], kPScale * s[n0 + 3][2], kPScale * s[n0 + 3][3]);
+#pragma unroll
+      for (int dp = 0; dp < D / 16; ++dp) {
+        std::uint32_t b[4];
+        ldmatrix_x4(b, smem_u32(sVj + swz_bytes<BC>(dp * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                                     kc * 32 + ((lane >> 3) & 1) * 16)));
+        mma_e4m3(o[2 * dp], a, b[0], b[1]);
+        mma_e4m3(o[2 * dp + 1], a, b[2], b[3]);
+      }
+    }
+    __syncthreads();
+  }
+
+  float inv[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float l = l_run[r];
+    l += __shfl_xor_sync(0xffffffffu, l, 1);
+    l += __shfl_xor_sync(0xffffffffu, l, 2);
+    l_run[r] = l;
+    inv[r] = descale_v / kPScale / l;
+  }
+  __nv_bfloat16* Oh = p.o + bh * N * D;
+#pragma unroll
+  for (int i = 0; i < kDTiles; ++i) {
+    const int col = i * 8 + 2 * t;
+    if (row_a < N) {
+      *reinterpret_cast<std::uint32_t*>(Oh + row_a * D + col) =
+          pack2<__nv_bfloat16>(o[i][0] * inv[0], o[i][1] * inv[0]);
+    }
+    if (row_b < N) {
+      *reinterpret_cast<std::uint32_t*>(Oh + row_b * D + col) =
+          pack2<__nv_bfloat16>(o[i][2] * inv[1], o[i][3] * inv[1]);
+    }
+  }
+  if (t == 0) {
+    constexpr float kLn2 = 0.6931471805599453f;
+    float* lse_h = p.lse + bh * N;
+    if (row_a < N) lse_h[row_a] = (m_run[0] + log2f(l_run[0])) * kLn2;
+    if (row_b < N) lse_h[row_b] = (m_run[1] + log2f(l_run[1])) * kLn2;
+  }
+}
+
+// ---- launcher ----------------------------------------------------------------------------
+
+struct Workspace {
+  std::uint8_t *q8, *k8, *vt8;
+  float* amax;
+};
+
+Workspace carve(const Shape& s, void* base) {
+  auto* p = static_cast<std::uint8_t*>(base);
+  const std::int64_t qk = s.heads_total() * s.N * s.d, vt = s.heads_total() * s.d * padded(s.N);
+  Workspace w{p, p + qk, p + 2 * qk, reinterpret_cast<float*>(p + 2 * qk + vt)};
+  return w;
+}
+
+template <int D, int BR, int BC, bool CAUSAL>
+std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuffers& b, cudaStream_t stream) {
+  constexpr int kThreads = BR / 16 * 32;
+  constexpr int kSmem = BR * D + 4 * BC * D;
+  auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess) return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
+  const std::int64_t q_blocks = (s.N + BR - 1) / BR;
+  if (s.heads_total() > 65535) return "fp8: grid too large (B*H must be <= 65535)";
+  Fp8Params p{w.q8, w.k8, w.vt8, w.amax, static_cast<__nv_bfloat16*>(b.o), b.lse, s.N, padded(s.N),
+              s.heads_total(), static_cast<float>(s.scale() * 1.4426950408889634), static_cast<int>(q_blocks)};
+  kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total())), kThreads, kSmem, stream>>>(p);
+  if (auto e = cudaGetLastError(); e != cudaSuccess) return std::string("fp8 launch: ") + cudaGetErrorString(e);
+  return "";
+}
+
+#define FP8_TILE_LIST(X) \
+  X(64, 128, 128)        \
+  X(128, 128, 128)
+
+class Fp8Launcher final : public Launcher {
+ public:
+  explicit Fp8Launcher(bool prequantized) : prequantized_(prequantized) {}
+
+  std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
+    return static_cast<std::size_t>(2 * s.heads_total() * s.N * s.d + s.heads_total() * s.d * padded(s.N)) +
+           3 * static_cast<std::size_t>(s.heads_total()) * sizeof(float);
+  }
+
+  std::string prepare(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) override {
+    return prequantized_ ? quantise(s, b, stream) : "";
+  }
+
+  std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) override {
+    if (b.workspace_bytes < workspace_bytes(s, t)) return "fp8: workspace too small";
+    if (!prequantized_) {
+      if (std::string e = quantise(s, b, stream); !e.empty()) return e;
+    }
+    const Workspace w = carve(s, b.workspace);
+#define FP8_DISPATCH(D, BR, BC)                                                                          \
+  if (s.d == D && t.block_q == BR && t.block_kv == BC) {                                              \
+    return s.causal ? launch_attention<D, BR, BC, true>(s, w, b, stream)                               \
+                    : launch_attention<D, BR, BC, false>(s, w, b, stream);                             \
+  }
+    FP8_TILE_LIST(FP8_DISPATCH)
+#undef FP8_DISPATCH
+    return "fp8: no kernel compiled for d=" + std::to_string(s.d);
+  }
+
+ private:
+  static std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+    const Workspace w = carve(s, b.workspace);
+    const auto* q = static_cast<const __nv_bfloat16*>(b.q);
+    const auto* k = static_cast<const __nv_bfloat16*>(b.k);
+    const auto* v = static_cast<const __nv_bfloat16*>(b.v);
+    const std::int64_t per_head = s.N * s.d, heads = s.heads_total();
+    amax_kernel<<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, per_head, w.amax);
+    const std::int64_t total = heads * per_head;
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((total / 8 + 255) / 256, 4096));
+    quantise_qk_kernel<<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, total, per_head);
+    const dim3 vt_grid(static_cast<unsigned>(padded(s.N) / 64), static_cast<unsigned>(heads));
+    if (s.d == 64) {
+      quantise_vt_kernel<64><<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
+    } else {
+      quantise_vt_kernel<128><<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
+    }
+    if (auto e = cudaGetLastError(); e != cudaSuccess) return std::string("fp8 quantise: ") + cudaGetErrorString(e);
+    return "";
+  }
+
+  bool prequantized_;
+};
+
+}  // namespace
+
+std::vector<Tiles> fp8_tile_options(int d) {
+  std::vector<Tiles> out;
+#define FP8_OPTION(D, BR, BC) \
+  if (d == D) out.push_back({BR, BC});
+  FP8_TILE_LIST(FP8_OPTION)
+#undef FP8_OPTION
+  return out;
+}
+
+std::unique_ptr<Launcher> make_fp8_launcher(bool prequantized) {
+  return std::make_unique<Fp8Launcher>(prequantized);
+}
+
+}  // namespace fa
