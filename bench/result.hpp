@@ -23,6 +23,7 @@ std::string to_string(Status s);
 bool parse_status(const std::string& s, Status* out);
 
 struct Verification {
+  std::string metric = "max_abs_error";  // what `tolerance` bounds: max_abs_error | rmse
   bool passed = false;
   bool all_finite = false;
   std::int64_t nonfinite_count = 0;

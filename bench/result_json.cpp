@@ -54,7 +54,8 @@ json result_json(const VariantResult& r) {
          {"model", model_json(r.model)}};
   if (r.verification) {
     const auto& v = *r.verification;
-    j["verification"] = {{"passed", v.passed},
+    j["verification"] = {{"metric", v.metric},
+                         {"passed", v.passed},
                          {"all_finite", v.all_finite},
                          {"nonfinite_count", v.nonfinite_count},
                          {"max_abs_error", num(v.max_abs_error)},
@@ -184,6 +185,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   if (!v.is_null()) {
     const std::string vp = p + ".verification";
     Verification ver;
+    ver.metric = v.value("metric", "max_abs_error");
     ver.passed = rd.boolean(v, vp, "passed");
     ver.all_finite = rd.boolean(v, vp, "all_finite");
     ver.nonfinite_count = rd.integer(v, vp, "nonfinite_count");

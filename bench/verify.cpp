@@ -149,6 +149,7 @@ Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) 
   if (rule.accuracy == AccuracyRule::fp8_rmse) {
     // FP8 is judged by RMSE against fp64 (the FlashAttention-3 paper's measure); its lse comes
     // from quantised scores and is reported, not judged.
+    v.metric = "rmse";
     v.tolerance = rule.rmse_bar;
     v.passed = v.all_finite && v.rmse <= v.tolerance;
     return v;

@@ -41,9 +41,14 @@ Row make_row(const VariantResult& r) {
                    ? fmt::format("{:.0f}% {}", 100 * r.derived->roofline_fraction, r.derived->bound)
                    : "-";
   }
-  row.err = r.verification ? fmt::format("{:.2e} / {:.1e}", r.verification->max_abs_error,
-                                         r.verification->tolerance)
-                           : "-";
+  if (r.verification) {
+    const bool rmse = r.verification->metric == "rmse";
+    row.err = fmt::format("{}{:.2e} / {:.1e}", rmse ? "rmse " : "",
+                          rmse ? r.verification->rmse : r.verification->max_abs_error,
+                          r.verification->tolerance);
+  } else {
+    row.err = "-";
+  }
   row.status = status_text(r);
   return row;
 }
@@ -60,7 +65,7 @@ std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
   out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
                      "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model", "GB/s",
-                     "FLOP/B", "roofline", "max err / tol", "status");
+                     "FLOP/B", "roofline", "error / tol", "status");
   for (const auto& r : c.results) {
     const Row w = make_row(r);
     out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
@@ -117,7 +122,7 @@ std::string to_markdown(const RunResult& r) {
   for (const auto& c : r.configs) {
     out += "## " + format_config_header(c) + "\n\n";
     out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | HBM (model) | GB/s | FLOP/B "
-           "| roofline | max err / tol | status |\n";
+           "| roofline | error / tol | status |\n";
     out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& v : c.results) {
       const Row w = make_row(v);
