@@ -30,6 +30,7 @@ struct Verification {
   double max_abs_error = 0;
   double rmse = 0;
   double baseline_max_abs_error = 0;
+  double baseline_rmse = 0;  // of the plain implementation the rule compares with
   double tolerance = 0;
   std::int64_t rows_checked = 0;
   std::int64_t heads_checked = 0;

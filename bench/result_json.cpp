@@ -61,6 +61,7 @@ json result_json(const VariantResult& r) {
                          {"max_abs_error", num(v.max_abs_error)},
                          {"rmse", num(v.rmse)},
                          {"baseline_max_abs_error", num(v.baseline_max_abs_error)},
+                         {"baseline_rmse", num(v.baseline_rmse)},
                          {"tolerance", num(v.tolerance)},
                          {"rows_checked", v.rows_checked},
                          {"heads_checked", v.heads_checked}};
@@ -193,6 +194,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.rmse = rd.number(v, vp, "rmse");
     ver.baseline_max_abs_error = rd.number(v, vp, "baseline_max_abs_error");
     ver.tolerance = rd.number(v, vp, "tolerance");
+    ver.baseline_rmse = v.contains("baseline_rmse") ? rd.number(v, vp, "baseline_rmse") : 0.0;
     ver.rows_checked = rd.integer(v, vp, "rows_checked");
     ver.heads_checked = rd.integer(v, vp, "heads_checked");
     if (v.contains("lse_max_abs_error")) ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");

@@ -65,6 +65,7 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
     bhs.insert(dist(rng));
   }
   const std::int64_t head_elems = s.N * s.d;
+  double baseline_sq = 0, fp8_sq = 0, baseline_n = 0;
   for (std::int64_t bh : bhs) {
     HeadSample hs;
     hs.bh = bh;
@@ -83,7 +84,7 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
     const std::size_t nrows = hs.rows.size();
     hs.ref.resize(nrows * s.d);
     hs.lse.resize(nrows);
-    std::vector<double> lowp(nrows * s.d);
+    std::vector<double> lowp(nrows * s.d), fp8(s.dtype == DType::bf16 ? nrows * s.d : 0);
     // Rows are independent: split them over the host's cores.
     const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
     std::vector<std::thread> pool;
@@ -92,15 +93,26 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
         for (std::size_t i = w; i < nrows; i += workers) {
           hs.lse[i] = reference::attention_row(head, hs.rows[i], s.causal, s.scale(), &hs.ref[i * s.d]);
           reference::plain_lowp_row(head, hs.rows[i], s.causal, s.scale(), s.dtype, &lowp[i * s.d]);
+          if (!fp8.empty()) reference::plain_fp8_row(head, hs.rows[i], s.causal, s.scale(), &fp8[i * s.d]);
         }
       });
     }
     for (auto& t : pool) t.join();
     for (std::size_t i = 0; i < lowp.size(); ++i) {
-      baseline_max_abs_error_ = std::max(baseline_max_abs_error_, std::abs(lowp[i] - hs.ref[i]));
+      const double e = std::abs(lowp[i] - hs.ref[i]);
+      baseline_max_abs_error_ = std::max(baseline_max_abs_error_, e);
+      baseline_sq += e * e;
     }
+    for (std::size_t i = 0; i < fp8.size(); ++i) {
+      const double e = std::abs(fp8[i] - hs.ref[i]);
+      fp8_baseline_max_abs_error_ = std::max(fp8_baseline_max_abs_error_, e);
+      fp8_sq += e * e;
+    }
+    baseline_n += static_cast<double>(lowp.size());
     heads_.push_back(std::move(hs));
   }
+  baseline_rmse_ = std::sqrt(baseline_sq / baseline_n);
+  fp8_baseline_rmse_ = std::sqrt(fp8_sq / baseline_n);
 }
 
 double fp8_rmse_bar(const std::string& inputs) {
@@ -145,12 +157,17 @@ Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) 
   v.heads_checked = static_cast<std::int64_t>(heads_.size());
   v.rmse = n > 0 ? std::sqrt(sq / static_cast<double>(n)) : 0;
   v.baseline_max_abs_error = baseline_max_abs_error_;
+  v.baseline_rmse = baseline_rmse_;
   if (check_lse) v.lse_max_abs_error = lse_err;
   if (rule.accuracy == AccuracyRule::fp8_rmse) {
     // FP8 is judged by RMSE against fp64 (the FlashAttention-3 paper's measure); its lse comes
-    // from quantised scores and is reported, not judged.
+    // from quantised scores and is reported, not judged. The tolerance: the bar (the FlashAttention-3 paper's figures), or twice a plain per-head FP8
+    // implementation where E4M3 rounding alone exceeds the bar: short sequences, where each
+    // output averages few rounded values of V.
     v.metric = "rmse";
-    v.tolerance = rule.rmse_bar;
+    v.baseline_max_abs_error = fp8_baseline_max_abs_error_;
+    v.baseline_rmse = fp8_baseline_rmse_;
+    v.tolerance = std::max(rule.rmse_bar, 2 * fp8_baseline_rmse_);
     v.passed = v.all_finite && v.rmse <= v.tolerance;
     return v;
   }

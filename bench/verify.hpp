@@ -40,7 +40,10 @@ class ReferenceSample {
   };
   Shape shape_;
   std::vector<HeadSample> heads_;
-  double baseline_max_abs_error_ = 0;
+  double baseline_max_abs_error_ = 0;  // plain same-precision implementation
+  double baseline_rmse_ = 0;
+  double fp8_baseline_max_abs_error_ = 0;  // plain per-head FP8 implementation (bf16 inputs)
+  double fp8_baseline_rmse_ = 0;
 };
 
 // RMSE bar of the fp8 rule for an input distribution ("normal" or "outliers").

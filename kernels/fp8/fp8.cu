@@ -2,8 +2,9 @@
 // loop order. Inputs bf16; output bf16; log-sum-exp fp32.
 //
 // Stages (all part of the variant and timed with it, unless --fp8-prequantized)
-//   1 amax      one thread block per (batch*head, tensor): max |x| of Q, K, V per head.
-//   2 quantise  Q8 = e4m3(Q * 448/amax_Q), K8 likewise, row-major [N][d] bytes;
+//   1 amax      one thread block per (batch*head, tensor): max |x| of Q H, K H (H: a fixed
+//               random orthogonal rotation, "incoherent processing", see below) and V per head.
+//   2 quantise  Q8 = e4m3(Q H * 448/amax_Q), K8 likewise, row-major [N][d] bytes;
 //               V8 = e4m3(V * 448/amax_V) written TRANSPOSED as [d][Npad] (Npad = N rounded up
 //               to 128, zero padding), keys permuted inside each group of 16 (see below), because
 //               the B operand of the PV product needs consecutive keys per d and ldmatrix has no
@@ -24,6 +25,8 @@
 // quantisation passes over Q, K, V (read twice in 16 bits, written once in 8).
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include <string>
 
 #include "kernels/common/mma_sm80.cuh"
@@ -40,28 +43,86 @@ constexpr int kPad = 128;          // Npad: multiple of every Bc
 
 std::int64_t padded(std::int64_t N) { return (N + kPad - 1) / kPad * kPad; }
 
-// ---- stage 1: per-head amax --------------------------------------------------------------
+// ---- incoherent processing -------------------------------------------------------------------
 
-__global__ void __launch_bounds__(256) amax_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                   const __nv_bfloat16* v, std::int64_t per_head,
-                                                   float* amax) {
-  const __nv_bfloat16* src = blockIdx.y == 0 ? q : (blockIdx.y == 1 ? k : v);
-  src += blockIdx.x * per_head;
-  float m = 0.0f;
-  for (std::int64_t i = threadIdx.x * 8; i < per_head; i += 256 * 8) {
-    uint4 raw = *reinterpret_cast<const uint4*>(src + i);
-    const __nv_bfloat16* x = reinterpret_cast<const __nv_bfloat16*>(&raw);
+// Q and K rows are multiplied by the same orthogonal matrix H·S (S: fixed random signs, H: the
+// normalised Walsh-Hadamard matrix) before quantisation; Q K^T is unchanged because (H S)(H S)^T
+// = I. An outlier in one coordinate is spread over all d, so its quantisation error becomes d
+// independent errors instead of one error shared by every key's score (the FlashAttention-3
+// paper's "incoherent processing"). Measured effect in docs/accuracy.md.
+__device__ inline bool flip_sign(int i) {
+  return ((0x9E3779B97F4A7C15ull >> (i & 63)) ^ (0xC2B2AE3D27D4EB4Full >> ((i >> 6) & 63))) & 1;
+}
+
+// One row of D elements held by a warp, D/32 consecutive elements per lane; rotated in place.
+template <int D>
+__device__ inline void rotate_row(float (&x)[D / 32], int lane) {
+  constexpr int E = D / 32;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) m = fmaxf(m, fabsf(__bfloat162float(x[e])));
+  for (int e = 0; e < E; ++e) {
+    if (flip_sign(lane * E + e)) x[e] = -x[e];
+  }
+#pragma unroll
+  for (int st = 1; st < E; st <<= 1) {  // butterflies inside a lane
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      if (!(e & st)) {
+        const float a = x[e], b = x[e + st];
+        x[e] = a + b;
+        x[e + st] = a - b;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 1; m < 32; m <<= 1) {  // butterflies across lanes
+#pragma unroll
+    for (int e = 0; e < E; ++e) {
+      const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
+      x[e] = (lane & m) ? (y - x[e]) : (x[e] + y);
+    }
+  }
+  const float norm = rsqrtf(static_cast<float>(D));
+#pragma unroll
+  for (int e = 0; e < E; ++e) x[e] *= norm;
+}
+
+template <int D>
+__device__ inline void load_row(float (&x)[D / 32], const __nv_bfloat16* row, int lane) {
+  constexpr int E = D / 32;
+  __nv_bfloat16 v[E];
+  if constexpr (E == 2) {
+    *reinterpret_cast<std::uint32_t*>(v) = *reinterpret_cast<const std::uint32_t*>(row + lane * E);
+  } else {
+    *reinterpret_cast<uint2*>(v) = *reinterpret_cast<const uint2*>(row + lane * E);
+  }
+#pragma unroll
+  for (int e = 0; e < E; ++e) x[e] = __bfloat162float(v[e]);
+}
+
+// ---- stage 1: per-head amax (of the rotated Q and K, of V as it is) ------------------------
+
+template <int D>
+__global__ void __launch_bounds__(256) amax_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                                   const __nv_bfloat16* v, std::int64_t N, float* amax) {
+  const int tensor = blockIdx.y;  // 0 Q, 1 K, 2 V
+  const __nv_bfloat16* src = (tensor == 0 ? q : (tensor == 1 ? k : v)) + blockIdx.x * N * D;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  float m = 0.0f;
+  for (std::int64_t r = warp; r < N; r += 8) {
+    float x[D / 32];
+    load_row<D>(x, src + r * D, lane);
+    if (tensor < 2) rotate_row<D>(x, lane);
+#pragma unroll
+    for (int e = 0; e < D / 32; ++e) m = fmaxf(m, fabsf(x[e]));
   }
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   __shared__ float red[8];
-  if (threadIdx.x % 32 == 0) red[threadIdx.x / 32] = m;
+  if (lane == 0) red[warp] = m;
   __syncthreads();
   if (threadIdx.x == 0) {
     for (int w = 1; w < 8; ++w) m = fmaxf(m, red[w]);
-    amax[blockIdx.y * gridDim.x + blockIdx.x] = fmaxf(m, 1e-30f);  // all-zero head: scale stays finite
+    amax[tensor * gridDim.x + blockIdx.x] = fmaxf(m, 1e-30f);  // all-zero head: scale stays finite
   }
 }
 
@@ -73,24 +134,28 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 
 // ---- stage 2: quantisation -----------------------------------------------------------------
 
-// Q and K (blockIdx.y = 0, 1): 8 elements per thread, row-major, same layout as the input.
+// Q and K (blockIdx.y = 0, 1): one warp per row, rotated, scaled, rounded to E4M3, row-major.
+template <int D>
 __global__ void __launch_bounds__(256) quantise_qk_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
                                                           std::uint8_t* q8, std::uint8_t* k8,
-                                                          const float* amax, std::int64_t total,
-                                                          std::int64_t per_head) {
+                                                          const float* amax, std::int64_t rows,
+                                                          std::int64_t N) {
   const __nv_bfloat16* src = blockIdx.y == 0 ? q : k;
   std::uint8_t* dst = blockIdx.y == 0 ? q8 : k8;
-  const float* am = amax + blockIdx.y * (total / per_head);
-  for (std::int64_t i = (blockIdx.x * 256LL + threadIdx.x) * 8; i < total; i += 8LL * 256 * gridDim.x) {
-    const float s = kE4m3Max / am[i / per_head];
-    uint4 raw = *reinterpret_cast<const uint4*>(src + i);
-    const __nv_bfloat16* x = reinterpret_cast<const __nv_bfloat16*>(&raw);
-    uint2 packed;
-    packed.x = e4m3x4(__bfloat162float(x[0]) * s, __bfloat162float(x[1]) * s,
-                      __bfloat162float(x[2]) * s, __bfloat162float(x[3]) * s);
-    packed.y = e4m3x4(__bfloat162float(x[4]) * s, __bfloat162float(x[5]) * s,
-                      __bfloat162float(x[6]) * s, __bfloat162float(x[7]) * s);
-    *reinterpret_cast<uint2*>(dst + i) = packed;
+  const float* am = amax + blockIdx.y * (rows / N);
+  const int lane = threadIdx.x % 32;
+  for (std::int64_t r = (blockIdx.x * 256LL + threadIdx.x) / 32; r < rows; r += 8LL * gridDim.x) {
+    float x[D / 32];
+    load_row<D>(x, src + r * D, lane);
+    rotate_row<D>(x, lane);
+    const float sc = kE4m3Max / am[r / N];
+    if constexpr (D == 64) {
+      *reinterpret_cast<std::uint16_t*>(dst + r * D + lane * 2) = static_cast<std::uint16_t>(
+          __nv_cvt_float2_to_fp8x2(make_float2(x[0] * sc, x[1] * sc), __NV_SATFINITE, __NV_E4M3));
+    } else {
+      *reinterpret_cast<std::uint32_t*>(dst + r * D + lane * 4) =
+          e4m3x4(x[0] * sc, x[1] * sc, x[2] * sc, x[3] * sc);
+    }
   }
 }
 
@@ -415,11 +480,15 @@ class Fp8Launcher final : public Launcher {
     const auto* q = static_cast<const __nv_bfloat16*>(b.q);
     const auto* k = static_cast<const __nv_bfloat16*>(b.k);
     const auto* v = static_cast<const __nv_bfloat16*>(b.v);
-    const std::int64_t per_head = s.N * s.d, heads = s.heads_total();
-    amax_kernel<<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, per_head, w.amax);
-    const std::int64_t total = heads * per_head;
-    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((total / 8 + 255) / 256, 4096));
-    quantise_qk_kernel<<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, total, per_head);
+    const std::int64_t heads = s.heads_total(), rows = heads * s.N;
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((rows + 7) / 8, 8192));
+    if (s.d == 64) {
+      amax_kernel<64><<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
+      quantise_qk_kernel<64><<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
+    } else {
+      amax_kernel<128><<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
+      quantise_qk_kernel<128><<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
+    }
     const dim3 vt_grid(static_cast<unsigned>(padded(s.N) / 64), static_cast<unsigned>(heads));
     if (s.d == 64) {
       quantise_vt_kernel<64><<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));

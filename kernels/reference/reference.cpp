@@ -2,6 +2,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 
 #include <algorithm>
 #include <cmath>
@@ -77,6 +78,46 @@ void plain_lowp_row(const Head& h, std::int64_t row, bool causal, double scale, 
     for (std::int64_t c = 0; c < d; ++c) acc[c] += p * static_cast<float>(h.v[k * d + c]);
   }
   for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c], dtype);
+}
+
+double round_to_e4m3(double x) {
+  const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(static_cast<float>(x), __NV_SATFINITE, __NV_E4M3);
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
+  return static_cast<double>(__half2float(__half(h)));
+}
+
+void plain_fp8_row(const Head& h, std::int64_t row, bool causal, double scale, double* out) {
+  const std::int64_t d = h.d;
+  auto amax = [](const std::vector<double>& v) {
+    double m = 1e-30;
+    for (double x : v) m = std::max(m, std::abs(x));
+    return m;
+  };
+  const double sq = 448.0 / amax(h.q), sk = 448.0 / amax(h.k), sv = 448.0 / amax(h.v);
+  std::vector<float> q8(d);
+  for (std::int64_t c = 0; c < d; ++c) q8[c] = static_cast<float>(round_to_e4m3(h.q[row * d + c] * sq));
+  std::vector<float> s(h.N);
+  float m = -std::numeric_limits<float>::infinity();
+  for (std::int64_t k = 0; k < h.N; ++k) {
+    if (masked(causal, row, k)) {
+      s[k] = -std::numeric_limits<float>::infinity();
+      continue;
+    }
+    float acc = 0.0f;
+    for (std::int64_t c = 0; c < d; ++c) acc += q8[c] * static_cast<float>(round_to_e4m3(h.k[k * d + c] * sk));
+    s[k] = static_cast<float>(acc / (sq * sk) * scale);
+    m = std::max(m, s[k]);
+  }
+  float l = 0.0f;
+  std::vector<float> acc(d, 0.0f);
+  for (std::int64_t k = 0; k < h.N; ++k) {
+    if (std::isinf(s[k])) continue;
+    const float p = std::exp(s[k] - m);
+    l += p;
+    const float p8 = static_cast<float>(round_to_e4m3(256.0 * p));
+    for (std::int64_t c = 0; c < d; ++c) acc[c] += p8 * static_cast<float>(round_to_e4m3(h.v[k * d + c] * sv));
+  }
+  for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c] / (256.0 * sv) / l, DType::bf16);
 }
 
 std::vector<double> tiled_kv_outer(const Head& h, bool causal, double scale, int block_q,
