@@ -194,24 +194,34 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
   }
 }
 
-TEST(Fp8, OutlierInputsStayUnderTheBaselineRmse) {
+// FP8 against the bars at sequence lengths where they apply: RMSE <= 1e-2 on N(0,1)
+// inputs, and <= 2.4e-2 (the FlashAttention-3 paper's per-tensor FP8 baseline) on its outlier
+// inputs. (Short sequences are judged against a plain FP8 implementation instead: see
+// docs/accuracy.md.)
+TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto device = query_device(0, &why);
   if (auto r = find_variant("fp8")->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty()) {
     GTEST_SKIP() << r;
   }
-  for (bool causal : {false, true}) {
-    for (int d : {64, 128}) {
-      Shape s;
-      s.N = 1000;
-      s.d = d;
-      s.B = 2;
-      s.H = 3;
-      s.causal = causal;
-      const auto v = run_and_check("fp8", s, 99, false, {}, nullptr, Inputs::outliers);
-      EXPECT_TRUE(v.all_finite);
-      EXPECT_LE(v.rmse, 2.4e-2) << "causal=" << causal << " d=" << d;
+  for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
+    const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
+    for (std::int64_t N : {1000, 4096}) {
+      for (bool causal : {false, true}) {
+        for (int d : {64, 128}) {
+          Shape s;
+          s.N = N;
+          s.d = d;
+          s.B = 1;
+          s.H = 3;
+          s.causal = causal;
+          const auto v = run_and_check("fp8", s, 99 + N, false, {}, nullptr, inputs);
+          EXPECT_TRUE(v.all_finite);
+          EXPECT_LE(v.rmse, bar) << (inputs == Inputs::outliers ? "outliers" : "normal") << " N=" << N
+                                 << " causal=" << causal << " d=" << d << " (plain fp8 " << v.baseline_rmse << ")";
+        }
+      }
     }
   }
 }
