@@ -151,6 +151,13 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   app.add_option("--csv", o.csv_path, "also write CSV");
   app.add_option("--markdown", o.markdown_path, "also write a Markdown table");
   app.add_flag("--model-only", o.model_only, "print the IO model, launch nothing");
+  bool no_counters = false;
+  std::string metrics_text;
+  app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
+  app.add_option("--metrics", metrics_text,
+                 "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
+                 "sm__warps_launched.sum)");
+  app.add_flag("--remeasure", o.remeasure_ceilings, "measure the roofline ceilings again (ignore the cache)");
   app.add_flag("--require-gpu", o.require_gpu, "exit 3 when no usable GPU is found");
   app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
                  "shared memory per SM (bytes) for the asymptotic model (default: the device's)");
@@ -234,6 +241,16 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       std::vector<PlannedVariant> rows;
       if (std::string err = plan_variants(o, static_cast<int>(d), &rows); !err.empty()) {
         throw BadInput{err};
+      }
+    }
+    o.counters = !no_counters;
+    if (!metrics_text.empty()) {
+      for (const auto& m : split(metrics_text, ',')) {
+        if (m.empty() || m.find_first_of(" \t") != std::string::npos) {
+          throw BadInput{fmt::format("--metrics: '{}' is not a metric name (accepted: names like "
+                                     "dram__bytes_read.sum, comma-separated)", m)};
+        }
+        o.extra_metrics.push_back(m);
       }
     }
     if (o.inputs != "normal" && o.inputs != "outliers") {

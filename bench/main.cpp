@@ -15,6 +15,7 @@
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
 #include "bench/writers.hpp"
+#include "profiler/cupti_range.hpp"
 
 namespace {
 
@@ -72,6 +73,20 @@ int run(int argc, char** argv) {
                  device->cuda_driver_version, device->driver_version.c_str());
   }
 
+  if (device && o.counters && !o.extra_metrics.empty()) {
+    try {
+      const auto bad = fa::CounterSession::unsupported(device->index, o.extra_metrics);
+      if (!bad.empty()) {
+        std::string list;
+        for (const auto& m : bad) list += (list.empty() ? "" : ", ") + m;
+        std::fprintf(stderr, "error: --metrics: not available on this GPU (%s): %s\n", device->name.c_str(),
+                     list.c_str());
+        return kExitBadInput;
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: --metrics not checked (%s)\n", e.what());
+    }
+  }
   RunResult record = plan_run(o, device, why_not);
   std::set<std::pair<std::int64_t, std::int64_t>> shown;  // (N, d) already printed
   for (const auto& c : record.configs) {
@@ -103,8 +118,11 @@ int run(int argc, char** argv) {
   }
   if (!device) std::fputs("(no GPU: model columns only)\n", stdout);
   std::printf("TFLOP/s: 4*B*H*N^2*d per second, halved for causal (the field's convention); "
-              "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes; "
-              "roofline roofs: %s.\n",
+              "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
+              "DRAM meas: DRAM bytes counted by CUPTI (separate untimed run, L2 flushed first); /mod: "
+              "that over the model; L2/m: SM<->L2 bytes over the model; TC/m: tensor FLOPs counted over "
+              "the model's.\nroofline: attained over min(peak, intensity x bandwidth), at the measured "
+              "DRAM intensity when counted; roofs: %s.\n",
               record.ceilings.source.c_str());
   std::printf("results: %s\n", json_path.c_str());
   if (!record.complete) {

@@ -32,6 +32,9 @@ struct Options {
   int device = 0;
   std::string json_path, csv_path, markdown_path;
   bool model_only = false;
+  bool counters = true;                    // --no-counters turns collection off
+  std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name
+  bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
   bool require_gpu = false;
   std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark

@@ -1,5 +1,7 @@
 #include "bench/result.hpp"
 
+#include "profiler/counters.hpp"
+
 #include <array>
 #include <ctime>
 #include <utility>
@@ -59,6 +61,29 @@ Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, doub
   d.roofline_attainable_tflops = p.attainable * 1e-12;
   d.roofline_fraction = p.fraction;
   d.bound = p.bound;
+  return d;
+}
+
+MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, double peak) {
+  MeasuredDerived d;
+  const counters::Measured m = counters::interpret(r.counters->values);
+  auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+  d.dram_bytes = m.dram_bytes();
+  d.dram_over_model = ratio(d.dram_bytes, r.model.bytes());
+  d.dram_over_compulsory = ratio(d.dram_bytes, r.model.bytes_compulsory);
+  d.l2_bytes = m.l2_bytes();
+  d.l2_over_model = ratio(d.l2_bytes, r.model.bytes());
+  d.tensor_flops = m.tensor_flops;
+  d.tensor_over_model = ratio(m.tensor_flops, r.model.flops_matrix);
+  d.fp32_flops = m.fp32_flops;
+  d.intensity_dram = ratio(r.model.flops_matrix, d.dram_bytes);
+  d.intensity_l2 = ratio(r.model.flops_matrix, d.l2_bytes);
+  if (r.timing) {
+    const RooflinePoint p = place(r.model.flops_matrix, d.dram_bytes, r.timing->stats.median * 1e-3, peak,
+                                  c.dram_bytes_per_s);
+    d.roofline_fraction = p.fraction;
+    d.bound = p.bound;
+  }
   return d;
 }
 

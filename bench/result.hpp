@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -56,6 +57,25 @@ struct Derived {
   std::string bound;
 };
 
+// Hardware counters of one variant run (a separate, untimed run; profiler/cupti_range.hpp).
+struct CounterResult {
+  std::string status = "ok";  // ok | unavailable | error | skipped (--no-counters)
+  std::string reason;
+  std::map<std::string, double> values;  // metric name -> value
+  double collect_seconds = 0;            // wall time the collection took (all passes)
+};
+
+// The model set against what the counters measured.
+struct MeasuredDerived {
+  double dram_bytes = 0, dram_over_model = 0, dram_over_compulsory = 0;
+  double l2_bytes = 0, l2_over_model = 0;
+  double tensor_flops = 0, tensor_over_model = 0;
+  double fp32_flops = 0;
+  double intensity_dram = 0, intensity_l2 = 0;  // model matrix FLOPs per measured byte
+  double roofline_fraction = 0;                 // attained / min(peak, I_dram * DRAM bandwidth)
+  std::string bound;                            // memory | compute, at the measured intensity
+};
+
 struct VariantResult {
   std::string variant;
   Algorithm algorithm = Algorithm::standard;
@@ -67,6 +87,8 @@ struct VariantResult {
   std::optional<Timing> timing;
   model::IoModel model;
   std::optional<Derived> derived;
+  std::optional<CounterResult> counters;
+  std::optional<MeasuredDerived> measured;
 };
 
 struct ConfigResult {
@@ -107,6 +129,9 @@ std::string utc_time(const char* format);
 // Fills `derived` from the timing, the model and the ceilings.
 // `peak_flops_per_s` is the tensor roof of the variant's arithmetic (bf16, fp16 or fp8).
 Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, double peak_flops_per_s);
+
+// Sets the model against the counters (needs `counters` with status ok and a timing).
+MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, double peak_flops_per_s);
 
 // The tensor roof that applies to a variant's matrix products.
 double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype);

@@ -1,9 +1,7 @@
 #include "bench/result_json.hpp"
 
-#include <unistd.h>
 
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -87,6 +85,33 @@ json result_json(const VariantResult& r) {
                    {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
   } else {
     j["timing"] = nullptr;
+  }
+  if (r.counters) {
+    json values = json::object();
+    for (const auto& [k, v] : r.counters->values) values[k] = num(v);
+    j["counters"] = {{"status", r.counters->status},
+                     {"reason", r.counters->reason},
+                     {"collect_seconds", r.counters->collect_seconds},
+                     {"values", values}};
+  } else {
+    j["counters"] = nullptr;
+  }
+  if (r.measured) {
+    const auto& m = *r.measured;
+    j["measured"] = {{"dram_bytes", m.dram_bytes},
+                     {"dram_over_model", m.dram_over_model},
+                     {"dram_over_compulsory", m.dram_over_compulsory},
+                     {"l2_bytes", m.l2_bytes},
+                     {"l2_over_model", m.l2_over_model},
+                     {"tensor_flops", m.tensor_flops},
+                     {"tensor_over_model", m.tensor_over_model},
+                     {"fp32_flops", m.fp32_flops},
+                     {"intensity_dram", m.intensity_dram},
+                     {"intensity_l2", m.intensity_l2},
+                     {"roofline_fraction", m.roofline_fraction},
+                     {"bound", m.bound}};
+  } else {
+    j["measured"] = nullptr;
   }
   if (r.derived) {
     const auto& d = *r.derived;
@@ -231,6 +256,38 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     dv.bound = rd.str(d, dp, "bound");
     r.derived = dv;
   }
+  if (j.contains("counters") && !j["counters"].is_null()) {
+    const json& cj = j["counters"];
+    const std::string cp = p + ".counters";
+    CounterResult c;
+    c.status = rd.str(cj, cp, "status");
+    c.reason = rd.str(cj, cp, "reason");
+    c.collect_seconds = cj.value("collect_seconds", 0.0);
+    const json& vals = rd.at(cj, cp, "values");
+    if (!vals.is_object()) rd.fail(cp + ".values", "expected an object");
+    for (auto it = vals.begin(); it != vals.end(); ++it) {
+      c.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
+    }
+    r.counters = c;
+  }
+  if (j.contains("measured") && !j["measured"].is_null()) {
+    const json& mj = j["measured"];
+    const std::string mp = p + ".measured";
+    MeasuredDerived m;
+    m.dram_bytes = rd.number(mj, mp, "dram_bytes");
+    m.dram_over_model = rd.number(mj, mp, "dram_over_model");
+    m.dram_over_compulsory = rd.number(mj, mp, "dram_over_compulsory");
+    m.l2_bytes = rd.number(mj, mp, "l2_bytes");
+    m.l2_over_model = rd.number(mj, mp, "l2_over_model");
+    m.tensor_flops = rd.number(mj, mp, "tensor_flops");
+    m.tensor_over_model = rd.number(mj, mp, "tensor_over_model");
+    m.fp32_flops = rd.number(mj, mp, "fp32_flops");
+    m.intensity_dram = rd.number(mj, mp, "intensity_dram");
+    m.intensity_l2 = rd.number(mj, mp, "intensity_l2");
+    m.roofline_fraction = rd.number(mj, mp, "roofline_fraction");
+    m.bound = rd.str(mj, mp, "bound");
+    r.measured = m;
+  }
   if ((r.status == Status::ok) != r.timing.has_value()) {
     rd.fail(p + ".timing", "must be present exactly when status is ok");
   }
@@ -277,6 +334,12 @@ std::string to_json_text(const RunResult& r) {
            {"ceilings",
             {{"source", r.ceilings.source},
              {"dram_bytes_per_s", r.ceilings.dram_bytes_per_s},
+             {"l2_bytes_per_s", r.ceilings.l2_bytes_per_s},
+             {"fp32_flops_per_s", r.ceilings.fp32_flops_per_s},
+             {"datasheet",
+              {{"dram_bytes_per_s", r.ceilings.datasheet_dram_bytes_per_s},
+               {"tensor_flops_per_s_bf16", r.ceilings.datasheet_tensor_flops_per_s_bf16},
+               {"tensor_flops_per_s_fp8", r.ceilings.datasheet_tensor_flops_per_s_fp8}}},
              {"tensor_flops_per_s",
               {{"bf16", r.ceilings.tensor_flops_per_s_bf16},
                {"fp16", r.ceilings.tensor_flops_per_s_fp16},
@@ -349,6 +412,14 @@ RunResult from_json_text(const std::string& text, const std::string& source) {
   r.ceilings.tensor_flops_per_s_bf16 = peaks.value("bf16", 0.0);
   r.ceilings.tensor_flops_per_s_fp16 = peaks.value("fp16", 0.0);
   r.ceilings.tensor_flops_per_s_fp8 = peaks.value("fp8", 0.0);
+  r.ceilings.l2_bytes_per_s = c.value("l2_bytes_per_s", 0.0);
+  r.ceilings.fp32_flops_per_s = c.value("fp32_flops_per_s", 0.0);
+  if (c.contains("datasheet") && c["datasheet"].is_object()) {
+    const json& ds = c["datasheet"];
+    r.ceilings.datasheet_dram_bytes_per_s = ds.value("dram_bytes_per_s", 0.0);
+    r.ceilings.datasheet_tensor_flops_per_s_bf16 = ds.value("tensor_flops_per_s_bf16", 0.0);
+    r.ceilings.datasheet_tensor_flops_per_s_fp8 = ds.value("tensor_flops_per_s_fp8", 0.0);
+  }
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -386,26 +457,6 @@ RunResult read_result_file(const std::string& path) {
   std::stringstream ss;
   ss << in.rdbuf();
   return from_json_text(ss.str(), path);
-}
-
-void write_file_atomically(const std::string& path, const std::string& content) {
-  namespace fs = std::filesystem;
-  const fs::path target(path);
-  if (target.has_parent_path()) fs::create_directories(target.parent_path());
-  const fs::path tmp = target.string() + ".tmp." + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) throw std::runtime_error(tmp.string() + ": cannot open for writing");
-    out << content;
-    out.flush();
-    if (!out) throw std::runtime_error(tmp.string() + ": write failed");
-  }
-  std::error_code ec;
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp);
-    throw std::runtime_error(path + ": rename failed: " + ec.message());
-  }
 }
 
 }  // namespace fa::bench

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "bench/result.hpp"
+#include "profiler/atomic_file.hpp"
 
 namespace fa::bench {
 
@@ -18,8 +19,6 @@ std::string to_json_text(const RunResult& r);
 RunResult from_json_text(const std::string& text, const std::string& source);
 RunResult read_result_file(const std::string& path);
 
-// Writes `content` to `path` atomically: a temporary file beside it, flushed, then renamed, so a
-// reader never sees a half-written file. Creates the parent folder. Throws std::runtime_error.
-void write_file_atomically(const std::string& path, const std::string& content);
+using fa::write_file_atomically;  // profiler/atomic_file.hpp
 
 }  // namespace fa::bench

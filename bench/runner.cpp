@@ -11,6 +11,9 @@
 #include "bench/version.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
+#include "profiler/ceilings.hpp"
+#include "profiler/counters.hpp"
+#include "profiler/cupti_range.hpp"
 #include "profiler/timer.hpp"
 
 namespace fa::bench {
@@ -171,13 +174,57 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   return r;
 }
 
+namespace {
+
+// Measured ceilings from the cache, or measured now (and cached). Datasheet roofs on failure.
+void use_measured_ceilings(RunResult& r, const Options& o) {
+  const std::string key = ceilings_cache_key(*r.device, kVersion);
+  const std::string path = ceilings_cache_path(*r.device, kVersion);
+  std::optional<MeasuredCeilings> m;
+  std::string origin = "cached in " + path;
+  if (!o.remeasure_ceilings) m = load_ceilings(path, key);
+  if (!m) {
+    try {
+      std::fprintf(stderr, "measuring the roofline ceilings (copy, L2 read, FFMA, bf16/fp16/fp8 GEMMs)...\n");
+      m = measure_ceilings(*r.device);
+      m->key = key;
+      origin = "this run";
+      try {
+        save_ceilings(path, *m);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: ceilings not cached: %s\n", e.what());
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "warning: ceilings not measured (%s); the roofline uses datasheet roofs\n", e.what());
+      return;
+    }
+  }
+  r.ceilings = to_ceilings(*m, r.ceilings, origin);
+}
+
+}  // namespace
+
 RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
   if (r.settings.model_only) return r;
   FA_CUDA_CHECK(cudaSetDevice(r.device->index));
+  use_measured_ceilings(r, o);
+  // Counters: one CUPTI session for the whole run; if it cannot start, every row says why.
+  std::optional<CounterSession> session;
+  std::string counters_off_reason = "--no-counters";
+  if (o.counters) {
+    std::vector<std::string> metrics = counters::default_metrics();
+    metrics.insert(metrics.end(), o.extra_metrics.begin(), o.extra_metrics.end());
+    session.emplace(CounterSession::create(r.device->index, metrics));
+    if (!session->ok()) {
+      counters_off_reason = session->error().message;
+      std::fprintf(stderr, "warning: hardware counters unavailable: %s; timing only\n", counters_off_reason.c_str());
+      session.reset();
+    }
+  }
   cudaStream_t stream = nullptr;
   FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
-  std::unique_ptr<L2Flusher> flusher;
-  if (o.cold_l2) flusher = std::make_unique<L2Flusher>(static_cast<std::size_t>(r.device->l2_bytes));
+  // Flushes before cold timing samples and before every counter pass.
+  auto flusher = std::make_unique<L2Flusher>(static_cast<std::size_t>(r.device->l2_bytes));
 
   std::size_t total_rows = 0, done_rows = 0;
   for (const auto& c : r.configs) total_rows += c.results.size();
@@ -277,7 +324,8 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       t.warmup = o.warmup;
       t.sm_clock_before_mhz = current_sm_clock_mhz(*r.device);
       if (err.empty()) {
-        err = time_variant(benchmark_name(row.variant, s), o, flusher.get(), stream, launch, &t.samples_ms);
+        err = time_variant(benchmark_name(row.variant, s), o, o.cold_l2 ? flusher.get() : nullptr, stream, launch,
+                           &t.samples_ms);
       }
       t.sm_clock_after_mhz = current_sm_clock_mhz(*r.device);
       if (!err.empty()) {
@@ -287,10 +335,38 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         continue;
       }
       t.stats = summarize(t.samples_ms);
-      row.derived = derive(row.model, t, r.ceilings, tensor_peak_for(r.ceilings, row.algorithm, s.dtype));
+      const double peak = tensor_peak_for(r.ceilings, row.algorithm, s.dtype);
+      row.derived = derive(row.model, t, r.ceilings, peak);
       row.timing = std::move(t);
       row.status = Status::ok;
       row.reason.clear();
+
+      // Counters: a separate, untimed run, replayed once per pass; L2 flushed before each pass.
+      CounterResult cr;
+      if (!session) {
+        cr.status = o.counters ? "unavailable" : "skipped";
+        cr.reason = counters_off_reason;
+      } else {
+        const auto start = std::chrono::steady_clock::now();
+        try {
+          cr.values = session->measure(
+              row.variant,
+              [&] {
+                if (std::string e = launch(); !e.empty()) throw std::runtime_error(e);
+                FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+              },
+              [&] {
+                flusher->flush(stream);
+                FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+              });
+        } catch (const std::exception& e) {
+          cr.status = "error";
+          cr.reason = e.what();
+        }
+        cr.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      row.counters = cr;
+      if (cr.status == "ok") row.measured = derive_measured(row, r.ceilings, peak);
       if (hooks.checkpoint) hooks.checkpoint(r);
     }
     if (g_interrupted) break;

@@ -22,6 +22,7 @@ std::string status_text(const VariantResult& r) {
 
 struct Row {
   std::string variant, time, spread, tflops, tflops_model, bytes, gbps, ai, roof, err, status;
+  std::string dram = "-", dram_ratio = "-", l2_ratio = "-", tensor_ratio = "-";
 };
 
 Row make_row(const VariantResult& r) {
@@ -50,6 +51,17 @@ Row make_row(const VariantResult& r) {
     row.err = "-";
   }
   row.status = status_text(r);
+  if (r.measured) {
+    row.dram = human_bytes(r.measured->dram_bytes);
+    row.dram_ratio = fmt::format("{:.2f}", r.measured->dram_over_model);
+    row.l2_ratio = fmt::format("{:.2f}", r.measured->l2_over_model);
+    row.tensor_ratio = fmt::format("{:.3f}", r.measured->tensor_over_model);
+    row.roof = r.measured->roofline_fraction > 0
+                   ? fmt::format("{:.0f}% {}", 100 * r.measured->roofline_fraction, r.measured->bound)
+                   : row.roof;
+  } else if (r.counters && r.counters->status != "ok") {
+    row.dram = "n/a";
+  }
   return row;
 }
 
@@ -63,14 +75,16 @@ std::string format_config_header(const ConfigResult& c) {
 
 std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
-  out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
-                     "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model", "GB/s",
-                     "FLOP/B", "roofline", "error / tol", "status");
+  constexpr const char* kRowFormat =
+      "  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} {:>19}  {}\n";
+  out += fmt::format(kRowFormat, "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model",
+                     "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "error / tol",
+                     "status");
   for (const auto& r : c.results) {
     const Row w = make_row(r);
-    out += fmt::format("  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>7} {:>7} {:>13} {:>19}  {}\n",
-                       w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.gbps, w.ai,
-                       w.roof, w.err, w.status);
+    out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes,
+                       w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err,
+                       w.status);
   }
   return out;
 }
@@ -121,14 +135,14 @@ std::string to_markdown(const RunResult& r) {
                      r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2);
   for (const auto& c : r.configs) {
     out += "## " + format_config_header(c) + "\n\n";
-    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | HBM (model) | GB/s | FLOP/B "
-           "| roofline | error / tol | status |\n";
-    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | HBM (model) | DRAM (measured) "
+           "| DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | error / tol | status |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& v : c.results) {
       const Row w = make_row(v);
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n", w.variant,
-                         w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.gbps, w.ai, w.roof,
-                         w.err, w.status);
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                         w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.dram,
+                         w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err, w.status);
     }
     out += "\n";
   }

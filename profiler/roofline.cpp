@@ -20,7 +20,11 @@ Ceilings datasheet_ceilings(const std::string& name, double bus_bw) {
   }};
   for (const auto& k : kKnown) {
     if (name.find(k.match) != std::string::npos) {
-      return Ceilings{std::string("datasheet (") + k.match + ")", k.bw, k.bf16, k.bf16, k.fp8};
+      Ceilings c{std::string("datasheet (") + k.match + ")", k.bw, k.bf16, k.bf16, k.fp8};
+      c.datasheet_dram_bytes_per_s = k.bw;
+      c.datasheet_tensor_flops_per_s_bf16 = k.bf16;
+      c.datasheet_tensor_flops_per_s_fp8 = k.fp8;
+      return c;
     }
   }
   return Ceilings{"memory bus width x clock; tensor peak unknown", bus_bw, 0, 0, 0};

@@ -16,6 +16,12 @@ struct Ceilings {
   double tensor_flops_per_s_bf16 = 0; // dense, fp32 accumulate; 0 = unknown
   double tensor_flops_per_s_fp16 = 0;
   double tensor_flops_per_s_fp8 = 0;  // E4M3 dense, fp32 accumulate
+  double l2_bytes_per_s = 0;          // measured only; 0 = unknown
+  double fp32_flops_per_s = 0;        // measured only; 0 = unknown
+  // The vendor's figures, shown beside measured roofs (equal to the above for datasheet roofs).
+  double datasheet_dram_bytes_per_s = 0;
+  double datasheet_tensor_flops_per_s_bf16 = 0;
+  double datasheet_tensor_flops_per_s_fp8 = 0;
 
   double tensor_peak(DType t) const {
     return t == DType::bf16 ? tensor_flops_per_s_bf16 : tensor_flops_per_s_fp16;

@@ -7,7 +7,8 @@
 
 namespace fa {
 
-// Evicts the L2 by writing a buffer twice its size (writes allocate in L2 on NVIDIA GPUs).
+// Evicts the L2 by reading a buffer twice its size: afterwards the L2 holds only clean lines of
+// that buffer, so nothing of the previous work is cached or waiting to be written back.
 class L2Flusher {
  public:
   explicit L2Flusher(std::size_t l2_bytes);
@@ -19,7 +20,6 @@ class L2Flusher {
  private:
   void* buffer_ = nullptr;
   std::size_t bytes_ = 0;
-  int value_ = 0;
 };
 
 // One start/stop event pair. stop_ms() waits for the stop event.

@@ -1,0 +1,217 @@
+// Measures the roofline's ceilings on the current device. Each figure is the median of repeated
+// timed runs (CUDA events) after warm-up, on random data (never zeros: a GEMM on zeros ran 13%
+// faster on an H200 of this workplace).
+#include <cublasLt.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include <algorithm>
+#include <ctime>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "kernels/common/cuda_check.hpp"
+#include "kernels/common/fill.hpp"
+#include "profiler/ceilings.hpp"
+
+namespace fa {
+namespace {
+
+constexpr int kWarmup = 3, kReps = 10;
+
+// Median milliseconds of `launch` over kReps timed runs.
+double median_ms(const std::function<void()>& launch, cudaStream_t stream) {
+  for (int i = 0; i < kWarmup; ++i) launch();
+  cudaEvent_t a, b;
+  FA_CUDA_CHECK(cudaEventCreate(&a));
+  FA_CUDA_CHECK(cudaEventCreate(&b));
+  std::vector<double> ms;
+  for (int i = 0; i < kReps; ++i) {
+    FA_CUDA_CHECK(cudaEventRecord(a, stream));
+    launch();
+    FA_CUDA_CHECK(cudaEventRecord(b, stream));
+    FA_CUDA_CHECK(cudaEventSynchronize(b));
+    float t = 0;
+    FA_CUDA_CHECK(cudaEventElapsedTime(&t, a, b));
+    ms.push_back(t);
+  }
+  cudaEventDestroy(a);
+  cudaEventDestroy(b);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  explicit DeviceBuffer(std::size_t bytes) { FA_CUDA_CHECK(cudaMalloc(&p, bytes)); }
+  ~DeviceBuffer() { cudaFree(p); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+__global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    out[i] = in[i];
+  }
+}
+
+// Reads a buffer that fits in L2 `iters` times; the sum keeps the loads alive.
+__global__ void l2_read_kernel(const float4* __restrict__ in, std::size_t n, int iters, float* sink) {
+  float acc = 0.0f;
+  for (int it = 0; it < iters; ++it) {
+    for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+         i += std::size_t{gridDim.x} * blockDim.x) {
+      const float4 v = __ldcg(in + i);  // cache-global: L2, not L1
+      acc += v.x + v.y + v.z + v.w;
+    }
+  }
+  if (acc == 1234.5f) *sink = acc;
+}
+
+// Eight independent FFMA chains per thread: enough parallelism to fill the FP32 pipes.
+__global__ void ffma_kernel(float* sink, int iters, float b, float c) {
+  float x[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) x[k] = threadIdx.x * 1e-3f + k;
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = fmaf(x[k], b, c);
+  }
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) s += x[k];
+  if (s == 1234.5f) *sink = s;
+}
+
+__global__ void to_e4m3_kernel(const __nv_bfloat16* in, __nv_fp8_e4m3* out, std::size_t n) {
+  for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
+       i += std::size_t{gridDim.x} * blockDim.x) {
+    out[i] = __nv_fp8_e4m3(__bfloat162float(in[i]));
+  }
+}
+
+void lt_check(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) {
+    throw std::runtime_error(std::string("cuBLASLt ") + what + " failed (status " + std::to_string(s) + ")");
+  }
+}
+
+// FLOP/s of an n^3 GEMM D = A^T B in cuBLASLt ("TN", the layout FP8 needs on Hopper), fp32
+// accumulate. `a_type` for A and B, `d_type` for C and D.
+double lt_gemm_flops(cublasLtHandle_t lt, cudaDataType_t a_type, cudaDataType_t d_type, const void* A,
+                     const void* B, void* D, int n, void* workspace, std::size_t ws_bytes, cudaStream_t stream) {
+  cublasLtMatmulDesc_t op = nullptr;
+  lt_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  cublasLtMatrixLayout_t la, lb, ld;
+  lt_check(cublasLtMatrixLayoutCreate(&la, a_type, n, n, n), "layout A");
+  lt_check(cublasLtMatrixLayoutCreate(&lb, a_type, n, n, n), "layout B");
+  lt_check(cublasLtMatrixLayoutCreate(&ld, d_type, n, n, n), "layout D");
+  cublasLtMatmulPreference_t pref;
+  lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
+                                                sizeof ws_bytes),
+           "workspace preference");
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  lt_check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &result, &found), "AlgoGetHeuristic");
+  if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
+  const float alpha = 1.0f, beta = 0.0f;
+  const double ms = median_ms(
+      [&] {
+        lt_check(cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &result.algo, workspace,
+                                ws_bytes, stream),
+                 "Matmul");
+      },
+      stream);
+  cublasLtMatmulPreferenceDestroy(pref);
+  cublasLtMatrixLayoutDestroy(la);
+  cublasLtMatrixLayoutDestroy(lb);
+  cublasLtMatrixLayoutDestroy(ld);
+  cublasLtMatmulDescDestroy(op);
+  return 2.0 * n * double(n) * n / (ms * 1e-3);
+}
+
+}  // namespace
+
+MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
+  FA_CUDA_CHECK(cudaSetDevice(device.index));
+  cudaStream_t stream;
+  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  MeasuredCeilings m;
+  const int blocks = device.sm_count * 8;
+
+  {  // DRAM: copy 1 GiB, count bytes read + written.
+    const std::size_t bytes = std::size_t{1} << 30;
+    DeviceBuffer in(bytes), out(bytes);
+    FA_CUDA_CHECK(fill_normal(in.p, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
+    const double ms = median_ms(
+        [&] {
+          copy_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.p), static_cast<float4*>(out.p),
+                                                  bytes / 16);
+        },
+        stream);
+    m.dram_bytes_per_s = 2.0 * bytes / (ms * 1e-3);
+  }
+  {  // L2: a quarter of the L2, read 200 times.
+    const std::size_t bytes = static_cast<std::size_t>(device.l2_bytes) / 4 / 16 * 16;
+    DeviceBuffer in(bytes), sink(sizeof(float));
+    FA_CUDA_CHECK(fill_normal(in.p, static_cast<std::int64_t>(bytes / 2), DType::bf16, 2, stream));
+    constexpr int kIters = 200;
+    const double ms = median_ms(
+        [&] {
+          l2_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.p), bytes / 16, kIters,
+                                                     static_cast<float*>(sink.p));
+        },
+        stream);
+    m.l2_bytes_per_s = double(bytes) * kIters / (ms * 1e-3);
+  }
+  {  // FP32: 8 chains x iters FFMA per thread, 2 FLOPs each.
+    DeviceBuffer sink(sizeof(float));
+    constexpr int kIters = 8192;
+    const double ms = median_ms(
+        [&] { ffma_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(sink.p), kIters, 0.999f, 1e-3f); },
+        stream);
+    m.fp32_flops_per_s = double(blocks) * 256 * kIters * 8 * 2 / (ms * 1e-3);
+  }
+  {  // Tensor cores: 8192^3 GEMMs.
+    constexpr int n = 8192;
+    const std::size_t elems = std::size_t{n} * n, ws_bytes = std::size_t{64} << 20;
+    DeviceBuffer a(elems * 2), b(elems * 2), d(elems * 2), a8(elems), b8(elems), ws(ws_bytes);
+    FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::bf16, 3, stream));
+    FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::bf16, 4, stream));
+    cublasLtHandle_t lt;
+    lt_check(cublasLtCreate(&lt), "Create");
+    m.bf16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16BF, CUDA_R_16BF, a.p, b.p, d.p, n, ws.p, ws_bytes, stream);
+    FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::fp16, 5, stream));
+    FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::fp16, 6, stream));
+    m.fp16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16F, CUDA_R_16F, a.p, b.p, d.p, n, ws.p, ws_bytes, stream);
+    if (device.cc_major * 10 + device.cc_minor >= 89) {
+      FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::bf16, 7, stream));
+      FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::bf16, 8, stream));
+      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(a.p),
+                                                 static_cast<__nv_fp8_e4m3*>(a8.p), elems);
+      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(b.p),
+                                                 static_cast<__nv_fp8_e4m3*>(b8.p), elems);
+      m.fp8_flops_per_s = lt_gemm_flops(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.p, b8.p, d.p, n, ws.p, ws_bytes, stream);
+    }
+    cublasLtDestroy(lt);
+  }
+  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  cudaStreamDestroy(stream);
+  const std::time_t t = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  m.measured_utc = buf;
+  return m;
+}
+
+}  // namespace fa

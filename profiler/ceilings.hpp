@@ -1,0 +1,41 @@
+// Empirical roofline ceilings, measured once per device and cached: DRAM bandwidth (a large
+// device-to-device copy, bytes read + written), L2 bandwidth (repeated reads of a buffer that
+// fits in L2), tensor peaks for bf16, fp16 and fp8 (cuBLASLt GEMMs of 8192^3 on random data),
+// and the FP32 peak (independent FFMA chains). Datasheet figures stay beside them.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "profiler/device_info.hpp"
+#include "profiler/roofline.hpp"
+
+namespace fa {
+
+struct MeasuredCeilings {
+  double dram_bytes_per_s = 0;
+  double l2_bytes_per_s = 0;
+  double fp32_flops_per_s = 0;
+  double bf16_flops_per_s = 0;
+  double fp16_flops_per_s = 0;
+  double fp8_flops_per_s = 0;  // 0 when the device has no FP8 tensor cores
+  std::string measured_utc;
+  std::string key;  // device UUID, driver and tool version: a cache entry is valid for this key
+};
+
+// Where the cache lives: $XDG_CACHE_HOME/fa-bench or ~/.cache/fa-bench, one file per key.
+std::string ceilings_cache_path(const DeviceInfo& device, const std::string& tool_version);
+std::string ceilings_cache_key(const DeviceInfo& device, const std::string& tool_version);
+
+// Reads a cache file; nullopt when absent, unreadable, or written for another key.
+std::optional<MeasuredCeilings> load_ceilings(const std::string& path, const std::string& key);
+// Writes it atomically. Throws std::runtime_error.
+void save_ceilings(const std::string& path, const MeasuredCeilings& c);
+
+// Measures on the current device (about 2 s). Throws fa::CudaError / std::runtime_error.
+MeasuredCeilings measure_ceilings(const DeviceInfo& device);
+
+// The roofs a run uses: measured values, with the datasheet's kept beside for display.
+Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet, const std::string& origin);
+
+}  // namespace fa

@@ -1,0 +1,519 @@
+// CounterSession over CUPTI's Range Profiler (cupti_range_profiler.h, target side) and Profiler
+// Host API (cupti_profiler_host.h: config images and metric evaluation). The steps, in order:
+//
+//   create():  chip name -> counter availability image -> config image (host API) ->
+//              enable the range profiler on the context -> counter data image
+//   measure(): reset counter data -> set config (user range, user replay) ->
+//              per pass: before_pass(); Start; PushRange; work(); PopRange; Stop
+//              until Stop says every pass is submitted -> DecodeData -> evaluate (host API)
+#include "profiler/cupti_range.hpp"
+
+#include <cuda.h>  // CUcontext, CUresult: types only, libcuda is not linked
+#include <cuda_runtime_api.h>
+#include <cupti_profiler_host.h>
+#include <cupti_profiler_target.h>
+#include <cupti_range_profiler.h>
+#include <cupti_result.h>
+#include <cupti_target.h>
+
+#include <mutex>
+#include <utility>
+
+namespace fa {
+namespace {
+
+// A CUPTI parameter struct: zeroed, with structSize set (CUPTI reads it to know the version).
+template <class Params>
+Params zeroed_with_size(size_t struct_size) {
+  Params p{};
+  p.structSize = struct_size;
+  return p;
+}
+#define CUPTI_PARAMS(Type) zeroed_with_size<Type>(Type##_STRUCT_SIZE)
+
+// ---------------------------------------------------------------------------------------------
+// Errors: every CUPTI call goes through check(), which throws CounterFailure naming the call.
+
+CounterError::Kind kind_of(CUptiResult r) {
+  switch (r) {
+    case CUPTI_ERROR_INSUFFICIENT_PRIVILEGES:
+    case CUPTI_ERROR_VIRTUALIZED_DEVICE_INSUFFICIENT_PRIVILEGES:
+      return CounterError::no_permission;
+    case CUPTI_ERROR_INVALID_METRIC_NAME:
+      return CounterError::unsupported_metric;
+    case CUPTI_ERROR_HARDWARE_BUSY:                     // another client holds the counters
+    case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:  // run under nsys / ncu / cuda-gdb
+    case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
+      return CounterError::busy;
+    default:
+      return CounterError::other;
+  }
+}
+
+const char* hint_for(CounterError::Kind kind) {
+  switch (kind) {
+    case CounterError::no_permission:
+      return " -- GPU counters are restricted to admin users: run as root, or load the nvidia "
+             "module with NVreg_RestrictProfilingToAdminUsers=0 "
+             "(https://developer.nvidia.com/ERR_NVGPUCTRPERM)";
+    case CounterError::busy:
+      return " -- another profiler holds the GPU counters (Nsight Compute/Systems, DCGM "
+             "profiling, another CUPTI session): stop it and retry";
+    default:
+      return "";
+  }
+}
+
+std::string result_name(CUptiResult r) {
+  const char* s = nullptr;
+  if (cuptiGetResultString(r, &s) != CUPTI_SUCCESS || s == nullptr) {
+    return "CUptiResult " + std::to_string(static_cast<int>(r));
+  }
+  return s;
+}
+
+[[noreturn]] void fail(CounterError::Kind kind, std::string message) {
+  throw CounterFailure(CounterError{kind, std::move(message)});
+}
+
+void check(CUptiResult r, const char* call) {
+  if (r == CUPTI_SUCCESS) return;
+  const CounterError::Kind kind = kind_of(r);
+  fail(kind, std::string(call) + " failed: " + result_name(r) + hint_for(kind));
+}
+
+void check_cuda(cudaError_t e, const char* call) {
+  if (e != cudaSuccess) {
+    fail(CounterError::other, std::string(call) + " failed: " + cudaGetErrorName(e) + " (" +
+                                  cudaGetErrorString(e) + ")");
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Device side: the context to profile, the chip's name, which counters it can use now.
+
+// CUPTI's profiler interface, set up once per process and left up: deinitialising it would
+// break any other session or query that is still running.
+void initialize_profiler_once() {
+  static std::once_flag once;
+  static CUptiResult result = CUPTI_SUCCESS;
+  std::call_once(once, [] {
+    auto p = CUPTI_PARAMS(CUpti_Profiler_Initialize_Params);
+    result = cuptiProfilerInitialize(&p);
+  });
+  check(result, "cuptiProfilerInitialize");
+}
+
+// Makes `device` current, creates its primary context if needed, and returns that context.
+// cuCtxGetCurrent is looked up through the runtime so that libcuda need not be linked.
+CUcontext primary_context(int device) {
+  check_cuda(cudaSetDevice(device), "cudaSetDevice");
+  check_cuda(cudaFree(nullptr), "cudaFree(nullptr) (creating the primary context)");
+  using CtxGetCurrent = CUresult (*)(CUcontext*);
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  check_cuda(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
+                                              &found),
+             "cudaGetDriverEntryPointByVersion(cuCtxGetCurrent)");
+  if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
+    fail(CounterError::other, "cuCtxGetCurrent not found in the driver");
+  }
+  CUcontext ctx = nullptr;
+  if (reinterpret_cast<CtxGetCurrent>(fn)(&ctx) != CUDA_SUCCESS || ctx == nullptr) {
+    fail(CounterError::other, "cuCtxGetCurrent returned no context");
+  }
+  return ctx;
+}
+
+// Refuses devices CUPTI cannot profile (MIG, vGPU without profiling, confidential compute, ...).
+void require_profiling_support(int device) {
+  auto p = CUPTI_PARAMS(CUpti_Profiler_DeviceSupported_Params);
+  p.cuDevice = device;
+  p.api = CUPTI_PROFILER_RANGE_PROFILING;
+  check(cuptiProfilerDeviceSupported(&p), "cuptiProfilerDeviceSupported");
+  if (p.isSupported == CUPTI_PROFILER_CONFIGURATION_SUPPORTED) return;
+  std::string why;
+  auto note = [&](CUpti_Profiler_Support_Level level, const char* what) {
+    if (level != CUPTI_PROFILER_CONFIGURATION_SUPPORTED) why += std::string(" ") + what;
+  };
+  note(p.architecture, "[architecture older than compute capability 7.5]");
+  note(p.sli, "[SLI]");
+  note(p.vGpu, "[vGPU without profiling enabled]");
+  note(p.confidentialCompute, "[confidential computing]");
+  note(p.cmp, "[crypto-mining processor]");
+  note(p.wsl, "[WSL]");
+  fail(CounterError::other, "cuptiProfilerDeviceSupported: device " + std::to_string(device) +
+                                " cannot be profiled:" + (why.empty() ? " [unknown reason]" : why));
+}
+
+std::string chip_name(int device) {
+  auto p = CUPTI_PARAMS(CUpti_Device_GetChipName_Params);
+  p.deviceIndex = static_cast<size_t>(device);
+  check(cuptiDeviceGetChipName(&p), "cuptiDeviceGetChipName");
+  return p.pChipName;
+}
+
+// Which counters this GPU can program right now (size query, then the image itself).
+std::vector<std::uint8_t> counter_availability(CUcontext ctx) {
+  auto p = CUPTI_PARAMS(CUpti_Profiler_GetCounterAvailability_Params);
+  p.ctx = ctx;
+  check(cuptiProfilerGetCounterAvailability(&p), "cuptiProfilerGetCounterAvailability(size)");
+  std::vector<std::uint8_t> image(p.counterAvailabilityImageSize);
+  p.pCounterAvailabilityImage = image.data();
+  check(cuptiProfilerGetCounterAvailability(&p), "cuptiProfilerGetCounterAvailability");
+  return image;
+}
+
+std::vector<const char*> c_strings(const std::vector<std::string>& names) {
+  std::vector<const char*> out;
+  out.reserve(names.size());
+  for (const auto& n : names) out.push_back(n.c_str());
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Host side (no GPU needed): a Profiler Host object for one chip.
+
+CUpti_Profiler_Host_Object* host_initialize(const std::string& chip,
+                                            const std::vector<std::uint8_t>& availability) {
+  auto p = CUPTI_PARAMS(CUpti_Profiler_Host_Initialize_Params);
+  p.profilerType = CUPTI_PROFILER_TYPE_RANGE_PROFILER;
+  p.pChipName = chip.c_str();
+  p.pCounterAvailabilityImage = availability.empty() ? nullptr : availability.data();
+  check(cuptiProfilerHostInitialize(&p), "cuptiProfilerHostInitialize");
+  return p.pHostObject;
+}
+
+void host_deinitialize(CUpti_Profiler_Host_Object* host) noexcept {
+  if (host == nullptr) return;
+  auto p = CUPTI_PARAMS(CUpti_Profiler_Host_Deinitialize_Params);
+  p.pHostObject = host;
+  cuptiProfilerHostDeinitialize(&p);
+}
+
+struct HostObject {
+  CUpti_Profiler_Host_Object* ptr;
+  HostObject(const std::string& chip, const std::vector<std::uint8_t>& availability)
+      : ptr(host_initialize(chip, availability)) {}
+  ~HostObject() { host_deinitialize(ptr); }
+  HostObject(const HostObject&) = delete;
+  HostObject& operator=(const HostObject&) = delete;
+};
+
+CUptiResult add_metrics(CUpti_Profiler_Host_Object* host, const std::vector<std::string>& metrics) {
+  std::vector<const char*> names = c_strings(metrics);
+  auto p = CUPTI_PARAMS(CUpti_Profiler_Host_ConfigAddMetrics_Params);
+  p.pHostObject = host;
+  p.ppMetricNames = names.data();
+  p.numMetrics = names.size();
+  return cuptiProfilerHostConfigAddMetrics(&p);
+}
+
+// The metrics of `metrics` that a fresh host object for this chip refuses, tried one by one.
+// CUPTI 13.0 answers an unknown name (or one without a rollup such as ".sum") with
+// CUPTI_ERROR_INVALID_PARAMETER, not CUPTI_ERROR_INVALID_METRIC_NAME: both mean "refused" here.
+std::vector<std::string> refused_metrics(const std::string& chip,
+                                         const std::vector<std::uint8_t>& availability,
+                                         const std::vector<std::string>& metrics) {
+  std::vector<std::string> refused;
+  for (const auto& m : metrics) {
+    HostObject host(chip, availability);
+    const CUptiResult r = add_metrics(host.ptr, {m});
+    if (r == CUPTI_ERROR_INVALID_METRIC_NAME || r == CUPTI_ERROR_INVALID_PARAMETER) {
+      refused.push_back(m);
+    } else {
+      check(r, "cuptiProfilerHostConfigAddMetrics");
+    }
+  }
+  return refused;
+}
+
+std::string joined(const std::vector<std::string>& names) {
+  std::string out;
+  for (const auto& n : names) out += (out.empty() ? "" : ", ") + n;
+  return out;
+}
+
+// Config image for the metrics: which counters to program in which pass.
+std::vector<std::uint8_t> config_image(const std::string& chip,
+                                       const std::vector<std::uint8_t>& availability,
+                                       const std::vector<std::string>& metrics) {
+  HostObject scheduler(chip, availability);
+  const CUptiResult added = add_metrics(scheduler.ptr, metrics);
+  if (added != CUPTI_SUCCESS) {
+    const std::vector<std::string> refused = refused_metrics(chip, availability, metrics);
+    if (!refused.empty()) {
+      fail(CounterError::unsupported_metric, "cuptiProfilerHostConfigAddMetrics: chip " + chip +
+                                                 " cannot collect: " + joined(refused));
+    }
+    check(added, "cuptiProfilerHostConfigAddMetrics");
+  }
+
+  auto size = CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImageSize_Params);
+  size.pHostObject = scheduler.ptr;
+  check(cuptiProfilerHostGetConfigImageSize(&size), "cuptiProfilerHostGetConfigImageSize");
+
+  std::vector<std::uint8_t> image(size.configImageSize);
+  auto get = CUPTI_PARAMS(CUpti_Profiler_Host_GetConfigImage_Params);
+  get.pHostObject = scheduler.ptr;
+  get.configImageSize = image.size();
+  get.pConfigImage = image.data();
+  check(cuptiProfilerHostGetConfigImage(&get), "cuptiProfilerHostGetConfigImage");
+  return image;
+}
+
+int num_passes(std::vector<std::uint8_t>& config) {
+  auto p = CUPTI_PARAMS(CUpti_Profiler_Host_GetNumOfPasses_Params);
+  p.configImageSize = config.size();
+  p.pConfigImage = config.data();
+  check(cuptiProfilerHostGetNumOfPasses(&p), "cuptiProfilerHostGetNumOfPasses");
+  return static_cast<int>(p.numOfPasses);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Target side: the range profiler on one context.
+
+CUpti_RangeProfiler_Object* enable_range_profiler(CUcontext ctx) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_Enable_Params);
+  p.ctx = ctx;
+  check(cuptiRangeProfilerEnable(&p), "cuptiRangeProfilerEnable");
+  return p.pRangeProfilerObject;
+}
+
+void disable_range_profiler(CUpti_RangeProfiler_Object* profiler) noexcept {
+  if (profiler == nullptr) return;
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_Disable_Params);
+  p.pRangeProfilerObject = profiler;
+  cuptiRangeProfilerDisable(&p);
+}
+
+// Room for exactly one range (one measurement) of these metrics.
+std::vector<std::uint8_t> counter_data_image(CUpti_RangeProfiler_Object* profiler,
+                                             const std::vector<std::string>& metrics) {
+  std::vector<const char*> names = c_strings(metrics);
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
+  p.pRangeProfilerObject = profiler;
+  p.pMetricNames = names.data();
+  p.numMetrics = names.size();
+  p.maxNumOfRanges = 1;
+  p.maxNumRangeTreeNodes = 1;
+  check(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize");
+  return std::vector<std::uint8_t>(p.counterDataSize);
+}
+
+void reset_counter_data(CUpti_RangeProfiler_Object* profiler, std::vector<std::uint8_t>& image) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_CounterDataImage_Initialize_Params);
+  p.pRangeProfilerObject = profiler;
+  p.counterDataSize = image.size();
+  p.pCounterData = image.data();
+  check(cuptiRangeProfilerCounterDataImageInitialize(&p),
+        "cuptiRangeProfilerCounterDataImageInitialize");
+}
+
+// One user range per pass, one nesting level, passes replayed by us (user replay).
+void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uint8_t>& config,
+                std::vector<std::uint8_t>& counter_data) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
+  p.pRangeProfilerObject = profiler;
+  p.configSize = config.size();
+  p.pConfig = config.data();
+  p.counterDataImageSize = counter_data.size();
+  p.pCounterDataImage = counter_data.data();
+  p.range = CUPTI_UserRange;
+  p.replayMode = CUPTI_UserReplay;
+  p.maxRangesPerPass = 1;
+  p.numNestingLevels = 1;
+  p.minNestingLevel = 1;
+  p.passIndex = 0;
+  p.targetNestingLevel = 1;
+  check(cuptiRangeProfilerSetConfig(&p), "cuptiRangeProfilerSetConfig");
+}
+
+void start(CUpti_RangeProfiler_Object* profiler) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_Start_Params);
+  p.pRangeProfilerObject = profiler;
+  check(cuptiRangeProfilerStart(&p), "cuptiRangeProfilerStart");
+}
+
+void push_range(CUpti_RangeProfiler_Object* profiler, const std::string& name) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_PushRange_Params);
+  p.pRangeProfilerObject = profiler;
+  p.pRangeName = name.c_str();
+  check(cuptiRangeProfilerPushRange(&p), "cuptiRangeProfilerPushRange");
+}
+
+void pop_range(CUpti_RangeProfiler_Object* profiler) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_PopRange_Params);
+  p.pRangeProfilerObject = profiler;
+  check(cuptiRangeProfilerPopRange(&p), "cuptiRangeProfilerPopRange");
+}
+
+// Ends a pass; true once CUPTI has every pass it needs.
+bool stop(CUpti_RangeProfiler_Object* profiler) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_Stop_Params);
+  p.pRangeProfilerObject = profiler;
+  check(cuptiRangeProfilerStop(&p), "cuptiRangeProfilerStop");
+  return p.isAllPassSubmitted != 0;
+}
+
+// Waits for the GPU and copies the collected counters into the counter data image.
+void decode(CUpti_RangeProfiler_Object* profiler) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_DecodeData_Params);
+  p.pRangeProfilerObject = profiler;
+  check(cuptiRangeProfilerDecodeData(&p), "cuptiRangeProfilerDecodeData");
+  if (p.numOfRangeDropped != 0) {
+    fail(CounterError::other, "cuptiRangeProfilerDecodeData dropped " +
+                                  std::to_string(p.numOfRangeDropped) + " range(s)");
+  }
+}
+
+size_t ranges_in(const std::vector<std::uint8_t>& counter_data) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataInfo_Params);
+  p.pCounterDataImage = counter_data.data();
+  p.counterDataImageSize = counter_data.size();
+  check(cuptiRangeProfilerGetCounterDataInfo(&p), "cuptiRangeProfilerGetCounterDataInfo");
+  return p.numTotalRanges;
+}
+
+std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,
+                             const std::vector<std::uint8_t>& counter_data, size_t range,
+                             const std::vector<std::string>& metrics) {
+  std::vector<const char*> names = c_strings(metrics);
+  std::vector<double> values(metrics.size(), 0.0);
+  auto p = CUPTI_PARAMS(CUpti_Profiler_Host_EvaluateToGpuValues_Params);
+  p.pHostObject = evaluator;
+  p.pCounterDataImage = counter_data.data();
+  p.counterDataImageSize = counter_data.size();
+  p.rangeIndex = range;
+  p.ppMetricNames = names.data();
+  p.numMetrics = names.size();
+  p.pMetricValues = values.data();
+  check(cuptiProfilerHostEvaluateToGpuValues(&p), "cuptiProfilerHostEvaluateToGpuValues");
+  return values;
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+
+CounterSession CounterSession::create(int device, const std::vector<std::string>& metrics) {
+  CounterSession s;
+  s.device_ = device;
+  s.metrics_ = metrics;
+  try {
+    if (metrics.empty()) fail(CounterError::other, "CounterSession: no metrics given");
+    s.context_ = primary_context(device);
+    initialize_profiler_once();
+    require_profiling_support(device);
+    s.chip_ = chip_name(device);
+    const std::vector<std::uint8_t> availability = counter_availability(s.context_);
+
+    s.config_image_ = config_image(s.chip_, availability, metrics);
+    s.passes_ = num_passes(s.config_image_);
+    s.evaluator_ = host_initialize(s.chip_, availability);
+
+    s.profiler_ = enable_range_profiler(s.context_);
+    s.counter_data_ = counter_data_image(s.profiler_, metrics);
+  } catch (const CounterFailure& f) {
+    s.release();
+    s.error_ = f.error;
+  }
+  return s;
+}
+
+std::map<std::string, double> CounterSession::measure(const std::string& name,
+                                                      const std::function<void()>& work,
+                                                      const std::function<void()>& before_pass) {
+  if (!ok()) throw CounterFailure(error_);
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // work goes to the profiled context
+
+  // 1. Empty counter data image, configuration for one user range replayed by us.
+  reset_counter_data(profiler_, counter_data_);
+  set_config(profiler_, config_image_, counter_data_);
+
+  // 2. Passes: each programs a different set of counters around the same work.
+  const int max_passes = 2 * passes_ + 4;  // CUPTI decides; this only guards against a loop
+  bool all_submitted = false;
+  for (int pass = 0; !all_submitted; ++pass) {
+    if (pass == max_passes) {
+      fail(CounterError::other, "cuptiRangeProfilerStop: not all passes submitted after " +
+                                    std::to_string(pass) + " passes (" +
+                                    std::to_string(passes_) + " expected)");
+    }
+    if (before_pass) before_pass();
+    start(profiler_);
+    push_range(profiler_, name);
+    try {
+      work();
+    } catch (...) {  // close the pass, then pass the caller's error on
+      try {
+        pop_range(profiler_);
+        stop(profiler_);
+      } catch (...) {
+      }
+      throw;
+    }
+    pop_range(profiler_);
+    all_submitted = stop(profiler_);
+  }
+
+  // 3. Counters off the GPU, then metric values for the one range.
+  decode(profiler_);
+  const size_t ranges = ranges_in(counter_data_);
+  if (ranges != 1) {
+    fail(CounterError::other, "cuptiRangeProfilerGetCounterDataInfo: " + std::to_string(ranges) +
+                                  " ranges in the counter data, expected 1");
+  }
+  const std::vector<double> values = evaluate(evaluator_, counter_data_, 0, metrics_);
+
+  std::map<std::string, double> out;
+  for (size_t i = 0; i < metrics_.size(); ++i) out[metrics_[i]] = values[i];
+  return out;
+}
+
+std::vector<std::string> CounterSession::unsupported(int device,
+                                                     const std::vector<std::string>& metrics) {
+  const CUcontext ctx = primary_context(device);
+  initialize_profiler_once();
+  const std::string chip = chip_name(device);
+  std::vector<std::uint8_t> availability;
+  try {
+    availability = counter_availability(ctx);
+  } catch (const CounterFailure&) {
+    // Fails while another session profiles this device: judge by the chip alone.
+  }
+  return refused_metrics(chip, availability, metrics);
+}
+
+std::vector<std::string> CounterSession::unsupported(const std::string& chip,
+                                                     const std::vector<std::string>& metrics) {
+  return refused_metrics(chip, {}, metrics);
+}
+
+void CounterSession::release() noexcept {
+  disable_range_profiler(std::exchange(profiler_, nullptr));
+  host_deinitialize(std::exchange(evaluator_, nullptr));
+}
+
+CounterSession::CounterSession(CounterSession&& other) noexcept { *this = std::move(other); }
+
+CounterSession& CounterSession::operator=(CounterSession&& other) noexcept {
+  if (this != &other) {
+    release();
+    device_ = other.device_;
+    context_ = std::exchange(other.context_, nullptr);
+    chip_ = std::move(other.chip_);
+    metrics_ = std::move(other.metrics_);
+    evaluator_ = std::exchange(other.evaluator_, nullptr);
+    profiler_ = std::exchange(other.profiler_, nullptr);
+    config_image_ = std::move(other.config_image_);
+    counter_data_ = std::move(other.counter_data_);
+    passes_ = other.passes_;
+    error_ = std::exchange(other.error_, {CounterError::other, "CounterSession was moved from"});
+  }
+  return *this;
+}
+
+CounterSession::~CounterSession() { release(); }
+
+}  // namespace fa

@@ -1,0 +1,90 @@
+// Hardware counters for a stretch of GPU work, through CUPTI's Range Profiler (CUDA 12.6+/13).
+//
+// Metric names in (e.g. "dram__bytes_read.sum"), one value per metric out, for one user range.
+// The work is replayed by the caller's callable (user replay) until CUPTI has seen every pass
+// the metrics need; `before_pass` runs before each pass so the caller can flush L2 and restore
+// any buffer the work overwrites.
+//
+//   auto s = fa::CounterSession::create(0, {"dram__bytes_read.sum", "gpu__time_duration.sum"});
+//   if (!s.ok()) { puts(s.error().message.c_str()); return; }
+//   auto v = s.measure("copy", [&] { copy<<<g, b>>>(dst, src, n); }, [&] { flusher.flush(0); });
+//
+// Link: libcupti (CMake: CUDA::cupti). At run time libcupti loads libnvperf_host.so, which
+// must sit beside it or on the loader's path. One session per process at a time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+// Opaque CUPTI / driver handles, so that this header needs no CUDA include.
+struct CUctx_st;
+struct CUpti_Profiler_Host_Object;
+struct CUpti_RangeProfiler_Object;
+
+namespace fa {
+
+struct CounterError {
+  enum Kind { none, no_permission, unsupported_metric, busy, other } kind = none;
+  std::string message;  // one line, names the failing CUPTI call and what to do about it
+};
+
+// Thrown by CounterSession::measure when CUPTI fails mid-measurement.
+struct CounterFailure : std::runtime_error {
+  CounterError error;
+  explicit CounterFailure(CounterError e) : std::runtime_error(e.message), error(std::move(e)) {}
+};
+
+class CounterSession {
+ public:
+  // Sets up the profiler for CUDA device `device` (it becomes the calling thread's current
+  // device) with these metrics. A name needs its rollup: "dram__bytes_read.sum", not
+  // "dram__bytes_read". Never throws: on failure ok() is false and error() says why
+  // (no_permission with a hint, unsupported_metric naming the metrics, busy, other).
+  static CounterSession create(int device, const std::vector<std::string>& metrics);
+
+  // The metrics the chip cannot collect. The `device` form asks the GPU (chip name and counter
+  // availability); the `chip` form (e.g. "GH100") needs no GPU. Throws CounterFailure when
+  // CUPTI itself fails.
+  static std::vector<std::string> unsupported(int device, const std::vector<std::string>& metrics);
+  static std::vector<std::string> unsupported(const std::string& chip,
+                                              const std::vector<std::string>& metrics);
+
+  bool ok() const { return error_.kind == CounterError::none; }
+  const CounterError& error() const { return error_; }
+  const std::string& chip() const { return chip_; }  // e.g. "GH100"
+  int passes_needed() const { return passes_; }      // replays of `work` one measurement takes
+
+  // Measures `work` (enqueues GPU work on the device's primary context; called once per pass)
+  // inside one user range named `name`. `before_pass` (may be empty) runs before each pass,
+  // outside the range. Returns metric name -> value. Throws CounterFailure.
+  std::map<std::string, double> measure(const std::string& name, const std::function<void()>& work,
+                                        const std::function<void()>& before_pass);
+
+  CounterSession(CounterSession&& other) noexcept;
+  CounterSession& operator=(CounterSession&& other) noexcept;
+  CounterSession(const CounterSession&) = delete;
+  CounterSession& operator=(const CounterSession&) = delete;
+  ~CounterSession();
+
+ private:
+  CounterSession() = default;
+  void release() noexcept;
+
+  int device_ = -1;
+  CUctx_st* context_ = nullptr;
+  std::string chip_;
+  std::vector<std::string> metrics_;
+  CUpti_Profiler_Host_Object* evaluator_ = nullptr;  // host object that turns counters into values
+  CUpti_RangeProfiler_Object* profiler_ = nullptr;   // range profiler enabled on context_
+  std::vector<std::uint8_t> config_image_;           // which counters to program, pass by pass
+  std::vector<std::uint8_t> counter_data_;           // where decoded counters land (one range)
+  int passes_ = 0;
+  CounterError error_;
+};
+
+}  // namespace fa

@@ -1,0 +1,112 @@
+// Counter plumbing that needs no GPU: metric names against the chip (CUPTI's host API works
+// without a device), the measured figures, and the ceilings cache.
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "bench/result.hpp"
+#include "profiler/ceilings.hpp"
+#include "profiler/counters.hpp"
+#include "profiler/cupti_range.hpp"
+
+namespace fa {
+namespace {
+
+TEST(Counters, DefaultMetricsExistOnGH100) {
+  std::vector<std::string> bad;
+  try {
+    bad = CounterSession::unsupported(std::string("GH100"), counters::default_metrics());
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "CUPTI host API unavailable here: " << e.what();
+  }
+  EXPECT_TRUE(bad.empty()) << bad.front();
+  bad = CounterSession::unsupported(std::string("GH100"),
+                                    {"dram__bytes_read.sum", "nosuch__metric.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"});
+  // The second does not exist anywhere; the third does not exist on GH100 (facts/h200.md).
+  ASSERT_EQ(bad.size(), 2u);
+  EXPECT_EQ(bad[0], "nosuch__metric.sum");
+  EXPECT_EQ(bad[1], "sm__ops_path_tensor_src_fp16_dst_fp32.sum");
+}
+
+TEST(Counters, InterpretSumsTheRightThings) {
+  const auto m = counters::interpret({{"dram__bytes_read.sum", 100},
+                                      {"dram__bytes_write.sum", 50},
+                                      {"lts__t_sectors_srcunit_tex_op_read.sum", 10},
+                                      {"lts__t_sectors_srcunit_tex_op_write.sum", 2},
+                                      {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1000},
+                                      {"sm__ops_path_tensor_src_fp8.sum", 24},
+                                      {"sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 7},
+                                      {"sm__sass_thread_inst_executed_op_fadd_pred_on.sum", 1},
+                                      {"gpu__time_duration.sum", 2e6}});
+  EXPECT_DOUBLE_EQ(m.dram_bytes(), 150);
+  EXPECT_DOUBLE_EQ(m.l2_bytes(), 12 * 32);  // sectors of 32 bytes
+  EXPECT_DOUBLE_EQ(m.tensor_flops, 1024);
+  EXPECT_DOUBLE_EQ(m.fp32_flops, 15);       // FFMA counts 2
+  EXPECT_DOUBLE_EQ(m.seconds, 2e-3);        // ns
+}
+
+TEST(Counters, MeasuredSetAgainstTheModel) {
+  bench::VariantResult r;
+  r.model.flops_matrix = 1e12;
+  r.model.bytes_read = 3e9;
+  r.model.bytes_written = 1e9;
+  r.model.bytes_compulsory = 1e9;
+  bench::Timing t;
+  t.samples_ms = {2.0};
+  t.stats = summarize(t.samples_ms);
+  r.timing = t;
+  bench::CounterResult c;
+  c.values = {{"dram__bytes_read.sum", 1.5e9}, {"dram__bytes_write.sum", 0.5e9},
+              {"lts__t_sectors_srcunit_tex_op_read.sum", 4e9 / 32},
+              {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1e12}};
+  r.counters = c;
+  Ceilings roofs{"test", 4e12, 800e12, 800e12, 1600e12};
+  const auto m = bench::derive_measured(r, roofs, 800e12);
+  EXPECT_DOUBLE_EQ(m.dram_over_model, 0.5);
+  EXPECT_DOUBLE_EQ(m.dram_over_compulsory, 2.0);
+  EXPECT_DOUBLE_EQ(m.l2_over_model, 1.0);
+  EXPECT_DOUBLE_EQ(m.tensor_over_model, 1.0);
+  EXPECT_DOUBLE_EQ(m.intensity_dram, 500);  // 1e12 / 2e9
+  // 1e12 FLOP in 2 ms = 500 TFLOP/s; roof at I=500: min(800, 500 * 4) = 800 TFLOP/s.
+  EXPECT_DOUBLE_EQ(m.roofline_fraction, 500.0 / 800.0);
+  EXPECT_EQ(m.bound, "compute");
+}
+
+TEST(Ceilings, CacheRoundTripKeyedByDeviceDriverAndTool) {
+  const auto dir = std::filesystem::temp_directory_path() / "fa-bench-test-cache";
+  std::filesystem::remove_all(dir);
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  DeviceInfo d;
+  d.uuid = "GPU-1234";
+  d.driver_version = "580.159.04";
+  const std::string path = ceilings_cache_path(d, "0.1.0");
+  EXPECT_EQ(path.rfind(dir.string() + "/fa-bench/ceilings-", 0), 0u) << path;
+  EXPECT_FALSE(load_ceilings(path, ceilings_cache_key(d, "0.1.0")));  // nothing yet
+  MeasuredCeilings m;
+  m.key = ceilings_cache_key(d, "0.1.0");
+  m.dram_bytes_per_s = 4.25e12;
+  m.bf16_flops_per_s = 781e12;
+  m.measured_utc = "2026-11-21T00:00:00Z";
+  save_ceilings(path, m);
+  const auto back = load_ceilings(path, m.key);
+  ASSERT_TRUE(back);
+  EXPECT_DOUBLE_EQ(back->dram_bytes_per_s, 4.25e12);
+  // Another driver (or tool version) must not reuse these figures.
+  DeviceInfo other = d;
+  other.driver_version = "590.1";
+  EXPECT_NE(ceilings_cache_path(other, "0.1.0"), path);
+  EXPECT_FALSE(load_ceilings(path, ceilings_cache_key(other, "0.1.0")));
+  // A damaged file is remeasured, not trusted.
+  std::ofstream(path) << "{ not json";
+  EXPECT_FALSE(load_ceilings(path, m.key));
+  const Ceilings c = to_ceilings(m, datasheet_ceilings("NVIDIA H200", 0), "test");
+  EXPECT_DOUBLE_EQ(c.dram_bytes_per_s, 4.25e12);
+  EXPECT_DOUBLE_EQ(c.datasheet_dram_bytes_per_s, 4.8e12);  // the datasheet stays beside
+  unsetenv("XDG_CACHE_HOME");
+  std::filesystem::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace fa
