@@ -158,6 +158,8 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
   app.add_flag("--remeasure", o.remeasure_ceilings, "measure the roofline ceilings again (ignore the cache)");
+  app.add_flag("--datasheet-roofs", o.datasheet_roofs,
+               "use the vendor's roofs, measure nothing (e.g. under a sanitizer, which slows everything)");
   app.add_flag("--require-gpu", o.require_gpu, "exit 3 when no usable GPU is found");
   app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
                  "shared memory per SM (bytes) for the asymptotic model (default: the device's)");

@@ -35,6 +35,7 @@ struct Options {
   bool counters = true;                    // --no-counters turns collection off
   std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name
   bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
+  bool datasheet_roofs = false;            // --datasheet-roofs: measure no ceilings
   bool require_gpu = false;
   std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark

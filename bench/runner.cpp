@@ -178,6 +178,7 @@ namespace {
 
 // Measured ceilings from the cache, or measured now (and cached). Datasheet roofs on failure.
 void use_measured_ceilings(RunResult& r, const Options& o) {
+  if (o.datasheet_roofs) return;
   const std::string key = ceilings_cache_key(*r.device, kVersion);
   const std::string path = ceilings_cache_path(*r.device, kVersion);
   std::optional<MeasuredCeilings> m;
@@ -189,10 +190,23 @@ void use_measured_ceilings(RunResult& r, const Options& o) {
       m = measure_ceilings(*r.device);
       m->key = key;
       origin = "this run";
-      try {
-        save_ceilings(path, *m);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "warning: ceilings not cached: %s\n", e.what());
+      // A run under a sanitizer or a busy GPU measures roofs far below the hardware's: use them
+      // for this run if asked, but never cache figures under a fifth of the datasheet's.
+      const double ds_bw = r.ceilings.datasheet_dram_bytes_per_s, ds_tc = r.ceilings.datasheet_tensor_flops_per_s_bf16;
+      const bool implausible = (ds_bw > 0 && m->dram_bytes_per_s < 0.2 * ds_bw) ||
+                               (ds_tc > 0 && m->bf16_flops_per_s < 0.2 * ds_tc);
+      if (implausible) {
+        std::fprintf(stderr,
+                     "warning: measured ceilings are under a fifth of the datasheet's (DRAM %.0f GB/s, bf16 "
+                     "%.0f TFLOP/s): not cached; is a profiler or sanitizer attached? (--datasheet-roofs)\n",
+                     m->dram_bytes_per_s * 1e-9, m->bf16_flops_per_s * 1e-12);
+        origin = "this run, implausibly low, not cached";
+      } else {
+        try {
+          save_ceilings(path, *m);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "warning: ceilings not cached: %s\n", e.what());
+        }
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "warning: ceilings not measured (%s); the roofline uses datasheet roofs\n", e.what());

@@ -47,7 +47,7 @@ section "cpu tests"
 timeout 120 "$bin/fa_tests_cpu" --gtest_brief=1 >>"$log" 2>&1
 note "cpu tests: rc=$?"
 
-small=(--N 130 --batch 2 --heads 3 --d 64,128 --causal both --warmup 0 --repetitions 1 --warm --no-counters)
+small=(--N 130 --batch 2 --heads 3 --d 64,128 --causal both --warmup 0 --repetitions 1 --warm --no-counters --datasheet-roofs)
 for tool in memcheck racecheck; do
   for dtype in bf16 fp16; do
     section "sanitizer $tool $dtype"
@@ -70,7 +70,7 @@ for tool in memcheck racecheck; do
 done
 
 section "bench N=4096 d=64"
-timeout 120 "$bin/fa-bench" --N 4096 --d 64 --variants all --json "$out/n4096-d64.json" >"$out/.bench.txt" 2>&1
+timeout 120 "$bin/fa-bench" --N 4096 --d 64 --variants all --remeasure --json "$out/n4096-d64.json" >"$out/.bench.txt" 2>&1
 note "bench N=4096 d=64: rc=$?"
 cat "$out/.bench.txt" | tee -a "$log"
 
