@@ -136,6 +136,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   std::string block_q_text, block_kv_text;
   app.add_option("--block-q", block_q_text, "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
   app.add_option("--block-kv", block_kv_text, "key/value rows per block (Bc) for fa1/fa2: a list");
+  app.add_option("--fa2-order", o.fa2_order,
+                 "fa2 thread-block order: blocks (query blocks of a head together, default) | heads "
+                 "(heads interleaved) | both");
   app.add_option("--seed", o.seed, "seed of the random inputs");
   app.add_option("--inputs", o.inputs, "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
@@ -238,6 +241,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
                                      std::tuple{"--block-kv", &block_kv_text, &o.block_kv}}) {
       if (text->empty()) continue;
       for (auto v : parse_sizes(flag, *text)) list->push_back(static_cast<int>(v));
+    }
+    if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
+      throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
     }
     for (auto d : o.d) {
       std::vector<PlannedVariant> rows;

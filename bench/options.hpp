@@ -22,6 +22,7 @@ struct Options {
   std::vector<std::string> variants;  // resolved names, registry order
   std::vector<int> block_q;   // --block-q: tiled variants run with each listed Br (empty: default)
   std::vector<int> block_kv;  // --block-kv: likewise for Bc
+  std::string fa2_order = "blocks";  // --fa2-order: blocks | heads | both (thread-block order)
   std::uint64_t seed = 1234;
   std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
   bool fp8_prequantized = false;

@@ -29,7 +29,7 @@ std::vector<Shape> make_plan(const Options& o) {
 }
 
 const VariantInfo* variant_of_row(const std::string& row_name) {
-  return find_variant(row_name.substr(0, row_name.find('@')));
+  return find_variant(row_name.substr(0, row_name.find_first_of("@~")));
 }
 
 std::string plan_variants(const Options& o, int d, std::vector<PlannedVariant>* out) {
@@ -55,12 +55,27 @@ std::string plan_variants(const Options& o, int d, std::vector<PlannedVariant>* 
         out->push_back({is_default ? name : fmt::format("{}@{}x{}", name, t.block_q, t.block_kv), info, t});
       }
     }
-    if (out->size() == before) {
+    if (out->size() == before && any_tiles) {
       std::string valid;
       for (const Tiles& t : options) valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", t.block_q, t.block_kv);
       return fmt::format("--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants picks which variants run)",
                          name, d, valid);
     }
+  }
+  // fa2's thread-block order: the default rows walk the query blocks of one head together;
+  // "heads" rows (name~heads) walk heads first, "both" gives both.
+  if (o.fa2_order != "blocks") {
+    std::vector<PlannedVariant> with_order;
+    for (auto& pv : *out) {
+      const bool fa2 = pv.info->algorithm == Algorithm::fa2;
+      if (fa2 && o.fa2_order == "both") with_order.push_back(pv);
+      if (fa2) {
+        pv.row_name += "~heads";
+        pv.heads_interleaved = true;
+      }
+      with_order.push_back(pv);
+    }
+    *out = std::move(with_order);
   }
   return "";
 }

@@ -16,12 +16,13 @@ std::vector<Shape> make_plan(const Options& options);
 
 // One row of a configuration: a variant with the tiles it runs with.
 struct PlannedVariant {
-  std::string row_name;  // "fa2", or "fa2@64x64" for tiles other than the default
+  std::string row_name;  // "fa2", "fa2@64x64" for other tiles, "fa2~heads" for the other block order
   const VariantInfo* info = nullptr;
   Tiles tiles;
+  bool heads_interleaved = false;  // fa2 --fa2-order heads
 };
 
-// The variant a row name belongs to ("fa2@64x64" -> fa2).
+// The variant a row name belongs to ("fa2@64x64~heads" -> fa2).
 const VariantInfo* variant_of_row(const std::string& row_name);
 
 // The rows at head dim d, in registry order. A tiled variant runs once for each compiled tile

@@ -83,6 +83,7 @@ struct VariantResult {
   Status status = Status::model_only;
   std::string reason;
   Tiles tiles;
+  std::string block_order;  // fa2: "blocks" or "heads" (--fa2-order); "" for the others
   std::optional<Verification> verification;
   std::optional<Timing> timing;
   model::IoModel model;

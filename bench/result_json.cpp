@@ -49,6 +49,7 @@ json result_json(const VariantResult& r) {
          {"status", to_string(r.status)},
          {"reason", r.reason},
          {"tiles", {{"block_q", r.tiles.block_q}, {"block_kv", r.tiles.block_kv}}},
+         {"block_order", r.block_order},
          {"model", model_json(r.model)}};
   if (r.verification) {
     const auto& v = *r.verification;
@@ -189,6 +190,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   const json& tiles = rd.at(j, p, "tiles");
   r.tiles.block_q = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_q"));
   r.tiles.block_kv = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_kv"));
+  r.block_order = j.value("block_order", "");
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";
   r.model.flops_matrix = rd.number(m, mp, "flops_matrix");

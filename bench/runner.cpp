@@ -152,6 +152,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
       v.variant = pv.row_name;
       v.algorithm = pv.info->algorithm;
       v.tiles = pv.tiles;
+      if (pv.info->algorithm == Algorithm::fa2) v.block_order = pv.heads_interleaved ? "heads" : "blocks";
       model::ModelOptions mo;
       mo.fp8_quantisation_timed = !o.fp8_prequantized;
       v.model = model::io_model(pv.info->algorithm, c.shape, v.tiles, smem, mo);
@@ -277,6 +278,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       const VariantInfo* info = variant_of_row(row.variant);
       LaunchOptions lo;
       lo.fp8_prequantized = o.fp8_prequantized;
+      lo.fa2_heads_interleaved = row.block_order == "heads";
       auto launcher = info->make_launcher(lo);
       const std::size_t ws_bytes = launcher->workspace_bytes(s, row.tiles);
       DeviceAlloc ws;

@@ -93,7 +93,7 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa2_tile_options,
-        [](const LaunchOptions&) { return make_fa2_launcher(); },
+        [](const LaunchOptions& o) { return make_fa2_launcher(o.fa2_heads_interleaved); },
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});

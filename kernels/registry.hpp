@@ -25,6 +25,7 @@ enum class AccuracyRule {
 // Run-time choices a launcher is made with.
 struct LaunchOptions {
   bool fp8_prequantized = false;  // fp8: quantise once outside the timed region
+  bool fa2_heads_interleaved = false;  // fa2: thread blocks walk heads first (block order)
 };
 
 struct Tiles {

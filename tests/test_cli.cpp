@@ -99,6 +99,16 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[1].row_name, "fa2@128x32");
   expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64");
+  expect_bad({"--fa2-order", "random"}, "--fa2-order");
+  out = parse({"--variants", "standard,fa2", "--fa2-order", "both"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  rows.clear();
+  plan_variants(out.options, 64, &rows);
+  ASSERT_EQ(rows.size(), 3u);
+  EXPECT_EQ(rows[1].row_name, "fa2");
+  EXPECT_EQ(rows[2].row_name, "fa2~heads");
+  EXPECT_TRUE(rows[2].heads_interleaved);
+  EXPECT_EQ(variant_of_row("fa2@64x64~heads")->name, "fa2");
   expect_bad({"--variants", "all", "--d", "128", "--block-kv", "32"}, "fa1");  // fa1 has no Bc=32
 }
 

@@ -34,9 +34,9 @@ struct Buffers {
 bench::Verification run_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
                                   bool skip_launch = false, Tiles tiles = {},
                                   std::vector<std::uint16_t>* output = nullptr,
-                                  Inputs inputs = Inputs::normal) {
+                                  Inputs inputs = Inputs::normal, LaunchOptions launch_options = {}) {
   const VariantInfo* info = find_variant(variant);
-  auto launcher = info->make_launcher({});
+  auto launcher = info->make_launcher(launch_options);
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
@@ -222,6 +222,26 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
                                  << " causal=" << causal << " d=" << d << " (plain fp8 " << v.baseline_rmse << ")";
         }
       }
+    }
+  }
+}
+
+// fa2 with thread blocks walking heads first computes the same thing.
+TEST(Fa2Order, HeadsInterleavedMatchesReference) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  LaunchOptions lo;
+  lo.fa2_heads_interleaved = true;
+  for (bool causal : {false, true}) {
+    for (int d : {64, 128}) {
+      Shape s;
+      s.N = 1000;
+      s.d = d;
+      s.B = 3;
+      s.H = 5;
+      s.causal = causal;
+      const auto v = run_and_check("fa2", s, 31, false, {}, nullptr, Inputs::normal, lo);
+      EXPECT_TRUE(v.passed) << "causal=" << causal << " d=" << d << " err " << v.max_abs_error;
     }
   }
 }

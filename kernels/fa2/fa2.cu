@@ -36,6 +36,7 @@ struct Fa2Params {
   std::int64_t N;
   float scale_log2;  // softmax scale * log2(e): exponentials are taken as exp2
   int num_q_blocks;
+  int heads_fastest;  // 1: blockIdx.x walks heads (heads interleaved), 0: query blocks of a head together
 };
 
 template <int D, int BR, int BC>
@@ -57,9 +58,12 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;  // mma fragment coordinates
   // Causal: the last query blocks do the most work; launch them first.
-  const int qb = CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x)
-                        : static_cast<int>(blockIdx.x);
-  const std::int64_t bh = blockIdx.y;
+  // Block order: consecutive thread blocks are the query blocks of one head (they share K and V,
+  // so the L2 serves the re-reads), or the same query block of consecutive heads (--fa2-order
+  // heads: each head's K/V is touched by blocks launched far apart, and DRAM sees the re-reads).
+  const int q_index = static_cast<int>(p.heads_fastest ? blockIdx.y : blockIdx.x);
+  const int qb = CAUSAL ? p.num_q_blocks - 1 - q_index : q_index;
+  const std::int64_t bh = p.heads_fastest ? blockIdx.x : blockIdx.y;
   const std::int64_t N = p.N;
   const std::int64_t q0 = static_cast<std::int64_t>(qb) * BR;
   const std::int64_t head_offset = bh * N * D;
@@ -191,7 +195,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
 }
 
 template <int D, int BR, int BC, bool CAUSAL, typename T>
-std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool heads_fastest) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
   auto kernel = fa2_forward_kernel<D, BR, BC, CAUSAL, T>;
@@ -201,12 +205,17 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
     return std::string("fa2: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_status);
   }
   const std::int64_t q_blocks = (s.N + BR - 1) / BR;
-  if (q_blocks > 0x7fffffff || s.heads_total() > 65535) {
-    return "fa2: grid too large (B*H must be <= 65535)";
+  const std::int64_t y_extent = heads_fastest ? q_blocks : s.heads_total();
+  if (q_blocks > 0x7fffffff || s.heads_total() > 0x7fffffff || y_extent > 65535) {
+    return heads_fastest ? "fa2: grid too large (ceil(N/Br) must be <= 65535 with --fa2-order heads)"
+                         : "fa2: grid too large (B*H must be <= 65535)";
   }
   Fa2Params p{b.q, b.k, b.v, b.o, b.lse, s.N,
-              static_cast<float>(s.scale() * 1.4426950408889634), static_cast<int>(q_blocks)};
-  const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total()));
+              static_cast<float>(s.scale() * 1.4426950408889634), static_cast<int>(q_blocks),
+              heads_fastest ? 1 : 0};
+  const dim3 grid = heads_fastest
+                        ? dim3(static_cast<unsigned>(s.heads_total()), static_cast<unsigned>(q_blocks))
+                        : dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total()));
   kernel<<<grid, kThreads, kSmem, stream>>>(p);
   if (auto e = cudaGetLastError(); e != cudaSuccess) {
     return std::string("fa2 launch: ") + cudaGetErrorString(e);
@@ -215,13 +224,13 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
 }
 
 template <int D, int BR, int BC>
-std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool hf) {
   if (s.dtype == DType::bf16) {
-    return s.causal ? launch_fa2<D, BR, BC, true, __nv_bfloat16>(s, b, stream)
-                    : launch_fa2<D, BR, BC, false, __nv_bfloat16>(s, b, stream);
+    return s.causal ? launch_fa2<D, BR, BC, true, __nv_bfloat16>(s, b, stream, hf)
+                    : launch_fa2<D, BR, BC, false, __nv_bfloat16>(s, b, stream, hf);
   }
-  return s.causal ? launch_fa2<D, BR, BC, true, __half>(s, b, stream)
-                  : launch_fa2<D, BR, BC, false, __half>(s, b, stream);
+  return s.causal ? launch_fa2<D, BR, BC, true, __half>(s, b, stream, hf)
+                  : launch_fa2<D, BR, BC, false, __half>(s, b, stream, hf);
 }
 
 // The compiled tile shapes; the first of each head dim is the default (fastest measured).
@@ -235,15 +244,19 @@ std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream
 
 class Fa2Launcher final : public Launcher {
  public:
+  explicit Fa2Launcher(bool heads_fastest) : heads_fastest_(heads_fastest) {}
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
 #define FA2_DISPATCH(D, BR, BC) \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) return dispatch<D, BR, BC>(s, b, stream);
+  if (s.d == D && t.block_q == BR && t.block_kv == BC) return dispatch<D, BR, BC>(s, b, stream, heads_fastest_);
     FA2_TILE_LIST(FA2_DISPATCH)
 #undef FA2_DISPATCH
     return "fa2: no kernel compiled for d=" + std::to_string(s.d) + " tiles " +
            std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
   }
+
+ private:
+  bool heads_fastest_;
 };
 
 }  // namespace
@@ -257,6 +270,8 @@ std::vector<Tiles> fa2_tile_options(int d) {
   return out;
 }
 
-std::unique_ptr<Launcher> make_fa2_launcher() { return std::make_unique<Fa2Launcher>(); }
+std::unique_ptr<Launcher> make_fa2_launcher(bool heads_interleaved) {
+  return std::make_unique<Fa2Launcher>(heads_interleaved);
+}
 
 }  // namespace fa

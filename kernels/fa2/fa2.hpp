@@ -7,5 +7,6 @@
 
 namespace fa {
 std::vector<Tiles> fa2_tile_options(int d);  // default first
-std::unique_ptr<Launcher> make_fa2_launcher();
+// heads_interleaved: consecutive thread blocks walk heads instead of the query blocks of one head.
+std::unique_ptr<Launcher> make_fa2_launcher(bool heads_interleaved = false);
 }  // namespace fa
