@@ -57,6 +57,11 @@ def ncu_kernels(text: str) -> list[dict]:
     return kernels
 
 
+def is_kernel(kernel: dict, function: str) -> bool:
+    """ncu prints demangled names ("void fa::(anonymous namespace)::fill_bits_kernel<...>(...)")."""
+    return f"{function}<" in kernel["name"] or f"{function}(" in kernel["name"] or kernel["name"] == function
+
+
 def row_is_data(row: dict) -> bool:
     return any(ch.isdigit() for ch in row.get("ID", ""))
 
@@ -65,11 +70,11 @@ def split_by_variant(kernels: list[dict], variants: list[str]) -> dict[str, dict
     """The verification launch of each variant: after its two poison fills, up to the next flush."""
     sums, i, k = {}, 0, 0
     while i < len(kernels) and k < len(variants):
-        if kernels[i]["name"].startswith("fill_bits_kernel") and i + 1 < len(kernels) and \
-                kernels[i + 1]["name"].startswith("fill_bits_kernel"):
+        if is_kernel(kernels[i], "fill_bits_kernel") and i + 1 < len(kernels) and \
+                is_kernel(kernels[i + 1], "fill_bits_kernel"):
             i += 2
             total = {"dram_read": 0.0, "dram_write": 0.0, "tensor": 0.0, "kernels": 0}
-            while i < len(kernels) and not kernels[i]["name"].startswith(HOUSEKEEPING):
+            while i < len(kernels) and not any(is_kernel(kernels[i], h) for h in HOUSEKEEPING):
                 for key in ("dram_read", "dram_write", "tensor"):
                     total[key] += kernels[i][key]
                 total["kernels"] += 1
@@ -86,6 +91,7 @@ def main() -> int:
     ap.add_argument("--bin", default="build/bin/fa-bench")
     ap.add_argument("--N", default="1024,4096")
     ap.add_argument("--d", default="64,128")
+    ap.add_argument("--raw", help="also write ncu's raw output here (for debugging the matching)")
     args = ap.parse_args()
     failures = 0
     print("| N | d | variant | DRAM fa-bench | DRAM ncu | diff | tensor FLOPs fa-bench | tensor FLOPs ncu | diff |")
@@ -100,6 +106,9 @@ def main() -> int:
                 ncu_out = run_fa_bench(args.bin, n, d, Path(tmp) / "under-ncu.json", ["--no-counters"],
                                        ["ncu", "--cache-control", "all", "--clock-control", "none",
                                         "--csv", "--page", "raw", "--metrics", ",".join(METRICS)])
+                if args.raw:
+                    with open(args.raw, "a", encoding="utf-8") as f:
+                        f.write(ncu_out)
                 theirs = split_by_variant(ncu_kernels(ncu_out), [r["variant"] for r in rows])
                 for r in rows:
                     v = r["counters"]["values"]

@@ -528,6 +528,7 @@ def test_reads_cpp_output(tmp_path):
         ("h200-sweep-4variants-2026-11-21.json", 48),
         ("h200-outliers-2026-11-21.json", 12),
         ("h200-counters-2026-11-21.json", 32),
+        ("h200-fa2-order-2026-11-21.json", 8),
     ],
 )
 def test_reads_real_h200_results(name, rows_expected):
