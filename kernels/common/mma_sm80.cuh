@@ -147,4 +147,57 @@ __device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4]
   }
 }
 
+// One step of FA2's online softmax on a warp's 16 x (8*NT) score tile (rows g and g+8 of the
+// thread): scale S into the log2 domain, mask keys >= N and (causal) keys after the row, raise
+// the running max m, turn S into P = exp2(S - m) in place, add P's row sums into the thread's
+// partial l, and rescale the output accumulator o by exp2(m_old - m_new). The 1/l division is left
+// to the epilogue (FA2's deferred rescale).
+template <bool CAUSAL, int NT, int DT>
+__device__ inline void online_softmax_step(float (&s)[NT][4], float (&o)[DT][4], float (&m_run)[2],
+                                           float (&l_run)[2], float scale_log2, bool needs_mask,
+                                           std::int64_t k0, std::int64_t N, std::int64_t row_a,
+                                           std::int64_t row_b, int t) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      float x = s[n][e] * scale_log2;
+      if (needs_mask) {
+        const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
+        const std::int64_t row = (e < 2) ? row_a : row_b;
+        if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+      }
+      s[n][e] = x;
+    }
+  }
+  float alpha[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    float mx = m_run[r];
+#pragma unroll
+    for (int n = 0; n < NT; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+    // A row with every key masked so far keeps m = -inf; subtract 0 so exp2 gives 0, not NaN.
+    const float base = (mx == -INFINITY) ? 0.0f : mx;
+    alpha[r] = exp2f(m_run[r] - base);
+    m_run[r] = mx;
+    float sum = 0.0f;
+#pragma unroll
+    for (int n = 0; n < NT; ++n) {
+      s[n][2 * r] = exp2f(s[n][2 * r] - base);
+      s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+      sum += s[n][2 * r] + s[n][2 * r + 1];
+    }
+    l_run[r] = l_run[r] * alpha[r] + sum;
+  }
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+    o[i][0] *= alpha[0];
+    o[i][1] *= alpha[0];
+    o[i][2] *= alpha[1];
+    o[i][3] *= alpha[1];
+  }
+}
+
 }  // namespace fa::sm80
