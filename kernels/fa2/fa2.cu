@@ -114,7 +114,50 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
 
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
     const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
-    online_softmax_step<CAUSAL>(s, o, m_run, l_run, p.scale_log2, needs_mask, k0, N, row_a, row_b, t);
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * p.scale_log2;
+        if (needs_mask) {
+          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
+          const std::int64_t row = (e < 2) ? row_a : row_b;
+          if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+        }
+        s[n][e] = x;
+      }
+    }
+
+    // Online softmax: new row max, rescale factor for what was accumulated so far.
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_run[r];
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // A row with every key masked so far keeps m = -inf; subtract 0 so exp2 gives 0, not NaN.
+      const float base = (mx == -INFINITY) ? 0.0f : mx;
+      alpha[r] = exp2f(m_run[r] - base);
+      m_run[r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        s[n][2 * r] = exp2f(s[n][2 * r] - base);
+        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+        sum += s[n][2 * r] + s[n][2 * r + 1];
+      }
+      l_run[r] = l_run[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
+
     warp_pv<D, BC>(o, s, sV + buf * BC * D, lane);
     // The next iteration's prefetch overwrites the buffer read here.
     __syncthreads();

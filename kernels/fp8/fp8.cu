@@ -318,7 +318,46 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
 
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
     const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
-    online_softmax_step<CAUSAL>(s, o, m_run, l_run, qk_factor, needs_mask, k0, N, row_a, row_b, t);
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * qk_factor;
+        if (needs_mask) {
+          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
+          const std::int64_t row = (e < 2) ? row_a : row_b;
+          if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+        }
+        s[n][e] = x;
+      }
+    }
+    float alpha[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx = m_run[r];
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      const float base = (mx == -INFINITY) ? 0.0f : mx;
+      alpha[r] = exp2f(m_run[r] - base);
+      m_run[r] = mx;
+      float sum = 0.0f;
+#pragma unroll
+      for (int n = 0; n < kNTiles; ++n) {
+        s[n][2 * r] = exp2f(s[n][2 * r] - base);
+        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+        sum += s[n][2 * r] + s[n][2 * r + 1];
+      }
+      l_run[r] = l_run[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) {
+      o[i][0] *= alpha[0];
+      o[i][1] *= alpha[0];
+      o[i][2] *= alpha[1];
+      o[i][3] *= alpha[1];
+    }
 
     // O += P8 V8, 32 keys per step; P8's A fragment is read straight off the S accumulators
     // in the permuted key order that V8 was stored in.
