@@ -11,6 +11,7 @@
 #include <set>
 #include <utility>
 
+#include "bench/explain.hpp"
 #include "bench/options.hpp"
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
@@ -111,6 +112,7 @@ int run(int argc, char** argv) {
   int code = kExitOk;
   for (const auto& c : record.configs) {
     std::fputs(format_table(c).c_str(), stdout);
+    std::fputs(explain_counters(c).c_str(), stdout);
     std::fputs("\n", stdout);
     for (const auto& v : c.results) {
       if (v.status == Status::failed || v.status == Status::error) code = kExitVariantFailed;

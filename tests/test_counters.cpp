@@ -6,7 +6,9 @@
 #include <filesystem>
 #include <fstream>
 
+#include "bench/explain.hpp"
 #include "bench/result.hpp"
+#include "bench/result_json.hpp"
 #include "profiler/ceilings.hpp"
 #include "profiler/counters.hpp"
 #include "profiler/cupti_range.hpp"
@@ -72,6 +74,38 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
   // 1e12 FLOP in 2 ms = 500 TFLOP/s; roof at I=500: min(800, 500 * 4) = 800 TFLOP/s.
   EXPECT_DOUBLE_EQ(m.roofline_fraction, 500.0 / 800.0);
   EXPECT_EQ(m.bound, "compute");
+}
+
+TEST(Counters, ReadingFollowsTheNumbers) {
+  bench::ConfigResult c;
+  bench::VariantResult standard, fa2, other;
+  standard.variant = "standard";
+  standard.measured = bench::MeasuredDerived{17.45e9, 1.00, 65.0, 19e9, 1.12, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
+  fa2.variant = "fa2";
+  fa2.measured = bench::MeasuredDerived{0.26e9, 0.06, 0.96, 4e9, 0.91, 5.5e11, 1.0, 0, 2100, 137, 0.33, "compute"};
+  other.variant = "odd";
+  other.measured = bench::MeasuredDerived{2e9, 0.7, 3.0, 2e9, 0.7, 5.6e11, 1.02, 0, 0, 0, 0, ""};
+  c.results = {standard, fa2, other};
+  const std::string text = bench::explain_counters(c);
+  EXPECT_NE(text.find("standard: DRAM follows the model (1.00x"), std::string::npos) << text;
+  EXPECT_NE(text.find("memory-bound, 88% of the roof"), std::string::npos) << text;
+  EXPECT_NE(text.find("fa2: DRAM at the compulsory minimum (0.96x of it, 0.06x the model)"), std::string::npos) << text;
+  EXPECT_NE(text.find("odd: DRAM 0.70x the model"), std::string::npos) << text;
+  EXPECT_NE(text.find("tensor FLOPs 1.020x the model"), std::string::npos) << text;
+  bench::ConfigResult none;
+  none.results = {bench::VariantResult{}};
+  EXPECT_EQ(bench::explain_counters(none), "");  // no counters, no reading
+}
+
+TEST(Counters, ReadingOfARealH200Run) {
+  // fa-bench --N 1024,4096 --d 64,128 --causal both on the H200 (2026-11-21).
+  const auto run = bench::read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-counters-2026-11-21.json");
+  for (const auto& c : run.configs) {
+    const std::string text = bench::explain_counters(c);
+    EXPECT_NE(text.find("standard: DRAM follows the model"), std::string::npos) << text;
+    EXPECT_NE(text.find("fa2: DRAM at the compulsory minimum"), std::string::npos) << text;
+    EXPECT_EQ(text.find("tensor FLOPs 1."), std::string::npos) << "tensor FLOPs off the model:\n" << text;
+  }
 }
 
 TEST(Ceilings, CacheRoundTripKeyedByDeviceDriverAndTool) {

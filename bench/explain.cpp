@@ -1,0 +1,39 @@
+#include "bench/explain.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace fa::bench {
+
+std::string explain_counters(const ConfigResult& c) {
+  std::string out;
+  for (const auto& r : c.results) {
+    if (!r.measured) continue;
+    const MeasuredDerived& m = *r.measured;
+    std::string dram;
+    if (m.dram_over_model >= 0.9 && m.dram_over_model <= 1.1) {
+      dram = fmt::format("DRAM follows the model ({:.2f}x, {:.1f}x the compulsory minimum)", m.dram_over_model,
+                         m.dram_over_compulsory);
+    } else if (m.dram_over_model < 0.5 && m.dram_over_compulsory < 1.2) {
+      dram = fmt::format(
+          "DRAM at the compulsory minimum ({:.2f}x of it, {:.2f}x the model): the L2 serves the re-reads the "
+          "model counts (SM<->L2 {:.2f}x the model)",
+          m.dram_over_compulsory, m.dram_over_model, m.l2_over_model);
+    } else {
+      dram = fmt::format("DRAM {:.2f}x the model, {:.1f}x the compulsory minimum (SM<->L2 {:.2f}x the model)",
+                         m.dram_over_model, m.dram_over_compulsory, m.l2_over_model);
+    }
+    const std::string tensor = std::abs(m.tensor_over_model - 1.0) < 1e-3
+                                   ? "tensor FLOPs as modelled"
+                                   : fmt::format("tensor FLOPs {:.3f}x the model", m.tensor_over_model);
+    const std::string roof = m.bound.empty()
+                                 ? ""
+                                 : fmt::format("; {}-bound, {:.0f}% of the roof at its DRAM intensity", m.bound,
+                                               100 * m.roofline_fraction);
+    out += fmt::format("    {}: {}; {}{}\n", r.variant, dram, tensor, roof);
+  }
+  return out;
+}
+
+}  // namespace fa::bench
