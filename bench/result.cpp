@@ -3,7 +3,6 @@
 #include "profiler/counters.hpp"
 
 #include <array>
-#include <ctime>
 #include <utility>
 
 namespace fa::bench {
@@ -34,15 +33,6 @@ bool parse_status(const std::string& s, Status* out) {
     }
   }
   return false;
-}
-
-std::string utc_time(const char* format) {
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[128];
-  std::strftime(buf, sizeof buf, format, &tm);
-  return buf;
 }
 
 double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype) {

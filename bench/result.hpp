@@ -14,6 +14,7 @@
 #include "profiler/io_model.hpp"
 #include "profiler/roofline.hpp"
 #include "profiler/stats.hpp"
+#include "profiler/utc_time.hpp"
 
 namespace fa::bench {
 
@@ -124,8 +125,7 @@ struct RunResult {
   std::vector<ConfigResult> configs;
 };
 
-// The current UTC time through strftime's `format`.
-std::string utc_time(const char* format);
+using fa::utc_time;  // profiler/utc_time.hpp
 
 // Fills `derived` from the timing, the model and the ceilings.
 // `peak_flops_per_s` is the tensor roof of the variant's arithmetic (bf16, fp16 or fp8).

@@ -3,6 +3,7 @@
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <ctime>
 
@@ -10,6 +11,7 @@
 #include "bench/verify.hpp"
 #include "bench/version.hpp"
 #include "kernels/common/cuda_check.hpp"
+#include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
 #include "profiler/ceilings.hpp"
 #include "profiler/counters.hpp"
@@ -25,26 +27,6 @@ namespace {
 // Hopper's shared memory per SM: what the asymptotic model uses when no GPU is present.
 constexpr std::int64_t kDefaultSmemPerSm = 233472;
 constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
-
-// A device allocation that frees itself.
-struct DeviceAlloc {
-  void* ptr = nullptr;
-  DeviceAlloc() = default;
-  DeviceAlloc(const DeviceAlloc&) = delete;
-  DeviceAlloc& operator=(const DeviceAlloc&) = delete;
-  ~DeviceAlloc() {
-    if (ptr) cudaFree(ptr);
-  }
-  // Returns false (and clears the sticky error state) when the allocation fails.
-  bool allocate(std::size_t bytes) {
-    if (cudaMalloc(&ptr, bytes == 0 ? 1 : bytes) != cudaSuccess) {
-      cudaGetLastError();
-      ptr = nullptr;
-      return false;
-    }
-    return true;
-  }
-};
 
 // Google Benchmark draws nothing by default: fa-bench prints its own table. Asking for
 // --benchmark_format or --benchmark_display brings its console reporter back.
@@ -248,7 +230,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
     const Shape& s = c.shape;
     const std::size_t qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
     const std::size_t lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
-    DeviceAlloc q, k, v, out, lse;
+    DeviceAllocation q, k, v, out, lse;
     const bool have_inputs = q.allocate(qkv_bytes) && k.allocate(qkv_bytes) &&
                              v.allocate(qkv_bytes) && out.allocate(qkv_bytes) && lse.allocate(lse_bytes);
     std::optional<ReferenceSample> reference;
@@ -259,7 +241,10 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
       FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      reference.emplace(s, buffers, c.seed);
+      const bool fp8_rows = std::any_of(c.results.begin(), c.results.end(), [](const VariantResult& v) {
+        return v.algorithm == Algorithm::fp8 && v.status != Status::unsupported;
+      });
+      reference.emplace(s, buffers, c.seed, fp8_rows);
     }
 
     for (auto& row : c.results) {
@@ -281,7 +266,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
       lo.fa2_heads_interleaved = row.block_order == "heads";
       auto launcher = info->make_launcher(lo);
       const std::size_t ws_bytes = launcher->workspace_bytes(s, row.tiles);
-      DeviceAlloc ws;
+      DeviceAllocation ws;
       if (ws_bytes > 0) {
         std::size_t free_b = 0, total_b = 0;
         cudaMemGetInfo(&free_b, &total_b);

@@ -56,7 +56,8 @@ double half_bits_to_double(std::uint16_t bits, DType dtype) {
   return static_cast<double>(__half2float(__half(raw)));
 }
 
-ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::uint64_t seed)
+ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::uint64_t seed,
+                                 bool fp8_baseline)
     : shape_(s) {
   std::mt19937_64 rng(seed ^ 0x5eedf00dULL);
   std::set<std::int64_t> bhs{0, s.heads_total() - 1};
@@ -84,7 +85,8 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
     const std::size_t nrows = hs.rows.size();
     hs.ref.resize(nrows * s.d);
     hs.lse.resize(nrows);
-    std::vector<double> lowp(nrows * s.d), fp8(s.dtype == DType::bf16 ? nrows * s.d : 0);
+    std::vector<double> lowp(nrows * s.d), fp8(fp8_baseline && s.dtype == DType::bf16 ? nrows * s.d : 0);
+    const reference::Fp8Scales fp8_scales = fp8.empty() ? reference::Fp8Scales{} : reference::fp8_scales(head);
     // Rows are independent: split them over the host's cores.
     const unsigned workers = std::max(1u, std::min(8u, std::thread::hardware_concurrency()));
     std::vector<std::thread> pool;
@@ -93,7 +95,7 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
         for (std::size_t i = w; i < nrows; i += workers) {
           hs.lse[i] = reference::attention_row(head, hs.rows[i], s.causal, s.scale(), &hs.ref[i * s.d]);
           reference::plain_lowp_row(head, hs.rows[i], s.causal, s.scale(), s.dtype, &lowp[i * s.d]);
-          if (!fp8.empty()) reference::plain_fp8_row(head, hs.rows[i], s.causal, s.scale(), &fp8[i * s.d]);
+          if (!fp8.empty()) reference::plain_fp8_row(head, fp8_scales, hs.rows[i], s.causal, s.scale(), &fp8[i * s.d]);
         }
       });
     }

@@ -18,8 +18,10 @@ namespace fa::bench {
 // The fp64 reference on a sample of rows of a sample of heads, computed once per configuration.
 class ReferenceSample {
  public:
-  // Copies the sampled heads' inputs from the device and computes the reference rows.
-  ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed);
+  // Copies the sampled heads' inputs from the device and computes the reference rows, and the
+  // plain-FP8 baseline when `fp8_baseline` (an fp8 row will be checked against it).
+  ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed,
+                  bool fp8_baseline = true);
 
   struct Rule {
     AccuracyRule accuracy = AccuracyRule::same_precision;
@@ -28,8 +30,6 @@ class ReferenceSample {
   };
   // Checks a variant's output now in `o` (and `lse`).
   Verification check(const DeviceBuffers& outputs, const Rule& rule) const;
-
-  double baseline_max_abs_error() const { return baseline_max_abs_error_; }
 
  private:
   struct HeadSample {

@@ -7,15 +7,16 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-#include <ctime>
 #include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
 #include "kernels/common/cuda_check.hpp"
+#include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
 #include "profiler/ceilings.hpp"
+#include "profiler/utc_time.hpp"
 
 namespace fa {
 namespace {
@@ -43,14 +44,6 @@ double median_ms(const std::function<void()>& launch, cudaStream_t stream) {
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2];
 }
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  explicit DeviceBuffer(std::size_t bytes) { FA_CUDA_CHECK(cudaMalloc(&p, bytes)); }
-  ~DeviceBuffer() { cudaFree(p); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
 
 __global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out, std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
@@ -149,11 +142,11 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
 
   {  // DRAM: copy 1 GiB, count bytes read + written.
     const std::size_t bytes = std::size_t{1} << 30;
-    DeviceBuffer in(bytes), out(bytes);
-    FA_CUDA_CHECK(fill_normal(in.p, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
+    DeviceAllocation in(bytes), out(bytes);
+    FA_CUDA_CHECK(fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
     const double ms = median_ms(
         [&] {
-          copy_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.p), static_cast<float4*>(out.p),
+          copy_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.ptr), static_cast<float4*>(out.ptr),
                                                   bytes / 16);
         },
         stream);
@@ -161,56 +154,51 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
   }
   {  // L2: a quarter of the L2, read 200 times.
     const std::size_t bytes = static_cast<std::size_t>(device.l2_bytes) / 4 / 16 * 16;
-    DeviceBuffer in(bytes), sink(sizeof(float));
-    FA_CUDA_CHECK(fill_normal(in.p, static_cast<std::int64_t>(bytes / 2), DType::bf16, 2, stream));
+    DeviceAllocation in(bytes), sink(sizeof(float));
+    FA_CUDA_CHECK(fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 2, stream));
     constexpr int kIters = 200;
     const double ms = median_ms(
         [&] {
-          l2_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.p), bytes / 16, kIters,
-                                                     static_cast<float*>(sink.p));
+          l2_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.ptr), bytes / 16, kIters,
+                                                     static_cast<float*>(sink.ptr));
         },
         stream);
     m.l2_bytes_per_s = double(bytes) * kIters / (ms * 1e-3);
   }
   {  // FP32: 8 chains x iters FFMA per thread, 2 FLOPs each.
-    DeviceBuffer sink(sizeof(float));
+    DeviceAllocation sink(sizeof(float));
     constexpr int kIters = 8192;
     const double ms = median_ms(
-        [&] { ffma_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(sink.p), kIters, 0.999f, 1e-3f); },
+        [&] { ffma_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(sink.ptr), kIters, 0.999f, 1e-3f); },
         stream);
     m.fp32_flops_per_s = double(blocks) * 256 * kIters * 8 * 2 / (ms * 1e-3);
   }
   {  // Tensor cores: 8192^3 GEMMs.
     constexpr int n = 8192;
     const std::size_t elems = std::size_t{n} * n, ws_bytes = std::size_t{64} << 20;
-    DeviceBuffer a(elems * 2), b(elems * 2), d(elems * 2), a8(elems), b8(elems), ws(ws_bytes);
-    FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::bf16, 3, stream));
-    FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::bf16, 4, stream));
+    DeviceAllocation a(elems * 2), b(elems * 2), d(elems * 2), a8(elems), b8(elems), ws(ws_bytes);
+    FA_CUDA_CHECK(fill_normal(a.ptr, static_cast<std::int64_t>(elems), DType::bf16, 3, stream));
+    FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::bf16, 4, stream));
     cublasLtHandle_t lt;
     lt_check(cublasLtCreate(&lt), "Create");
-    m.bf16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16BF, CUDA_R_16BF, a.p, b.p, d.p, n, ws.p, ws_bytes, stream);
-    FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::fp16, 5, stream));
-    FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::fp16, 6, stream));
-    m.fp16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16F, CUDA_R_16F, a.p, b.p, d.p, n, ws.p, ws_bytes, stream);
+    m.bf16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
+    FA_CUDA_CHECK(fill_normal(a.ptr, static_cast<std::int64_t>(elems), DType::fp16, 5, stream));
+    FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::fp16, 6, stream));
+    m.fp16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16F, CUDA_R_16F, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
     if (device.cc_major * 10 + device.cc_minor >= 89) {
-      FA_CUDA_CHECK(fill_normal(a.p, static_cast<std::int64_t>(elems), DType::bf16, 7, stream));
-      FA_CUDA_CHECK(fill_normal(b.p, static_cast<std::int64_t>(elems), DType::bf16, 8, stream));
-      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(a.p),
-                                                 static_cast<__nv_fp8_e4m3*>(a8.p), elems);
-      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(b.p),
-                                                 static_cast<__nv_fp8_e4m3*>(b8.p), elems);
-      m.fp8_flops_per_s = lt_gemm_flops(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.p, b8.p, d.p, n, ws.p, ws_bytes, stream);
+      FA_CUDA_CHECK(fill_normal(a.ptr, static_cast<std::int64_t>(elems), DType::bf16, 7, stream));
+      FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::bf16, 8, stream));
+      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(a.ptr),
+                                                 static_cast<__nv_fp8_e4m3*>(a8.ptr), elems);
+      to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(b.ptr),
+                                                 static_cast<__nv_fp8_e4m3*>(b8.ptr), elems);
+      m.fp8_flops_per_s = lt_gemm_flops(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
     }
     cublasLtDestroy(lt);
   }
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaStreamDestroy(stream);
-  const std::time_t t = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  m.measured_utc = buf;
+  m.measured_utc = utc_time("%Y-%m-%dT%H:%M:%SZ");
   return m;
 }
 

@@ -86,14 +86,19 @@ double round_to_e4m3(double x) {
   return static_cast<double>(__half2float(__half(h)));
 }
 
-void plain_fp8_row(const Head& h, std::int64_t row, bool causal, double scale, double* out) {
-  const std::int64_t d = h.d;
+Fp8Scales fp8_scales(const Head& h) {
   auto amax = [](const std::vector<double>& v) {
     double m = 1e-30;
     for (double x : v) m = std::max(m, std::abs(x));
     return m;
   };
-  const double sq = 448.0 / amax(h.q), sk = 448.0 / amax(h.k), sv = 448.0 / amax(h.v);
+  return {448.0 / amax(h.q), 448.0 / amax(h.k), 448.0 / amax(h.v)};
+}
+
+void plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, bool causal, double scale,
+                   double* out) {
+  const std::int64_t d = h.d;
+  const double sq = scales.q, sk = scales.k, sv = scales.v;
   std::vector<float> q8(d);
   for (std::int64_t c = 0; c < d; ++c) q8[c] = static_cast<float>(round_to_e4m3(h.q[row * d + c] * sq));
   std::vector<float> s(h.N);

@@ -30,10 +30,17 @@ double attention_row(const Head& head, std::int64_t row, bool causal, double sca
 void plain_lowp_row(const Head& head, std::int64_t row, bool causal, double scale, DType dtype,
                     double* out);
 
-// Attention as a plain FP8 implementation computes it: Q, K, V scaled per head by 448/amax and
+// Per-head FP8 scales, 448/amax of Q, K and V.
+struct Fp8Scales {
+  double q = 1, k = 1, v = 1;
+};
+Fp8Scales fp8_scales(const Head& head);
+
+// Attention as a plain FP8 implementation computes it: Q, K, V scaled per head (`scales`) and
 // rounded to E4M3, fp32 scores and softmax, P rounded to E4M3 as 256 P, fp32 sum of P V, output
 // rounded to bf16. No rotation, no finer scales: the baseline of the fp8 rule (docs/accuracy.md).
-void plain_fp8_row(const Head& head, std::int64_t row, bool causal, double scale, double* out);
+void plain_fp8_row(const Head& head, const Fp8Scales& scales, std::int64_t row, bool causal,
+                   double scale, double* out);
 
 // Rounds x to the nearest E4M3 value (saturating at 448).
 double round_to_e4m3(double x);
