@@ -1,0 +1,240 @@
+"""Result files merged into one list of rows, with the helpers every plot and table shares:
+device groups, roofs, consistent colours and markers per variant, and title parts.
+
+Reads only what ``docs/results-schema.md`` documents; optional keys (``measured``, ``counters``,
+``block_order``, ``derived.best_peer`` ...) are used when present and never required.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from reports.schema import load_results, rows
+
+# Okabe-Ito colours (colour-blind safe) for the variants the tool knows; peers get their own.
+KNOWN_COLOURS = {
+    "standard": "#D55E00",
+    "fa1": "#E69F00",
+    "fa2": "#0072B2",
+    "fp8": "#009E73",
+    "cudnn": "#CC79A7",
+    "cudnn-fp8": "#882255",
+    "torch-flash": "#56B4E9",
+    "torch-efficient": "#332288",
+    "torch-cudnn": "#999933",
+    "torch-math": "#444444",
+}
+EXTRA_COLOURS = ("#44AA99", "#AA4499", "#117733", "#DDCC77", "#661100", "#6699CC", "#888888")
+KNOWN_MARKERS = {"standard": "s", "fa1": "^", "fa2": "o", "fp8": "D"}
+PEER_MARKERS = ("P", "X", "*", "h", "p", "v", "<", ">")
+OTHER_MARKERS = ("v", "<", ">", "d", "8", "H")
+
+
+@dataclass
+class Roofs:
+    """One device's roofs in bytes/s and FLOP/s; 0 = unknown."""
+
+    measured: bool  # False: the values are the datasheet's (``--datasheet-roofs`` or no GPU)
+    source: str
+    dram: float
+    l2: float
+    tensor: dict[str, float]  # dtype ("bf16", "fp16", "fp8") -> FLOP/s
+    datasheet_dram: float = 0.0
+    datasheet_tensor: dict[str, float] = field(default_factory=dict)
+
+    def peak_for(self, algorithm: str, dtype: str) -> float:
+        return self.tensor.get("fp8" if algorithm == "fp8" else dtype, 0.0)
+
+
+def roofs_of(doc: dict) -> Roofs:
+    c = doc.get("ceilings") or {}
+    source = str(c.get("source", ""))
+    tensor = {k: float(v) for k, v in (c.get("tensor_flops_per_s") or {}).items()
+              if isinstance(v, (int, float)) and v > 0}
+    measured = source.startswith("measured")
+    sheet = c.get("datasheet") or {}
+    sheet_tensor = {k[len("tensor_flops_per_s_"):]: float(v) for k, v in sheet.items()
+                    if k.startswith("tensor_flops_per_s_") and isinstance(v, (int, float)) and v > 0}
+    return Roofs(
+        measured=measured,
+        source=source,
+        dram=float(c.get("dram_bytes_per_s") or 0.0),
+        l2=float(c.get("l2_bytes_per_s") or 0.0),
+        tensor=tensor,
+        datasheet_dram=float(sheet.get("dram_bytes_per_s") or 0.0),
+        datasheet_tensor=sheet_tensor,
+    )
+
+
+@dataclass
+class Run:
+    """One result file."""
+
+    path: str
+    doc: dict
+
+    @property
+    def device(self) -> str:
+        dev = self.doc.get("device")
+        return dev["name"] if dev else "no GPU"
+
+    @property
+    def date(self) -> str:
+        return str(self.doc.get("created_utc", ""))[:10]
+
+
+class Results:
+    """Several result files as one list of flat rows (``schema.rows`` plus file and device)."""
+
+    def __init__(self, runs: list[Run]):
+        self.runs = runs
+        self.rows: list[dict] = []
+        for run_index, run in enumerate(runs):
+            settings = run.doc.get("settings") or {}
+            for r in rows(run.doc):
+                r["run_index"] = run_index
+                r["source"] = run.path
+                r["device_name"] = run.device
+                r["date"] = run.date
+                r["inputs"] = settings.get("inputs", "normal")
+                r["l2_setting"] = settings.get("l2", "")
+                r["block_order"] = r.get("block_order") or ""
+                r["peer"] = bool(r.get("peer"))
+                self.rows.append(r)
+        self._mark_tile_rows()
+        self.colours, self.markers = _styles(sorted({r["variant"] for r in self.rows}),
+                                             {r["variant"] for r in self.rows if r["peer"]})
+
+    @classmethod
+    def load(cls, paths: list[str]) -> Results:
+        """Read and validate every file; raises SchemaError / OSError naming the bad file."""
+        return cls([Run(os.fspath(p), load_results(p)) for p in paths])
+
+    def _mark_tile_rows(self) -> None:
+        # A non-default tile row (fa2@64x64): same configuration, same algorithm and order, not a
+        # peer, and a row exists whose name is the algorithm itself (the default tiles) with other
+        # tiles. Decided from tiles/algorithm, not by parsing names.
+        by_config: dict[tuple, list[dict]] = {}
+        for r in self.rows:
+            by_config.setdefault((r["run_index"], r["config_index"]), []).append(r)
+        for group in by_config.values():
+            defaults = {(r["algorithm"], r["block_order"]): r for r in group
+                        if not r["peer"] and r["variant"] == r["algorithm"]}
+            for r in group:
+                d = defaults.get((r["algorithm"], r["block_order"]))
+                r["tile_variant"] = bool(
+                    not r["peer"] and d is not None and d is not r and d["tiles"] != r["tiles"]
+                )
+
+    # -- selections ------------------------------------------------------------------------------
+
+    def devices(self) -> list[str]:
+        seen: list[str] = []
+        for r in self.rows:
+            if r["device_name"] not in seen:
+                seen.append(r["device_name"])
+        for run in self.runs:
+            if run.device not in seen:
+                seen.append(run.device)
+        return seen
+
+    def ok(self, device: str | None = None) -> list[dict]:
+        return [r for r in self.rows if r["status"] == "ok" and r["median_ms"]
+                and (device is None or r["device_name"] == device)]
+
+    def roofs(self, device: str) -> Roofs | None:
+        """The device's roofs: the newest file with measured roofs, else the newest file's."""
+        runs = [run for run in self.runs if run.device == device]
+        if not runs:
+            return None
+        runs.sort(key=lambda run: run.doc.get("created_utc", ""), reverse=True)
+        all_roofs = [roofs_of(run.doc) for run in runs]
+        best = next((r for r in all_roofs if r.measured), all_roofs[0])
+        if not best.datasheet_tensor:  # a datasheet-only file may carry what the measured lacks
+            sheet = next((r for r in all_roofs if not r.measured), None)
+            if sheet is not None and best.measured:
+                best.datasheet_dram = best.datasheet_dram or sheet.dram
+                best.datasheet_tensor = dict(sheet.tensor)
+        return best
+
+    def style(self, variant: str) -> tuple[str, str]:
+        return self.colours.get(variant, "#888888"), self.markers.get(variant, "o")
+
+    def label(self, variant: str) -> str:
+        peer = any(r["peer"] for r in self.rows if r["variant"] == variant)
+        return f"{variant} (peer)" if peer else variant
+
+
+def _styles(variants: list[str], peers: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    colours: dict[str, str] = {}
+    markers: dict[str, str] = {}
+    extra = iter(EXTRA_COLOURS * 4)
+    peer_markers = iter(PEER_MARKERS * 4)
+    other_markers = iter(OTHER_MARKERS * 4)
+    for v in variants:
+        colours[v] = KNOWN_COLOURS.get(v) or next(extra)
+        if v in peers:
+            markers[v] = next(peer_markers)
+        else:
+            markers[v] = KNOWN_MARKERS.get(v) or next(other_markers)
+    return colours, markers
+
+
+# -- words for titles ---------------------------------------------------------------------------
+
+
+def bh_text(rows_: list[dict]) -> str:
+    """"B·H = 128" when one value, else the range with the convention behind it."""
+    bh = sorted({r["B"] * r["H"] for r in rows_})
+    if not bh:
+        return ""
+    if len(bh) == 1:
+        return f"B·H = {bh[0]}"
+    text = f"B·H = {bh[0]}–{bh[-1]}"
+    bn = {r["B"] * r["N"] for r in rows_}
+    hd = {r["H"] * r["d"] for r in rows_}
+    if len(bn) == 1 and len(hd) == 1:
+        text += f" (B·N = {bn.pop()}, H·d = {hd.pop()})"
+    return text
+
+
+def dtype_text(rows_: list[dict]) -> str:
+    dtypes = sorted({r["dtype"] for r in rows_})
+    text = "/".join(dtypes)
+    if any(r["algorithm"] == "fp8" for r in rows_):
+        text += " (fp8 rows: E4M3 tensor cores)"
+    return text
+
+
+def date_text(rows_: list[dict]) -> str:
+    dates = sorted({r["date"] for r in rows_ if r["date"]})
+    if not dates:
+        return ""
+    return dates[0] if len(dates) == 1 else f"{dates[0]} – {dates[-1]}"
+
+
+def title_line(rows_: list[dict], device: str) -> str:
+    parts = [device, dtype_text(rows_), bh_text(rows_), date_text(rows_)]
+    return " · ".join(p for p in parts if p)
+
+
+def slug(text: str) -> str:
+    out = "".join(ch.lower() if ch.isalnum() else "-" for ch in text)
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "device"
+
+
+def config_key(r: dict) -> tuple:
+    return (r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"])
+
+
+def default_rows(rows_: list[dict]) -> list[dict]:
+    """Rows that are not non-default tile rows (those belong to the block-size plot)."""
+    return [r for r in rows_ if not r.get("tile_variant")]
+
+
+def attained_flops(r: dict) -> float:
+    """Matrix FLOP/s: what the kernel issues, per second (the roofline's y)."""
+    return r["model"]["flops_matrix"] / (r["median_ms"] * 1e-3)
