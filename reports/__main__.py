@@ -1,8 +1,12 @@
-"""Validate fa-bench result files and print one compact table per file.
+"""Validate fa-bench result files and print one compact table per file, or write a report.
 
-    python -m reports FILE.json [MORE.json ...]
+    python -m reports FILE.json [MORE.json ...]             validate, print a table per file
+    python -m reports FILE.json [MORE.json ...] -o OUTDIR   also write plots (PNG, SVG),
+                                                            OUTDIR/report.md and report.html
 
-Exit status 0 when every file is valid, 2 when any is not (one line per bad file on stderr).
+Several files merge into one report (a sweep split over runs; runs from several GPUs side by
+side, labelled by device). Exit status 0 when every file is valid, 2 when any is not (one line
+per bad file on stderr; no report is written then).
 """
 
 from __future__ import annotations
@@ -52,13 +56,47 @@ def header(path: str, doc: dict) -> str:
     return f"{path}: {doc['tool']['name']} {doc['tool']['version']} on {where}, {doc['created_utc']}{state}"
 
 
+def _split_args(args: list[str]) -> tuple[list[str], str | None, str]:
+    """Files and the -o/--output directory; an error message when the arguments are wrong."""
+    files: list[str] = []
+    outdir = None
+    i = 0
+    while i < len(args):
+        a = args[i]
+        if a in ("-o", "--output"):
+            if i + 1 >= len(args):
+                return files, None, f"{a} needs a directory"
+            outdir = args[i + 1]
+            i += 2
+            continue
+        if a.startswith("--output="):
+            outdir = a.split("=", 1)[1]
+        elif a.startswith("-o") and len(a) > 2:
+            outdir = a[2:]
+        elif a.startswith("-") and a != "-":
+            return files, None, f"unknown option {a}"
+        else:
+            files.append(a)
+        i += 1
+    if not files:
+        return files, None, "no result files given"
+    return files, outdir, ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or any(a in ("-h", "--help") for a in args):
         print(__doc__.strip(), file=sys.stderr if not args else sys.stdout)
         return 2 if not args else 0
+    files, outdir, problem = _split_args(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        print(__doc__.strip(), file=sys.stderr)
+        return 2
+    if outdir is not None:
+        return _report(files, outdir)
     status = 0
-    for i, path in enumerate(args):
+    for i, path in enumerate(files):
         try:
             doc = load_results(path)
         except SchemaError as e:
@@ -74,6 +112,29 @@ def main(argv: list[str] | None = None) -> int:
         print(header(path, doc))
         print(table(doc))
     return status
+
+
+def _report(files: list[str], outdir: str) -> int:
+    from reports.data import Results, Run
+
+    runs = []
+    status = 0
+    for path in files:
+        try:
+            runs.append(Run(path, load_results(path)))
+        except SchemaError as e:
+            print(f"error: {e}", file=sys.stderr)
+            status = 2
+        except OSError as e:
+            print(f"error: {path}: cannot read: {e.strerror or e}", file=sys.stderr)
+            status = 2
+    if status:
+        print("error: no report written (fix or leave out the files above)", file=sys.stderr)
+        return status
+    from reports.report import build
+
+    build(Results(runs), outdir)
+    return 0
 
 
 if __name__ == "__main__":

@@ -167,7 +167,7 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
     peaks = [(dt, roofs.tensor[dt]) for dt in dtypes if roofs.tensor.get(dt, 0) > 0]
     sheet_peaks = [(dt, roofs.datasheet_tensor[dt]) for dt in dtypes
                    if roofs.measured and roofs.datasheet_tensor.get(dt, 0) > 0]
-    bandwidths = [("DRAM", roofs.dram, ROOF_COLOUR, "-")]
+    bandwidths = [("DRAM", roofs.dram, ROOF_COLOUR, "-" if roofs.measured else "--")]
     if roofs.l2 > 0:
         bandwidths.append(("L2", roofs.l2, L2_ROOF_COLOUR, "-"))
     if roofs.measured and roofs.datasheet_dram > 0:
@@ -189,7 +189,8 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
     for label, bw, colour, ls in bandwidths:
         x_end = top / bw
         line, = ax.plot([xmin, x_end], [xmin * bw / 1e12, top / 1e12], color=colour, ls=ls,
-                        lw=1.6 if ls == "-" else 1.1, zorder=1, gid=f"roof-bw-{label}")
+                        lw=1.6 if roofs.measured and "datasheet" not in label else 1.1, zorder=1,
+                        gid=f"roof-bw-{label}")
         kind = "" if "datasheet" in label or not roofs.measured else " (measured)"
         if not roofs.measured:
             kind = " (datasheet)"

@@ -1,0 +1,680 @@
+"""``report.md`` and a self-contained ``report.html`` from merged result files.
+
+Every number and every sentence about results is computed from the rows; nothing about a result
+is written by hand here. Tables are :class:`Table` objects (strings in cells, so the Markdown and
+the HTML show the same text) and :func:`roofline_reading` / :func:`fastest_summary` return the
+generated sentences.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from reports.data import Results, attained_flops, bh_text, default_rows
+from reports.plots import Plot, all_plots, save
+
+
+@dataclass
+class Table:
+    key: str
+    title: str
+    columns: list[str]
+    rows: list[list[str]]
+    note: str = ""
+    left: set[int] = field(default_factory=set)  # left-aligned (text) columns
+
+
+# -- number formats ------------------------------------------------------------------------------
+
+
+def fmt_bytes(x: float | None) -> str:
+    if x is None or x <= 0:
+        return "-"
+    for unit, scale in (("TB", 1e12), ("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if x >= scale:
+            return f"{x / scale:.2f} {unit}"
+    return f"{x:.0f} B"
+
+
+def fmt_ms(x: float | None) -> str:
+    return "-" if x is None else f"{x:.3f}"
+
+
+def fmt_tflops(x: float | None) -> str:
+    return "-" if x is None else f"{x:.1f}"
+
+
+def fmt_pct(x: float | None) -> str:
+    return "-" if x is None else f"{100 * x:.0f}%"
+
+
+def fmt_ratio(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}"
+
+
+def fmt_err(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2e}"
+
+
+def causal_word(c: bool) -> str:
+    return "causal" if c else "non-causal"
+
+
+# -- configurations as table rows ------------------------------------------------------------
+
+
+def _multi(res: Results) -> tuple[bool, bool]:
+    return len(res.devices()) > 1, len({r["inputs"] for r in res.rows}) > 1
+
+
+def config_label(r: dict, res: Results) -> list[str]:
+    many_devices, many_inputs = _multi(res)
+    cells = []
+    if many_devices:
+        cells.append(r["device_name"])
+    cells += [str(r["N"]), str(r["d"]), causal_word(r["causal"]), r["dtype"], f"{r['B']}×{r['H']}"]
+    if many_inputs:
+        cells.append(r["inputs"])
+    return cells
+
+
+def config_columns(res: Results) -> list[str]:
+    many_devices, many_inputs = _multi(res)
+    cols = (["device"] if many_devices else []) + ["N", "d", "mask", "dtype", "B×H"]
+    return cols + (["inputs"] if many_inputs else [])
+
+
+def _ckey(r: dict) -> tuple:
+    return (r["device_name"], r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["inputs"])
+
+
+def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
+    """One row per (configuration, variant): a later file's row replaces an earlier one's.
+    Returns the rows and how many were replaced."""
+    seen: dict[tuple, dict] = {}
+    for r in rows:
+        seen[(_ckey(r), r["variant"])] = r
+    return list(seen.values()), len(rows) - len(seen)
+
+
+def _pivot(res: Results, rows: list[dict]) -> tuple[list[tuple], list[str], dict]:
+    configs = sorted({_ckey(r) for r in rows}, key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4]))
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    cell = {(_ckey(r), r["variant"]): r for r in rows}
+    return configs, variants, cell
+
+
+# -- tables ----------------------------------------------------------------------------------------
+
+
+def runs_table(res: Results) -> Table:
+    rows = []
+    for run in res.runs:
+        tool = run.doc["tool"]
+        rows.append([os.path.basename(run.path), run.device, run.doc["created_utc"],
+                     f"{tool['name']} {tool['version']} ({tool['git_revision']})",
+                     "yes" if run.doc["complete"] else "NO (interrupted)",
+                     f"`{run.doc['command_line']}`"])
+    return Table("runs", "Result files", ["file", "device", "created (UTC)", "tool", "complete",
+                                          "command line"], rows, left={0, 1, 2, 3, 4, 5})
+
+
+def device_table(res: Results) -> Table:
+    rows = []
+    seen = set()
+    for run in res.runs:
+        dev = run.doc.get("device")
+        if not dev or dev["name"] in seen:
+            continue
+        seen.add(dev["name"])
+        mem = dev.get("memory_bytes")
+        l2 = dev.get("l2_bytes")
+        cuda = dev.get("cuda_runtime_version")
+        rows.append([
+            dev["name"], dev["compute_capability"], str(dev["sm_count"]),
+            f"{mem / 2**30:.0f} GiB" if mem else "-",
+            f"{l2 / 2**20:.0f} MiB" if l2 else "-",
+            f"{dev['sm_clock_max_mhz']} MHz" if dev.get("sm_clock_max_mhz") else "-",
+            str(dev.get("driver_version", "-")),
+            f"{cuda // 1000}.{cuda % 1000 // 10}" if isinstance(cuda, int) and cuda > 0 else "-",
+        ])
+    note = "" if rows else "No GPU recorded in these files (model-only runs)."
+    return Table("device", "Device", ["name", "compute capability", "SMs", "memory", "L2",
+                                      "max SM clock", "driver", "CUDA runtime"], rows, note,
+                 left={0, 6})
+
+
+def settings_table(res: Results) -> Table:
+    rows = []
+    for run in res.runs:
+        s = run.doc.get("settings") or {}
+        reps = s.get("repetitions")
+        rows.append([
+            os.path.basename(run.path), str(s.get("inputs", "-")), str(s.get("l2", "-")),
+            str(s.get("warmup", "-")),
+            f"{s.get('min_time_s')} s" if not reps else f"{reps} launches",
+            str(s.get("timing_engine", "-")),
+            "yes" if s.get("fp8_prequantized") else "no", str(s.get("seed", "-")),
+        ])
+    return Table("settings", "Settings", ["file", "inputs", "L2", "warmup", "timed for",
+                                          "timing engine", "fp8 prequantised", "seed"], rows,
+                 left={0, 1, 2, 5})
+
+
+def ceilings_table(res: Results) -> Table:
+    rows = []
+    for device in res.devices():
+        roofs = res.roofs(device)
+        if roofs is None:
+            continue
+        kind = "measured" if roofs.measured else "datasheet"
+        rows.append([device, f"DRAM bandwidth ({kind})", f"{roofs.dram / 1e12:.2f} TB/s",
+                     f"{roofs.datasheet_dram / 1e12:.2f} TB/s" if roofs.datasheet_dram else "-",
+                     fmt_pct(roofs.dram / roofs.datasheet_dram) if roofs.datasheet_dram
+                     and roofs.measured else "-"])
+        if roofs.l2 > 0:
+            rows.append([device, "L2 bandwidth (measured)", f"{roofs.l2 / 1e12:.2f} TB/s", "-",
+                         "-"])
+        for dt, peak in sorted(roofs.tensor.items()):
+            sheet = roofs.datasheet_tensor.get(dt, 0.0)
+            rows.append([device, f"{dt} tensor peak ({kind})", f"{peak / 1e12:.0f} TFLOP/s",
+                         f"{sheet / 1e12:.0f} TFLOP/s" if sheet else "-",
+                         fmt_pct(peak / sheet) if sheet and roofs.measured else "-"])
+    sources = sorted({res.roofs(d).source for d in res.devices() if res.roofs(d)})
+    return Table("ceilings", "Roofs", ["device", "roof", "value", "datasheet", "of datasheet"],
+                 rows, note="Source: " + "; ".join(sources) if sources else "", left={0, 1})
+
+
+def _pivot_table(res: Results, key: str, title: str, value, fmt, best) -> Table:
+    rows, replaced = latest_rows(res, default_rows(res.ok()))
+    configs, variants, cell = _pivot(res, rows)
+    out = []
+    for ck in configs:
+        sample = next(cell[(ck, v)] for v in variants if (ck, v) in cell)
+        vals = {v: value(cell[(ck, v)]) for v in variants if (ck, v) in cell}
+        winner = best(vals) if vals else None
+        line = config_label(sample, res)
+        for v in variants:
+            text = fmt(vals.get(v)) if v in vals else "-"
+            line.append(f"**{text}**" if v == winner and len(vals) > 1 else text)
+        out.append(line)
+    note = "Best in each row in bold."
+    if replaced:
+        note += f" {replaced} rows appear in more than one file; the later file's are shown."
+    ncfg = len(config_columns(res))
+    return Table(key, title, config_columns(res) + [res.label(v) for v in variants], out, note,
+                 left=set(range(ncfg)))
+
+
+def time_table(res: Results) -> Table:
+    return _pivot_table(res, "time", "Median time [ms]", lambda r: r["median_ms"], fmt_ms,
+                        lambda vals: min(vals, key=vals.get))
+
+
+def tflops_table(res: Results) -> Table:
+    t = _pivot_table(res, "tflops", "Throughput [TFLOP/s] (4·B·H·N²·d per second, halved for "
+                     "causal)", lambda r: r["tflops_convention"], fmt_tflops,
+                     lambda vals: max(vals, key=vals.get))
+    return t
+
+
+def _roof_placement(r: dict, res: Results) -> dict:
+    """Which roof binds this row and how close it gets: DRAM (measured or model bytes), L2
+    (measured), or the tensor peak of its dtype (fp8 rows: the fp8 peak)."""
+    roofs = res.roofs(r["device_name"])
+    if roofs is None:
+        return {}
+    attained = attained_flops(r)
+    m = r.get("measured") or {}
+    peak = roofs.peak_for(r["algorithm"], r["dtype"])
+    candidates = []
+    if peak > 0:
+        candidates.append(("tensor", peak))
+    if m.get("intensity_dram", 0) > 0:
+        i_dram, from_counters = m["intensity_dram"], True
+    else:
+        i_dram, from_counters = (r.get("derived") or {}).get("arithmetic_intensity", 0.0), False
+    if i_dram > 0 and roofs.dram > 0:
+        candidates.append(("DRAM", i_dram * roofs.dram))
+    if m.get("intensity_l2", 0) > 0 and roofs.l2 > 0:
+        candidates.append(("L2", m["intensity_l2"] * roofs.l2))
+    if not candidates:
+        return {}
+    bound, roof = min(candidates, key=lambda c: c[1])
+    return {
+        "bound": bound,
+        "roof": roof,
+        "fraction": attained / roof,
+        "attained": attained,
+        "peak": peak,
+        "peak_fraction": attained / peak if peak > 0 else None,
+        "dram_fraction": attained / (i_dram * roofs.dram) if i_dram > 0 and roofs.dram else None,
+        "intensity_dram": i_dram,
+        "from_counters": from_counters,
+        "measured_roofs": roofs.measured,
+    }
+
+
+def bytes_table(res: Results) -> Table:
+    rows, _ = latest_rows(res, default_rows(
+        [r for r in res.rows if r["model"]["bytes_read"] + r["model"]["bytes_written"] > 0]))
+    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    out = []
+    for r in rows:
+        model = r["model"]["bytes_read"] + r["model"]["bytes_written"]
+        m = r.get("measured") or {}
+        out.append(config_label(r, res) + [
+            res.label(r["variant"]), fmt_bytes(model), fmt_bytes(r["model"]["bytes_compulsory"]),
+            fmt_bytes(m.get("dram_bytes")), fmt_ratio(m.get("dram_over_model")),
+            fmt_ratio(m.get("dram_over_compulsory")), fmt_bytes(m.get("l2_bytes")),
+            fmt_ratio(m.get("l2_over_model"))])
+    has = any(r.get("measured") for r in rows)
+    note = ("Measured bytes: CUPTI counters (a separate untimed run, L2 flushed first)."
+            if has else "No hardware counters in these results: model bytes only.")
+    n = len(config_columns(res))
+    return Table("bytes", "IO model against measured bytes", config_columns(res) + [
+        "variant", "model bytes", "compulsory", "DRAM measured", "DRAM / model",
+        "DRAM / compulsory", "L2 measured", "L2 / model"], out, note, left=set(range(n + 1)))
+
+
+def roofline_table(res: Results) -> Table:
+    rows, _ = latest_rows(res, res.ok())
+    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    out = []
+    for r in rows:
+        p = _roof_placement(r, res)
+        if not p:
+            continue
+        out.append(config_label(r, res) + [
+            res.label(r["variant"]), f"{r['derived']['arithmetic_intensity']:.1f}",
+            f"{p['intensity_dram']:.1f}" if p["from_counters"] else "-",
+            fmt_tflops(p["attained"] / 1e12), p["bound"], fmt_tflops(p["roof"] / 1e12),
+            fmt_pct(p["fraction"]), fmt_pct(p["peak_fraction"])])
+    n = len(config_columns(res))
+    return Table("roofline", "Roofline placement", config_columns(res) + [
+        "variant", "intensity (model) [FLOP/B]", "intensity (DRAM meas.) [FLOP/B]",
+        "attained [TFLOP/s]", "binding roof", "roof [TFLOP/s]", "of roof", "of tensor peak"],
+        out, "Attained = matrix FLOPs as issued / median time. The binding roof is the lowest of "
+        "the tensor peak, intensity × DRAM bandwidth (measured DRAM bytes when counters ran, "
+        "else the IO model's) and, with counters, L2 intensity × L2 bandwidth.",
+        left=set(range(n + 1)) | {n + 4})
+
+
+def errors_table(res: Results) -> Table:
+    rows, _ = latest_rows(res, [r for r in res.rows if r.get("verification")])
+    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    out = []
+    for r in rows:
+        v = r["verification"]
+        out.append(config_label(r, res) + [
+            res.label(r["variant"]), str(v.get("metric", "max_abs_error")),
+            fmt_err(v.get("max_abs_error")), fmt_err(v.get("rmse")),
+            fmt_err(v.get("baseline_max_abs_error") if v.get("metric") != "rmse"
+                    else v.get("baseline_rmse")),
+            fmt_err(v.get("tolerance")), "pass" if v.get("passed") else "FAIL"])
+    n = len(config_columns(res))
+    return Table("errors", "Errors against the fp64 reference", config_columns(res) + [
+        "variant", "judged by", "max abs error", "RMSE", "baseline", "tolerance", "verdict"], out,
+        "Baseline: a plain same-precision implementation (fp8: plain per-head FP8) on the same "
+        "rows; see docs/accuracy.md.", left=set(range(n + 2)) | {n + 6})
+
+
+def not_run_table(res: Results) -> Table:
+    rows = [r for r in res.rows if r["status"] != "ok"]
+    out = [config_label(r, res) + [res.label(r["variant"]), r["status"], r["reason"] or "-"]
+           for r in rows]
+    n = len(config_columns(res))
+    return Table("not-run", "Rows without a time", config_columns(res) + [
+        "variant", "status", "reason"], out, left=set(range(n + 3)))
+
+
+def kernels_table(res: Results) -> Table:
+    out = []
+    for r in res.rows:
+        for k in (r.get("counters") or {}).get("kernels") or []:
+            vals = k.get("values") or {}
+            dram = (vals.get("dram__bytes_read.sum", 0.0) or 0.0) + (
+                vals.get("dram__bytes_write.sum", 0.0) or 0.0)
+            l2 = ((vals.get("lts__t_sectors_srcunit_tex_op_read.sum", 0.0) or 0.0)
+                  + (vals.get("lts__t_sectors_srcunit_tex_op_write.sum", 0.0) or 0.0)) * 32
+            ns = vals.get("gpu__time_duration.sum")
+            out.append(config_label(r, res) + [
+                res.label(r["variant"]), str(k.get("name", "?")), fmt_bytes(dram),
+                fmt_bytes(l2), f"{ns / 1e6:.3f}" if isinstance(ns, (int, float)) else "-"])
+    n = len(config_columns(res))
+    return Table("kernels", "Per-kernel counters", config_columns(res) + [
+        "variant", "kernel", "DRAM bytes", "L2 bytes", "duration [ms]"], out,
+        "From counters.kernels (an untimed counter run).", left=set(range(n + 2)))
+
+
+def tables(res: Results) -> list[Table]:
+    out = [runs_table(res), device_table(res), settings_table(res), ceilings_table(res),
+           time_table(res), tflops_table(res), bytes_table(res), roofline_table(res),
+           errors_table(res)]
+    for extra in (not_run_table(res), kernels_table(res)):
+        if extra.rows:
+            out.append(extra)
+    return out
+
+
+# -- generated prose -----------------------------------------------------------------------------
+
+
+def _representative(rows: list[dict]) -> dict:
+    """The row a sentence quotes: non-causal when there is one, then the largest N."""
+    return max(rows, key=lambda r: (not r["causal"], r["N"]))
+
+
+def roofline_reading(res: Results) -> list[str]:
+    """One sentence per (device, variant, d): the binding roof and how close the variant gets,
+    quoted at the largest non-causal N, with the range over the other configurations."""
+    out = []
+    for device in res.devices():
+        roofs = res.roofs(device)
+        rows, _ = latest_rows(res, default_rows(res.ok(device)))
+        if roofs is None or not rows:
+            continue
+        kind = "measured" if roofs.measured else "datasheet"
+        groups: dict[tuple, list[dict]] = {}
+        for r in rows:
+            groups.setdefault((r["variant"], r["d"], r["dtype"]), []).append(r)
+        for (variant, d, dtype), grows in groups.items():
+            placed = [(r, _roof_placement(r, res)) for r in grows]
+            placed = [(r, p) for r, p in placed if p]
+            if not placed:
+                continue
+            # Rows with counters place a variant better than the IO model's bytes: use only
+            # those when the group has any.
+            if any(p["from_counters"] for _, p in placed):
+                placed = [(r, p) for r, p in placed if p["from_counters"]]
+            r, p = max(placed, key=lambda rp: (not rp[0]["causal"], rp[0]["N"]))
+            where = f"d={d}, N={r['N']}{', causal' if r['causal'] else ''}"
+            name = res.label(variant)
+            if p["bound"] == "tensor":
+                peak_dt = "fp8" if r["algorithm"] == "fp8" else dtype
+                text = (f"{name} reaches {fmt_pct(p['fraction'])} of the {kind} {peak_dt} tensor "
+                        f"roof ({p['peak'] / 1e12:.0f} TFLOP/s) at {where}")
+            elif p["bound"] == "DRAM":
+                bw = p["fraction"] * roofs.dram
+                basis = "measured DRAM bytes" if p["from_counters"] else "IO-model bytes"
+                text = (f"{name} is DRAM-bound at {where}: {bw / 1e12:.2f} TB/s ({basis}), "
+                        f"{fmt_pct(p['fraction'])} of the {kind} DRAM bandwidth")
+            else:
+                text = (f"{name} is L2-bound at {where}: {fmt_pct(p['fraction'])} of the "
+                        f"measured L2 bandwidth")
+            fractions = [q["fraction"] for _, q in placed]
+            bounds = sorted({q["bound"] for _, q in placed})
+            if len(placed) > 1:
+                text += (f"; {fmt_pct(min(fractions))}–{fmt_pct(max(fractions))} of the binding "
+                         f"roof over its {len(placed)} configurations at d={d}")
+                if len(bounds) > 1:
+                    text += f" ({' or '.join(bounds)}-bound)"
+            if len(res.devices()) > 1:
+                text = f"{device}: {text}"
+            out.append(text + ".")
+    return out
+
+
+def fastest_summary(res: Results) -> list[str]:
+    """Who is fastest where: per (device, dtype, d, mask) the winner at each N and its margin
+    over the runner-up; peers compared when present."""
+    out = []
+    rows, _ = latest_rows(res, default_rows(res.ok()))
+    groups: dict[tuple, dict[int, list[dict]]] = {}
+    for r in rows:
+        key = (r["device_name"], r["inputs"], r["dtype"], r["d"], r["causal"])
+        groups.setdefault(key, {}).setdefault(r["N"], []).append(r)
+    many_devices, many_inputs = _multi(res)
+    for (device, inputs, dtype, d, causal), by_n in sorted(groups.items()):
+        winners = []
+        for n in sorted(by_n):
+            ranked = sorted(by_n[n], key=lambda r: r["median_ms"])
+            margin = ranked[1]["median_ms"] / ranked[0]["median_ms"] if len(ranked) > 1 else None
+            winners.append((n, ranked[0], ranked[1] if len(ranked) > 1 else None, margin))
+        head = f"{dtype}, d={d}, {causal_word(causal)}"
+        if many_inputs:
+            head += f", {inputs} inputs"
+        if many_devices:
+            head = f"{device}, {head}"
+        names = {w[1]["variant"] for w in winners}
+        if len(names) == 1:
+            first = winners[0][1]["variant"]
+            margins = [w[3] for w in winners if w[3]]
+            seconds = sorted({w[2]["variant"] for w in winners if w[2]})
+            where = f"at every N ({_ns(by_n)})" if len(by_n) > 1 else f"at {_ns(by_n)}"
+            text = f"{head}: {res.label(first)} is fastest {where}"
+            if margins:
+                text += (f", {min(margins):.2f}–{max(margins):.2f}× ahead of the next "
+                         f"({', '.join(seconds)})" if len(margins) > 1 else
+                         f", {margins[0]:.2f}× ahead of {seconds[0]}")
+        else:
+            parts = [f"N={n}: {res.label(w['variant'])}" + (f" ({m:.2f}× ahead of "
+                                                            f"{s['variant']})" if s else "")
+                     for n, w, s, m in winners]
+            text = f"{head}: " + "; ".join(parts)
+        peers = _peer_sentence(by_n, res)
+        if peers:
+            text += "; " + peers
+        out.append(text + ".")
+    return out
+
+
+def _ns(by_n: dict) -> str:
+    ns = sorted(by_n)
+    return f"N = {ns[0]}" if len(ns) == 1 else f"N = {ns[0]}–{ns[-1]}"
+
+
+def _peer_sentence(by_n: dict[int, list[dict]], res: Results) -> str:
+    """Our best variant against the best peer, from derived.speed_vs_best_peer when the file
+    has it, else from the peer rows themselves."""
+    ratios = []
+    for n, rows in sorted(by_n.items()):
+        ours = [r for r in rows if not r["peer"]]
+        peers = [r for r in rows if r["peer"]]
+        if not ours:
+            continue
+        best = min(ours, key=lambda r: r["median_ms"])
+        speed = (best.get("derived") or {}).get("speed_vs_best_peer")
+        peer_name = (best.get("derived") or {}).get("best_peer") or ""
+        if not speed and peers:
+            top = min(peers, key=lambda r: r["median_ms"])
+            speed, peer_name = top["median_ms"] / best["median_ms"], top["variant"]
+        if speed:
+            ratios.append((n, best["variant"], peer_name, speed))
+    if not ratios:
+        return ""
+    lo, hi = min(x[3] for x in ratios), max(x[3] for x in ratios)
+    ours = sorted({x[1] for x in ratios})
+    peers = sorted({x[2] for x in ratios if x[2]})
+    span = f"{lo:.2f}×" if len(ratios) == 1 else f"{lo:.2f}–{hi:.2f}×"
+    return (f"best of ours ({', '.join(ours)}) runs at {span} the speed of the best peer "
+            f"({', '.join(peers) or 'peer'})")
+
+
+def roofs_sentence(res: Results) -> list[str]:
+    out = []
+    for device in res.devices():
+        roofs = res.roofs(device)
+        if roofs is None:
+            continue
+        if roofs.measured:
+            parts = [f"DRAM {roofs.dram / 1e12:.2f} TB/s"
+                     + (f" ({fmt_pct(roofs.dram / roofs.datasheet_dram)} of the datasheet's "
+                        f"{roofs.datasheet_dram / 1e12:.2f})" if roofs.datasheet_dram else "")]
+            if roofs.l2:
+                parts.append(f"L2 {roofs.l2 / 1e12:.2f} TB/s")
+            for dt, peak in sorted(roofs.tensor.items()):
+                sheet = roofs.datasheet_tensor.get(dt)
+                parts.append(f"{dt} tensor {peak / 1e12:.0f} TFLOP/s"
+                             + (f" ({fmt_pct(peak / sheet)} of the datasheet's "
+                                f"{sheet / 1e12:.0f})" if sheet else ""))
+            out.append(f"{device}: measured roofs: " + ", ".join(parts) + ".")
+        else:
+            parts = [f"DRAM {roofs.dram / 1e12:.2f} TB/s"] + [
+                f"{dt} tensor {p / 1e12:.0f} TFLOP/s" for dt, p in sorted(roofs.tensor.items())]
+            out.append(f"{device}: roofs from the datasheet (not measured): " + ", ".join(parts)
+                       + ".")
+    return out
+
+
+# -- rendering -------------------------------------------------------------------------------------
+
+
+def _md_cell(text: str) -> str:
+    return text.replace("|", "\\|").replace("\n", " ")
+
+
+def table_md(t: Table) -> str:
+    lines = [f"### {t.title}", ""]
+    if not t.rows:
+        lines.append(t.note or "(no rows)")
+        return "\n".join(lines)
+    lines.append("| " + " | ".join(_md_cell(c) for c in t.columns) + " |")
+    lines.append("|" + "|".join("---" if i in t.left else "---:" for i in range(len(t.columns)))
+                 + "|")
+    for row in t.rows:
+        lines.append("| " + " | ".join(_md_cell(c) for c in row) + " |")
+    if t.note:
+        lines += ["", t.note]
+    return "\n".join(lines)
+
+
+def _html_text(text: str) -> str:
+    """Escape, then the two bits of Markdown the cells use: **bold** and `code`."""
+    out = html.escape(text)
+    while out.count("**") >= 2:
+        out = out.replace("**", "<b>", 1).replace("**", "</b>", 1)
+    while out.count("`") >= 2:
+        out = out.replace("`", "<code>", 1).replace("`", "</code>", 1)
+    return out
+
+
+def table_html(t: Table) -> str:
+    parts = [f'<h3 id="table-{t.key}">{html.escape(t.title)}</h3>']
+    if not t.rows:
+        parts.append(f"<p>{html.escape(t.note or '(no rows)')}</p>")
+        return "\n".join(parts)
+    parts.append(f'<table class="data" data-table="{t.key}"><thead><tr>')
+    parts += [f'<th class="{"l" if i in t.left else "r"}">{html.escape(c)}</th>'
+              for i, c in enumerate(t.columns)]
+    parts.append("</tr></thead><tbody>")
+    for row in t.rows:
+        parts.append("<tr>" + "".join(
+            f'<td class="{"l" if i in t.left else "r"}">{_html_text(c)}</td>'
+            for i, c in enumerate(row)) + "</tr>")
+    parts.append("</tbody></table>")
+    if t.note:
+        parts.append(f'<p class="note">{_html_text(t.note)}</p>')
+    return "\n".join(parts)
+
+
+CSS = """
+body { font-family: system-ui, -apple-system, "Segoe UI", sans-serif; max-width: 1200px;
+       margin: 2em auto; padding: 0 1em; color: #222; line-height: 1.45; }
+h1 { font-size: 1.6em; margin-bottom: 0.2em; } h2 { margin-top: 2em; border-bottom: 1px solid #ddd; }
+table.data { border-collapse: collapse; font-size: 0.82em; margin: 0.5em 0; }
+table.data th, table.data td { padding: 2px 8px; border-bottom: 1px solid #eee; }
+table.data th { background: #f4f4f4; position: sticky; top: 0; }
+td.r, th.r { text-align: right; font-variant-numeric: tabular-nums; } td.l, th.l { text-align: left; }
+figure { margin: 1.5em 0; } figure img { max-width: 100%; border: 1px solid #eee; }
+figcaption { font-size: 0.9em; color: #444; } p.note { font-size: 0.85em; color: #555; }
+p.skipped { color: #8a5a00; } code { font-size: 0.9em; background: #f6f6f6; padding: 0 3px; }
+"""
+
+
+def _plots_md(plots: list[Plot]) -> list[str]:
+    lines = []
+    for p in plots:
+        lines += [f"### {p.title}", ""]
+        if p.figure is None:
+            lines.append(f"Skipped: {p.skipped}.")
+        else:
+            lines.append(f"![{p.title}]({p.name}.png)")
+            lines.append("")
+            lines.append(f"[SVG]({p.name}.svg)" + "".join(f" {n}" for n in p.notes))
+        lines.append("")
+    return lines
+
+
+def _plots_html(plots: list[Plot]) -> list[str]:
+    parts = []
+    for p in plots:
+        parts.append(f'<h3 id="plot-{html.escape(p.name)}">{html.escape(p.title)}</h3>')
+        if p.figure is None:
+            parts.append(f'<p class="skipped">Skipped: {html.escape(p.skipped)}.</p>')
+            continue
+        png = Path(p.files[0]).read_bytes()
+        data = base64.b64encode(png).decode("ascii")
+        notes = " ".join(html.escape(n) for n in p.notes)
+        parts.append(f'<figure><img alt="{html.escape(p.title)}" data-plot="{html.escape(p.name)}" '
+                     f'src="data:image/png;base64,{data}"><figcaption>{notes} '
+                     f'<a href="{html.escape(p.name)}.svg">SVG</a></figcaption></figure>')
+    return parts
+
+
+def header_lines(res: Results) -> tuple[str, list[str]]:
+    devices = ", ".join(res.devices())
+    ok = res.ok()
+    title = f"fa-bench report: {devices}"
+    facts = [
+        f"{len(res.runs)} result file(s), {len(res.rows)} rows, {len(ok)} timed; "
+        f"{bh_text(res.rows) or 'no configurations'}.",
+    ]
+    incomplete = [os.path.basename(r.path) for r in res.runs if not r.doc["complete"]]
+    if incomplete:
+        facts.append("Interrupted runs (partial results): " + ", ".join(incomplete) + ".")
+    return title, facts
+
+
+def build(res: Results, outdir: str | os.PathLike, log=print) -> dict:
+    """Write every plot (PNG + SVG), report.md and report.html into ``outdir``.
+    Returns {"plots": [Plot], "tables": [Table], "markdown": path, "html": path}."""
+    out = Path(outdir)
+    out.mkdir(parents=True, exist_ok=True)
+    plots = all_plots(res)
+    for p in plots:
+        if p.figure is None:
+            log(f"report: skipped plot {p.name}: {p.skipped}")
+        else:
+            save(p, out)
+            log(f"report: wrote {p.files[0]} (+ .svg)")
+    tabs = tables(res)
+    title, facts = header_lines(res)
+    summary = fastest_summary(res)
+    reading = roofs_sentence(res) + roofline_reading(res)
+    by_key = {t.key: t for t in tabs}
+    setup_keys = ("runs", "device", "settings", "ceilings")
+    result_keys = [t.key for t in tabs if t.key not in setup_keys]
+
+    md = [f"# {title}", "", *facts, "", "## Run", ""]
+    for k in setup_keys:
+        md += [table_md(by_key[k]), ""]
+    md += ["## Who is fastest where", "", *[f"- {s}" for s in summary], "",
+           "## Reading the roofline", "", *[f"- {s}" for s in reading], "", "## Plots", ""]
+    md += _plots_md(plots)
+    md += ["## Tables", ""]
+    for k in result_keys:
+        md += [table_md(by_key[k]), ""]
+    md_path = out / "report.md"
+    md_path.write_text("\n".join(md).rstrip() + "\n", encoding="utf-8")
+
+    h = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
+         f"<title>{html.escape(title)}</title>", f"<style>{CSS}</style></head><body>",
+         f"<h1>{html.escape(title)}</h1>", *[f"<p>{html.escape(f)}</p>" for f in facts],
+         "<h2>Run</h2>"]
+    h += [table_html(by_key[k]) for k in setup_keys]
+    h += ['<h2 id="summary">Who is fastest where</h2>', "<ul>",
+          *[f"<li>{html.escape(s)}</li>" for s in summary], "</ul>",
+          '<h2 id="reading">Reading the roofline</h2>', "<ul>",
+          *[f"<li>{html.escape(s)}</li>" for s in reading], "</ul>", "<h2>Plots</h2>"]
+    h += _plots_html(plots)
+    h += ["<h2>Tables</h2>", *[table_html(by_key[k]) for k in result_keys], "</body></html>"]
+    html_path = out / "report.html"
+    html_path.write_text("\n".join(h) + "\n", encoding="utf-8")
+    log(f"report: wrote {md_path} and {html_path}")
+    return {"plots": plots, "tables": tabs, "markdown": str(md_path), "html": str(html_path),
+            "summary": summary, "reading": reading}
