@@ -176,7 +176,7 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
     ridge_lo = min(p for _, p in peaks) / max(b for _, b, _, _ in bandwidths)
     ridge_hi = top / min(b for _, b, _, _ in bandwidths)
     xmin = min(min(xs), ridge_lo) / 4
-    xmax = max(max(xs), ridge_hi) * 4
+    xmax = max(max(xs), ridge_hi) * 2.5
     ymin = min(min(ys), xmin * roofs.dram / 1e12) / 2
     ymax = top / 1e12 * 2.2
     ax.set_xlim(xmin, xmax)
@@ -249,7 +249,7 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
             angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
             # near the left end, on the line: the measured DRAM roof labelled below its line,
             # the others above theirs, so neighbouring labels do not collide
-            xa = xmin * (xd[1] / xmin) ** 0.06 if xd[1] > xmin else xmin
+            xa = xmin * (xd[1] / xmin) ** 0.04 if xd[1] > xmin else xmin
             ya = xa * (yd[1] / xd[1])
             below = text.startswith("DRAM") and "datasheet" not in text
             ax.annotate(text, xy=(xa, ya), xytext=(3, -3) if below else (0, 3),
@@ -338,8 +338,9 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
     for v in variants:
         colour, marker = res.style(v)
         alg = next(r["algorithm"] for r in rows if r["variant"] == v)
-        handles.append(Line2D([], [], color=colour, marker=marker, mec="black", mew=0.4, ms=6,
-                              lw=1.2, label=f"{res.label(v)}  (model {MODEL_LAW.get(alg, '')})"))
+        handles.append(Line2D([], [], color=colour, marker=marker if measured else None,
+                              mec="black", mew=0.4, ms=6, lw=1.2,
+                              label=f"{res.label(v)}  (model {MODEL_LAW.get(alg, '')})"))
     handles.append(Line2D([], [], color="black", ls=":", lw=1.3,
                           label="compulsory: Q, K, V read once, O written once"))
     handles.append(Patch(facecolor="#ececec", label="below the compulsory minimum"))
