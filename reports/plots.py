@@ -429,10 +429,11 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
         ax.set_xlabel("tile Br×Bc [query rows × key rows]")
         ax.set_title(t, loc="left")
         ax.set_ylabel(yl)
-        ax.set_yscale("log")
-    axes[0].yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
-    axes[1].yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
+        ax.set_ylim(bottom=0)  # linear from 0, as in the FlashAttention paper's figure
+    axes[0].yaxis.set_major_formatter(EngFormatter(unit="B", places=1, sep=" "))
+    axes[1].yaxis.set_major_formatter(EngFormatter(unit="B", places=1, sep=" "))
     if not has_counters:
+        axes[1].set_yticks([])
         for ax in axes[:2]:
             ax.text(0.5, 0.5, "no hardware counters\nin these rows", transform=ax.transAxes,
                     ha="center", va="center", color="#666666", fontsize=8)
