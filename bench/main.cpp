@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "bench/explain.hpp"
+#include "bench/gate.hpp"
 #include "bench/options.hpp"
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
@@ -137,6 +138,8 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `fa-bench gate ...`: compare two result files (bench/gate.hpp); no GPU, no Google Benchmark.
+  if (argc > 1 && std::string(argv[1]) == "gate") return fa::bench::gate_main(argc - 1, argv + 1);
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {
