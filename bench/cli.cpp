@@ -79,10 +79,12 @@ std::string list_variants_text() {
     }
     for (DType t : v.dtypes) types += (types.empty() ? "" : ", ") + std::string(to_string(t));
     s += fmt::format(
-        "{}\n  algorithm:     {}\n  loop order:    {}\n  tiles:         {}\n  head dims:     {}\n"
+        "{}{}\n  algorithm:     {}\n  loop order:    {}\n  tiles:         {}\n  head dims:     {}\n"
         "  dtypes:        {}\n  hardware path: {}\n",
-        v.name, v.summary, v.loop_order, tiles.empty() ? "none (library GEMMs)" : tiles, dims,
-        types, v.hardware_path);
+        v.name, v.peer ? " (peer)" : "", v.summary, v.loop_order,
+        !tiles.empty() ? tiles : v.peer ? "the library's (not visible)" : "none (library GEMMs)", dims, types,
+        v.hardware_path);
+    if (v.availability) s += fmt::format("  available:     {}\n", v.availability());
   }
   return s;
 }
@@ -157,6 +159,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   bool no_counters = false;
   std::string metrics_text;
   app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
+  bool no_kernel_breakdown = false;
+  app.add_flag("--no-kernel-breakdown", no_kernel_breakdown,
+               "collect counters for the whole variant only, not also per kernel (halves collection time)");
   app.add_option("--metrics", metrics_text,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
@@ -252,6 +257,7 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       }
     }
     o.counters = !no_counters;
+    o.kernel_breakdown = !no_kernel_breakdown;
     if (!metrics_text.empty()) {
       for (const auto& m : split(metrics_text, ',')) {
         if (m.empty() || m.find_first_of(" \t") != std::string::npos) {

@@ -67,7 +67,7 @@ std::string plan_variants(const Options& o, int d, std::vector<PlannedVariant>* 
   if (o.fa2_order != "blocks") {
     std::vector<PlannedVariant> with_order;
     for (auto& pv : *out) {
-      const bool fa2 = pv.info->algorithm == Algorithm::fa2;
+      const bool fa2 = pv.info->algorithm == Algorithm::fa2 && !pv.info->peer;
       if (fa2 && o.fa2_order == "both") with_order.push_back(pv);
       if (fa2) {
         pv.row_name += "~heads";

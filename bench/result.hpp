@@ -56,6 +56,10 @@ struct Derived {
   double roofline_attainable_tflops = 0;
   double roofline_fraction = 0;
   std::string bound;
+  // The fastest peer (e.g. cudnn) that ran in the same configuration, and its median time over
+  // this row's: 0.5 = half the peer's speed. Empty / 0 when no peer ran (and on peer rows).
+  std::string best_peer;
+  double speed_vs_best_peer = 0;
 };
 
 // Hardware counters of one variant run (a separate, untimed run; profiler/cupti_range.hpp).
@@ -64,6 +68,13 @@ struct CounterResult {
   std::string reason;
   std::map<std::string, double> values;  // metric name -> value
   double collect_seconds = 0;            // wall time the collection took (all passes)
+  // The same metrics per kernel launch, in launch order (a second, auto-range collection).
+  struct Kernel {
+    std::string name;
+    std::map<std::string, double> values;
+  };
+  std::vector<Kernel> kernels;
+  std::string kernels_reason;  // why `kernels` is empty when the collection failed
 };
 
 // The model set against what the counters measured.

@@ -94,6 +94,16 @@ json result_json(const VariantResult& r) {
                      {"reason", r.counters->reason},
                      {"collect_seconds", r.counters->collect_seconds},
                      {"values", values}};
+    if (!r.counters->kernels.empty() || !r.counters->kernels_reason.empty()) {
+      json kernels = json::array();
+      for (const auto& k : r.counters->kernels) {
+        json kv = json::object();
+        for (const auto& [name, v] : k.values) kv[name] = num(v);
+        kernels.push_back({{"name", k.name}, {"values", kv}});
+      }
+      j["counters"]["kernels"] = kernels;
+      if (!r.counters->kernels_reason.empty()) j["counters"]["kernels_reason"] = r.counters->kernels_reason;
+    }
   } else {
     j["counters"] = nullptr;
   }
@@ -123,6 +133,10 @@ json result_json(const VariantResult& r) {
                     {"roofline_attainable_tflops", d.roofline_attainable_tflops},
                     {"roofline_fraction", d.roofline_fraction},
                     {"bound", d.bound}};
+    if (!d.best_peer.empty()) {
+      j["derived"]["best_peer"] = d.best_peer;
+      j["derived"]["speed_vs_best_peer"] = d.speed_vs_best_peer;
+    }
   } else {
     j["derived"] = nullptr;
   }
@@ -256,6 +270,10 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
     dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
     dv.bound = rd.str(d, dp, "bound");
+    if (d.contains("best_peer")) {
+      dv.best_peer = rd.str(d, dp, "best_peer");
+      dv.speed_vs_best_peer = rd.number(d, dp, "speed_vs_best_peer");
+    }
     r.derived = dv;
   }
   if (j.contains("counters") && !j["counters"].is_null()) {
@@ -269,6 +287,25 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     if (!vals.is_object()) rd.fail(cp + ".values", "expected an object");
     for (auto it = vals.begin(); it != vals.end(); ++it) {
       c.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
+    }
+    if (cj.contains("kernels")) {
+      const json& ks = cj["kernels"];
+      if (!ks.is_array()) rd.fail(cp + ".kernels", "expected an array");
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        const std::string kp = cp + ".kernels[" + std::to_string(i) + "]";
+        if (!ks[i].is_object()) rd.fail(kp, "expected an object");
+        CounterResult::Kernel k;
+        k.name = rd.str(ks[i], kp, "name");
+        const json& kv = rd.at(ks[i], kp, "values");
+        if (!kv.is_object()) rd.fail(kp + ".values", "expected an object");
+        for (auto it = kv.begin(); it != kv.end(); ++it) {
+          k.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
+        }
+        c.kernels.push_back(std::move(k));
+      }
+    }
+    if (cj.contains("kernels_reason") && cj["kernels_reason"].is_string()) {
+      c.kernels_reason = cj["kernels_reason"].get<std::string>();
     }
     r.counters = c;
   }

@@ -134,10 +134,12 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
       v.variant = pv.row_name;
       v.algorithm = pv.info->algorithm;
       v.tiles = pv.tiles;
+      v.peer = pv.info->peer;
       if (pv.info->algorithm == Algorithm::fa2) v.block_order = pv.heads_interleaved ? "heads" : "blocks";
       model::ModelOptions mo;
       mo.fp8_quantisation_timed = !o.fp8_prequantized;
-      v.model = model::io_model(pv.info->algorithm, c.shape, v.tiles, smem, mo);
+      const Tiles model_tiles = v.tiles.block_q > 0 ? v.tiles : pv.info->model_tiles;
+      v.model = model::io_model(pv.info->algorithm, c.shape, model_tiles, smem, mo);
       v.reason = pv.info->unsupported_reason(c.shape);
       if (v.reason.empty() && device) v.reason = pv.info->unsupported_on_device(device->cc_major, device->cc_minor);
       if (!v.reason.empty()) {
@@ -200,6 +202,19 @@ void use_measured_ceilings(RunResult& r, const Options& o) {
 }
 
 }  // namespace
+
+void compare_with_peers(ConfigResult& c) {
+  const VariantResult* best = nullptr;
+  for (const auto& v : c.results) {
+    if (v.peer && v.status == Status::ok && (!best || v.timing->stats.median < best->timing->stats.median)) best = &v;
+  }
+  if (!best) return;
+  for (auto& v : c.results) {
+    if (v.peer || v.status != Status::ok) continue;
+    v.derived->best_peer = best->variant;
+    v.derived->speed_vs_best_peer = best->timing->stats.median / v.timing->stats.median;
+  }
+}
 
 RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
   if (r.settings.model_only) return r;
@@ -364,12 +379,33 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
           cr.status = "error";
           cr.reason = e.what();
         }
+        // Per-kernel breakdown: the same passes again with one auto range per launch.
+        if (cr.status == "ok" && o.kernel_breakdown) {
+          try {
+            for (auto& k : session->measure_kernels(
+                     [&] {
+                       if (std::string e = launch(); !e.empty()) throw std::runtime_error(e);
+                       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+                     },
+                     [&] {
+                       flusher->flush(stream);
+                       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+                     })) {
+              cr.kernels.push_back({std::move(k.name), std::move(k.values)});
+            }
+          } catch (const std::exception& e) {
+            cr.kernels.clear();
+            cr.kernels_reason = e.what();
+          }
+        }
         cr.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
       row.counters = cr;
       if (cr.status == "ok") row.measured = derive_measured(row, r.ceilings, peak);
       if (hooks.checkpoint) hooks.checkpoint(r);
     }
+    compare_with_peers(c);
+    if (hooks.checkpoint) hooks.checkpoint(r);
     if (g_interrupted) break;
   }
   cudaStreamDestroy(stream);

@@ -29,4 +29,7 @@ RunResult plan_run(const Options& options, const std::optional<DeviceInfo>& devi
 // Fills in verification and timing on the GPU. Returns the finished record.
 RunResult execute(RunResult record, const Options& options, const RunHooks& hooks);
 
+// Sets each timed row's speed relative to the fastest timed peer of its configuration.
+void compare_with_peers(ConfigResult& config);
+
 }  // namespace fa::bench

@@ -23,6 +23,7 @@ std::string status_text(const VariantResult& r) {
 struct Row {
   std::string variant, time, spread, tflops, tflops_model, bytes, gbps, ai, roof, err, status;
   std::string dram = "-", dram_ratio = "-", l2_ratio = "-", tensor_ratio = "-";
+  std::string vs_peer = "-";
 };
 
 Row make_row(const VariantResult& r) {
@@ -38,6 +39,7 @@ Row make_row(const VariantResult& r) {
     row.tflops = fmt::format("{:.1f}", r.derived->tflops_convention);
     row.tflops_model = fmt::format("{:.1f}", r.derived->tflops_model);
     row.gbps = fmt::format("{:.0f}", r.derived->effective_gbps);
+    if (!r.derived->best_peer.empty()) row.vs_peer = fmt::format("{:.2f}x", r.derived->speed_vs_best_peer);
     row.roof = r.derived->roofline_attainable_tflops > 0
                    ? fmt::format("{:.0f}% {}", 100 * r.derived->roofline_fraction, r.derived->bound)
                    : "-";
@@ -76,13 +78,17 @@ std::string format_config_header(const ConfigResult& c) {
 std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
   constexpr const char* kRowFormat =
-      "  {:<12} {:>9} {:>7} {:>8} {:>8} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} {:>19}  {}\n";
-  out += fmt::format(kRowFormat, "variant", "median ms", "spread", "TFLOP/s", "model", "HBM model",
-                     "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "error / tol",
-                     "status");
+      "  {:<14} {:>9} {:>7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} {:>19}  {}\n";
+  std::string best_peer;
+  for (const auto& r : c.results) {
+    if (r.derived && !r.derived->best_peer.empty()) best_peer = r.derived->best_peer;
+  }
+  out += fmt::format(kRowFormat, "variant", "median ms", "spread", "TFLOP/s", "model",
+                     best_peer.empty() ? "vs peer" : "vs " + best_peer.substr(0, 4), "HBM model", "DRAM meas",
+                     "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "error / tol", "status");
   for (const auto& r : c.results) {
     const Row w = make_row(r);
-    out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes,
+    out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes,
                        w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err,
                        w.status);
   }
@@ -94,7 +100,7 @@ std::string to_csv(const RunResult& r) {
       "B,H,N,d,causal,dtype,variant,peer,status,reason,median_ms,q1_ms,q3_ms,min_ms,max_ms,"
       "samples,tflops_convention,tflops_model,flops_matrix,flops_convention,model_bytes_read,"
       "model_bytes_written,model_bytes_compulsory,effective_gbps,arithmetic_intensity,"
-      "roofline_fraction,bound,max_abs_error,tolerance\n";
+      "roofline_fraction,bound,max_abs_error,tolerance,best_peer,speed_vs_best_peer\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -118,12 +124,15 @@ std::string to_csv(const RunResult& r) {
       const std::string err = v.verification ? fmt::format("{},{}", v.verification->max_abs_error,
                                                            v.verification->tolerance)
                                              : ",";
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
+      const std::string vs_peer = v.derived && !v.derived->best_peer.empty()
+                                      ? fmt::format("{},{}", v.derived->best_peer, v.derived->speed_vs_best_peer)
+                                      : ",";
+      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
                          s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), v.variant,
                          v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
                          v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
                          v.model.bytes_written, v.model.bytes_compulsory, gbps,
-                         v.model.arithmetic_intensity(), roof, err);
+                         v.model.arithmetic_intensity(), roof, err, vs_peer);
     }
   }
   return out;
@@ -135,13 +144,14 @@ std::string to_markdown(const RunResult& r) {
                      r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2);
   for (const auto& c : r.configs) {
     out += "## " + format_config_header(c) + "\n\n";
-    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | HBM (model) | DRAM (measured) "
-           "| DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | error / tol | status |\n";
-    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | speed vs best peer | HBM (model) "
+           "| DRAM (measured) | DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | error / tol "
+           "| status |\n";
+    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& v : c.results) {
       const Row w = make_row(v);
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                         w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.bytes, w.dram,
+      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+                         w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes, w.dram,
                          w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err, w.status);
     }
     out += "\n";

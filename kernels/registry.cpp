@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kernels/cudnn/cudnn.hpp"
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
 #include "kernels/fp8/fp8.hpp"
@@ -35,7 +36,7 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
   if (!supports_dtype(s.dtype)) {
     return "unsupported: dtype " + std::string(to_string(s.dtype));
   }
-  return "";
+  return shape_rule ? shape_rule(s) : "";
 }
 
 std::string VariantInfo::unsupported_on_device(int major, int minor) const {
@@ -112,6 +113,25 @@ const std::vector<VariantInfo>& variant_registry() {
         89,
         AccuracyRule::fp8_rmse,
         /*writes_lse=*/true});
+    r.push_back(VariantInfo{
+        "cudnn", Algorithm::fa2,
+        "peer: cuDNN's fused flash-attention forward (NVIDIA's library, backend graph API: "
+        "Q K^T, scale, causal mask, softmax, P V in one graph), log-sum-exp written",
+        "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
+        "model assumes Br=Bc=128)",
+        "cuDNN 9 runtime-fusion SDPA engine (on sm_90 a wgmma kernel); libcudnn.so.9 loaded at run "
+        "time; the same BHSD buffers (K^T by strides), no layout conversion",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        [](int) { return std::vector<Tiles>{}; },
+        [](const LaunchOptions&) { return make_cudnn_launcher(); },
+        80,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true,
+        /*peer=*/true,
+        /*model_tiles=*/Tiles{128, 128},
+        cudnn_library_status,
+        cudnn_shape_rule});
     return r;
   }();
   return registry;

@@ -64,6 +64,16 @@ struct VariantInfo {
   int min_compute_capability = 80;  // major*10 + minor
   AccuracyRule accuracy = AccuracyRule::same_precision;
   bool writes_lse = false;
+  // A peer is someone else's implementation (a vendor library), run as a yardstick: marked in
+  // every output, and our rows show their speed relative to the fastest peer.
+  bool peer = false;
+  // Tiles the IO model assumes when the variant's own are not visible (a library's kernel).
+  Tiles model_tiles{};
+  // "" or a line on what the variant needs at run time and whether it is there (e.g. the
+  // cuDNN library found); --list-variants prints it.
+  std::string (*availability)() = nullptr;
+  // Shape limits beyond head dim and dtype: "" when fine, else the row's one-line reason.
+  std::string (*shape_rule)(const Shape&) = nullptr;
 
   Tiles default_tiles(int d) const;  // {0, 0} when not tiled
   bool supports_head_dim(int d) const;

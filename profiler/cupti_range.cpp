@@ -16,6 +16,10 @@
 #include <cupti_result.h>
 #include <cupti_target.h>
 
+#include <cxxabi.h>
+
+#include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <utility>
 
@@ -80,6 +84,19 @@ void check(CUptiResult r, const char* call) {
   if (r == CUPTI_SUCCESS) return;
   const CounterError::Kind kind = kind_of(r);
   fail(kind, std::string(call) + " failed: " + result_name(r) + hint_for(kind));
+}
+
+// Fault injection for the failure paths no healthy machine takes on its own (documented in
+// docs/io-model.md): FA_BENCH_FORCE_CUPTI_ERROR=insufficient_privileges | hardware_busy makes
+// CounterSession::create fail as CUPTI would, through the same classification and message.
+void check_forced_error() {
+  const char* forced = std::getenv("FA_BENCH_FORCE_CUPTI_ERROR");
+  if (forced == nullptr || *forced == '\0') return;
+  const std::string what(forced);
+  const CUptiResult r = what == "insufficient_privileges" ? CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+                        : what == "hardware_busy"         ? CUPTI_ERROR_HARDWARE_BUSY
+                                                          : CUPTI_ERROR_UNKNOWN;
+  check(r, "cuptiProfilerInitialize (forced by FA_BENCH_FORCE_CUPTI_ERROR)");
 }
 
 void check_cuda(cudaError_t e, const char* call) {
@@ -287,16 +304,16 @@ void disable_range_profiler(CUpti_RangeProfiler_Object* profiler) noexcept {
   cuptiRangeProfilerDisable(&p);
 }
 
-// Room for exactly one range (one measurement) of these metrics.
+// Room for `ranges` ranges (1: one user range per measurement) of these metrics.
 std::vector<std::uint8_t> counter_data_image(CUpti_RangeProfiler_Object* profiler,
-                                             const std::vector<std::string>& metrics) {
+                                             const std::vector<std::string>& metrics, size_t ranges = 1) {
   std::vector<const char*> names = c_strings(metrics);
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
   p.pRangeProfilerObject = profiler;
   p.pMetricNames = names.data();
   p.numMetrics = names.size();
-  p.maxNumOfRanges = 1;
-  p.maxNumRangeTreeNodes = 1;
+  p.maxNumOfRanges = ranges;
+  p.maxNumRangeTreeNodes = ranges;
   check(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize");
   return std::vector<std::uint8_t>(p.counterDataSize);
 }
@@ -310,18 +327,19 @@ void reset_counter_data(CUpti_RangeProfiler_Object* profiler, std::vector<std::u
         "cuptiRangeProfilerCounterDataImageInitialize");
 }
 
-// One user range per pass, one nesting level, passes replayed by us (user replay).
+// One user range per pass (or, with `per_kernel`, one auto range per kernel launch), one
+// nesting level, passes replayed by us (user replay).
 void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uint8_t>& config,
-                std::vector<std::uint8_t>& counter_data) {
+                std::vector<std::uint8_t>& counter_data, bool per_kernel = false) {
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
   p.pRangeProfilerObject = profiler;
   p.configSize = config.size();
   p.pConfig = config.data();
   p.counterDataImageSize = counter_data.size();
   p.pCounterDataImage = counter_data.data();
-  p.range = CUPTI_UserRange;
+  p.range = per_kernel ? CUPTI_AutoRange : CUPTI_UserRange;
   p.replayMode = CUPTI_UserReplay;
-  p.maxRangesPerPass = 1;
+  p.maxRangesPerPass = per_kernel ? CounterSession::kMaxKernels : 1;
   p.numNestingLevels = 1;
   p.minNestingLevel = 1;
   p.passIndex = 0;
@@ -375,6 +393,49 @@ size_t ranges_in(const std::vector<std::uint8_t>& counter_data) {
   return p.numTotalRanges;
 }
 
+// The name CUPTI gave range `range` (auto ranges: the kernel's name, mangled).
+std::string range_name(const std::vector<std::uint8_t>& counter_data, size_t range) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
+  p.pCounterDataImage = counter_data.data();
+  p.counterDataImageSize = counter_data.size();
+  p.rangeIndex = range;
+  p.rangeDelimiter = "/";
+  check(cuptiRangeProfilerCounterDataGetRangeInfo(&p), "cuptiRangeProfilerCounterDataGetRangeInfo");
+  return p.rangeName ? p.rangeName : "";
+}
+
+// "void fa::(anonymous namespace)::fa2_kernel<64, 128>(fa::Params)" -> "fa2_kernel<64, 128>": the
+// function's name without return type, namespaces or parameters, at most 80 characters.
+std::string short_kernel_name(const std::string& mangled) {
+  int status = 1;
+  char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
+  std::string name = status == 0 && demangled ? demangled : mangled;
+  std::free(demangled);
+  // Cut the parameter list: the last '(' at template depth 0.
+  int depth = 0;
+  size_t cut = std::string::npos, start = 0;
+  for (size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (c == '(' && depth == 0 && name.compare(i, 12, "(anonymous n") != 0) cut = i;
+  }
+  if (cut != std::string::npos) name.resize(cut);
+  depth = 0;
+  for (size_t i = 0; i < name.size(); ++i) {  // drop return type and namespaces at depth 0
+    const char c = name[i];
+    if (c == '<') ++depth;
+    if (c == '>') --depth;
+    if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < name.size() && name[i + 1] == ':'))) {
+      if (name.compare(i, 12, " namespace)") == 0) continue;
+      start = c == ' ' ? i + 1 : i + 2;
+    }
+  }
+  name = name.substr(std::min(start, name.size()));
+  if (name.size() > 80) name = name.substr(0, 77) + "...";
+  return name;
+}
+
 std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,
                              const std::vector<std::uint8_t>& counter_data, size_t range,
                              const std::vector<std::string>& metrics) {
@@ -402,6 +463,7 @@ CounterSession CounterSession::create(int device, const std::vector<std::string>
   s.metrics_ = metrics;
   try {
     if (metrics.empty()) fail(CounterError::other, "CounterSession: no metrics given");
+    check_forced_error();
     s.context_ = primary_context(device);
     initialize_profiler_once();
     require_profiling_support(device);
@@ -468,6 +530,47 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
 
   std::map<std::string, double> out;
   for (size_t i = 0; i < metrics_.size(); ++i) out[metrics_[i]] = values[i];
+  return out;
+}
+
+std::vector<CounterSession::KernelCounters> CounterSession::measure_kernels(
+    const std::function<void()>& work, const std::function<void()>& before_pass) {
+  if (!ok()) throw CounterFailure(error_);
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  std::vector<std::uint8_t> image = counter_data_image(profiler_, metrics_, kMaxKernels);
+  reset_counter_data(profiler_, image);
+  set_config(profiler_, config_image_, image, /*per_kernel=*/true);
+  const int max_passes = 2 * passes_ + 4;
+  bool all_submitted = false;
+  for (int pass = 0; !all_submitted; ++pass) {
+    if (pass == max_passes) {
+      fail(CounterError::other, "per-kernel counters: not all passes submitted after " + std::to_string(pass) +
+                                    " passes");
+    }
+    if (before_pass) before_pass();
+    start(profiler_);
+    try {
+      work();
+    } catch (...) {
+      try {
+        stop(profiler_);
+      } catch (...) {
+      }
+      throw;
+    }
+    all_submitted = stop(profiler_);
+  }
+  decode(profiler_);
+  std::vector<KernelCounters> out;
+  const size_t ranges = ranges_in(image);
+  for (size_t r = 0; r < ranges; ++r) {
+    const std::vector<double> values = evaluate(evaluator_, image, r, metrics_);
+    KernelCounters k{short_kernel_name(range_name(image, r)), {}};
+    for (size_t i = 0; i < metrics_.size(); ++i) k.values[metrics_[i]] = values[i];
+    out.push_back(std::move(k));
+  }
+  // The single-range image must be the one programmed for the next measure().
+  reset_counter_data(profiler_, counter_data_);
   return out;
 }
 

@@ -59,11 +59,11 @@ for tool in memcheck racecheck; do
     # model: it reports hazards inside them (H200, 2026-11-21). Excluding them with
     # --kernel-name-exclude crashed the sanitizer ("failed to handle a hardware exception"), so
     # they run instrumented and hazards are counted per kernel: ours must have none.
-    ours=$(grep -E "Race reported between|Error: .* at |Invalid .* at " "$tlog" | grep -vc nvjet)
-    theirs=$(grep -E "Race reported between" "$tlog" | grep -c nvjet)
+    ours=$(grep -E "Race reported between|Error: .* at |Invalid .* at " "$tlog" | grep -vEc "nvjet|cudnn|sdpa")
+    theirs=$(grep -E "Race reported between" "$tlog" | grep -Ec "nvjet|cudnn|sdpa")
     failed_rows=$(grep -cE "  (error:|FAILED)" "$tlog")
     ok_rows=$(grep -cE "  ok$" "$tlog")
-    note "sanitizer $tool $dtype: rc=$rc, reports in our kernels: $ours, in cuBLAS nvjet: $theirs, rows ok: $ok_rows, failed: $failed_rows; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tlog" | tail -1)"
+    note "sanitizer $tool $dtype: rc=$rc, reports in our kernels: $ours, in cuBLAS nvjet / cuDNN: $theirs, rows ok: $ok_rows, failed: $failed_rows; $(grep -E 'ERROR SUMMARY|RACECHECK SUMMARY' "$tlog" | tail -1)"
     grep -vE "^=========     (and|Read|Write)" "$tlog" | head -200 >>"$log"
     rm -f "$tlog" "$out/.sanitize.json"
   done

@@ -96,8 +96,13 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const Case& c = GetParam();
   const auto device = query_device(0, &why);
-  if (auto r = find_variant(c.variant)->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty()) {
+  const VariantInfo* info = find_variant(c.variant);
+  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty()) {
     GTEST_SKIP() << r;
+  }
+  // A peer library that is not installed is a skip with its reason, not a failure.
+  if (info->peer && info->availability && info->availability().find("not available") != std::string::npos) {
+    GTEST_SKIP() << info->availability();
   }
   Shape s;
   s.N = c.N;
@@ -107,6 +112,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
   // Odd batch and head counts; fewer heads at long N to keep the test quick.
   s.B = c.N >= 1000 ? 1 : 3;
   s.H = c.N >= 1000 ? 3 : 5;
+  if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
   const auto v = run_and_check(c.variant, s, 1000 + c.N * 7 + c.d + (c.causal ? 1 : 0), false, c.tiles);
   EXPECT_TRUE(v.all_finite) << v.nonfinite_count << " non-finite outputs";
   if (find_variant(c.variant)->accuracy == AccuracyRule::fp8_rmse) {
@@ -122,7 +128,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa1", "fa2", "fp8"}) {
+  for (const char* variant : {"standard", "fa1", "fa2", "fp8", "cudnn"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
         if (!find_variant(variant)->supports_dtype(t)) continue;

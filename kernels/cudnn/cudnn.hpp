@@ -1,0 +1,21 @@
+// cuDNN's fused scaled-dot-product attention, the vendor's best, as a peer variant.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "kernels/registry.hpp"
+
+namespace fa {
+
+// bf16/fp16 forward through the cuDNN graph (backend) API. libcudnn.so.9 is loaded at run time;
+// when it is missing, too old or rejects the graph, run() says so in one line.
+std::unique_ptr<Launcher> make_cudnn_launcher();
+
+// "cuDNN 9.14.0 (libcudnn.so.9)" or why cuDNN cannot be used; loads the library on first call.
+std::string cudnn_library_status();
+
+// Shapes cuDNN's fused attention rejects: "" or the reason.
+std::string cudnn_shape_rule(const Shape& s);
+
+}  // namespace fa
