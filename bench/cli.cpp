@@ -159,9 +159,6 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   bool no_counters = false;
   std::string metrics_text;
   app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
-  bool no_kernel_breakdown = false;
-  app.add_flag("--no-kernel-breakdown", no_kernel_breakdown,
-               "collect counters for the whole variant only, not also per kernel (halves collection time)");
   app.add_option("--metrics", metrics_text,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
@@ -257,7 +254,6 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       }
     }
     o.counters = !no_counters;
-    o.kernel_breakdown = !no_kernel_breakdown;
     if (!metrics_text.empty()) {
       for (const auto& m : split(metrics_text, ',')) {
         if (m.empty() || m.find_first_of(" \t") != std::string::npos) {

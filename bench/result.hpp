@@ -68,13 +68,6 @@ struct CounterResult {
   std::string reason;
   std::map<std::string, double> values;  // metric name -> value
   double collect_seconds = 0;            // wall time the collection took (all passes)
-  // The same metrics per kernel launch, in launch order (a second, auto-range collection).
-  struct Kernel {
-    std::string name;
-    std::map<std::string, double> values;
-  };
-  std::vector<Kernel> kernels;
-  std::string kernels_reason;  // why `kernels` is empty when the collection failed
 };
 
 // The model set against what the counters measured.

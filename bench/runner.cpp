@@ -379,25 +379,6 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
           cr.status = "error";
           cr.reason = e.what();
         }
-        // Per-kernel breakdown: the same passes again with one auto range per launch.
-        if (cr.status == "ok" && o.kernel_breakdown) {
-          try {
-            for (auto& k : session->measure_kernels(
-                     [&] {
-                       if (std::string e = launch(); !e.empty()) throw std::runtime_error(e);
-                       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-                     },
-                     [&] {
-                       flusher->flush(stream);
-                       FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-                     })) {
-              cr.kernels.push_back({std::move(k.name), std::move(k.values)});
-            }
-          } catch (const std::exception& e) {
-            cr.kernels.clear();
-            cr.kernels_reason = e.what();
-          }
-        }
         cr.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
       row.counters = cr;

@@ -16,8 +16,6 @@
 #include <cupti_result.h>
 #include <cupti_target.h>
 
-#include <cxxabi.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -304,16 +302,16 @@ void disable_range_profiler(CUpti_RangeProfiler_Object* profiler) noexcept {
   cuptiRangeProfilerDisable(&p);
 }
 
-// Room for `ranges` ranges (1: one user range per measurement) of these metrics.
+// Room for exactly one range (one measurement) of these metrics.
 std::vector<std::uint8_t> counter_data_image(CUpti_RangeProfiler_Object* profiler,
-                                             const std::vector<std::string>& metrics, size_t ranges = 1) {
+                                             const std::vector<std::string>& metrics) {
   std::vector<const char*> names = c_strings(metrics);
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
   p.pRangeProfilerObject = profiler;
   p.pMetricNames = names.data();
   p.numMetrics = names.size();
-  p.maxNumOfRanges = ranges;
-  p.maxNumRangeTreeNodes = ranges;
+  p.maxNumOfRanges = 1;
+  p.maxNumRangeTreeNodes = 1;
   check(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize");
   return std::vector<std::uint8_t>(p.counterDataSize);
 }
@@ -327,19 +325,18 @@ void reset_counter_data(CUpti_RangeProfiler_Object* profiler, std::vector<std::u
         "cuptiRangeProfilerCounterDataImageInitialize");
 }
 
-// One user range per pass (or, with `per_kernel`, one auto range per kernel launch), one
-// nesting level, passes replayed by us (user replay).
+// One user range per pass, one nesting level, passes replayed by us (user replay).
 void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uint8_t>& config,
-                std::vector<std::uint8_t>& counter_data, bool per_kernel = false) {
+                std::vector<std::uint8_t>& counter_data) {
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
   p.pRangeProfilerObject = profiler;
   p.configSize = config.size();
   p.pConfig = config.data();
   p.counterDataImageSize = counter_data.size();
   p.pCounterDataImage = counter_data.data();
-  p.range = per_kernel ? CUPTI_AutoRange : CUPTI_UserRange;
+  p.range = CUPTI_UserRange;
   p.replayMode = CUPTI_UserReplay;
-  p.maxRangesPerPass = per_kernel ? CounterSession::kMaxKernels : 1;
+  p.maxRangesPerPass = 1;
   p.numNestingLevels = 1;
   p.minNestingLevel = 1;
   p.passIndex = 0;
@@ -393,49 +390,6 @@ size_t ranges_in(const std::vector<std::uint8_t>& counter_data) {
   return p.numTotalRanges;
 }
 
-// The name CUPTI gave range `range` (auto ranges: the kernel's name, mangled).
-std::string range_name(const std::vector<std::uint8_t>& counter_data, size_t range) {
-  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
-  p.pCounterDataImage = counter_data.data();
-  p.counterDataImageSize = counter_data.size();
-  p.rangeIndex = range;
-  p.rangeDelimiter = "/";
-  check(cuptiRangeProfilerCounterDataGetRangeInfo(&p), "cuptiRangeProfilerCounterDataGetRangeInfo");
-  return p.rangeName ? p.rangeName : "";
-}
-
-// "void fa::(anonymous namespace)::fa2_kernel<64, 128>(fa::Params)" -> "fa2_kernel<64, 128>": the
-// function's name without return type, namespaces or parameters, at most 80 characters.
-std::string short_kernel_name(const std::string& mangled) {
-  int status = 1;
-  char* demangled = abi::__cxa_demangle(mangled.c_str(), nullptr, nullptr, &status);
-  std::string name = status == 0 && demangled ? demangled : mangled;
-  std::free(demangled);
-  // Cut the parameter list: the last '(' at template depth 0.
-  int depth = 0;
-  size_t cut = std::string::npos, start = 0;
-  for (size_t i = 0; i < name.size(); ++i) {
-    const char c = name[i];
-    if (c == '<') ++depth;
-    if (c == '>') --depth;
-    if (c == '(' && depth == 0 && name.compare(i, 12, "(anonymous n") != 0) cut = i;
-  }
-  if (cut != std::string::npos) name.resize(cut);
-  depth = 0;
-  for (size_t i = 0; i < name.size(); ++i) {  // drop return type and namespaces at depth 0
-    const char c = name[i];
-    if (c == '<') ++depth;
-    if (c == '>') --depth;
-    if (depth == 0 && (c == ' ' || (c == ':' && i + 1 < name.size() && name[i + 1] == ':'))) {
-      if (name.compare(i, 12, " namespace)") == 0) continue;
-      start = c == ' ' ? i + 1 : i + 2;
-    }
-  }
-  name = name.substr(std::min(start, name.size()));
-  if (name.size() > 80) name = name.substr(0, 77) + "...";
-  return name;
-}
-
 std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,
                              const std::vector<std::uint8_t>& counter_data, size_t range,
                              const std::vector<std::string>& metrics) {
@@ -487,6 +441,17 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
                                                       const std::function<void()>& work,
                                                       const std::function<void()>& before_pass) {
   if (!ok()) throw CounterFailure(error_);
+  try {
+    return measure_range(name, work, before_pass);
+  } catch (const CounterFailure&) {
+    restart_profiler();  // a CUPTI failure mid-measurement must not poison the next row
+    throw;
+  }
+}
+
+std::map<std::string, double> CounterSession::measure_range(const std::string& name,
+                                                            const std::function<void()>& work,
+                                                            const std::function<void()>& before_pass) {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // work goes to the profiled context
 
   // 1. Empty counter data image, configuration for one user range replayed by us.
@@ -533,45 +498,14 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
   return out;
 }
 
-std::vector<CounterSession::KernelCounters> CounterSession::measure_kernels(
-    const std::function<void()>& work, const std::function<void()>& before_pass) {
-  if (!ok()) throw CounterFailure(error_);
-  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-  std::vector<std::uint8_t> image = counter_data_image(profiler_, metrics_, kMaxKernels);
-  reset_counter_data(profiler_, image);
-  set_config(profiler_, config_image_, image, /*per_kernel=*/true);
-  const int max_passes = 2 * passes_ + 4;
-  bool all_submitted = false;
-  for (int pass = 0; !all_submitted; ++pass) {
-    if (pass == max_passes) {
-      fail(CounterError::other, "per-kernel counters: not all passes submitted after " + std::to_string(pass) +
-                                    " passes");
-    }
-    if (before_pass) before_pass();
-    start(profiler_);
-    try {
-      work();
-    } catch (...) {
-      try {
-        stop(profiler_);
-      } catch (...) {
-      }
-      throw;
-    }
-    all_submitted = stop(profiler_);
+void CounterSession::restart_profiler() {
+  try {
+    disable_range_profiler(std::exchange(profiler_, nullptr));
+    profiler_ = enable_range_profiler(context_);
+    counter_data_ = counter_data_image(profiler_, metrics_);
+  } catch (const CounterFailure& f) {
+    error_ = f.error;  // the session is unusable from here on, and says why
   }
-  decode(profiler_);
-  std::vector<KernelCounters> out;
-  const size_t ranges = ranges_in(image);
-  for (size_t r = 0; r < ranges; ++r) {
-    const std::vector<double> values = evaluate(evaluator_, image, r, metrics_);
-    KernelCounters k{short_kernel_name(range_name(image, r)), {}};
-    for (size_t i = 0; i < metrics_.size(); ++i) k.values[metrics_[i]] = values[i];
-    out.push_back(std::move(k));
-  }
-  // The single-range image must be the one programmed for the next measure().
-  reset_counter_data(profiler_, counter_data_);
-  return out;
 }
 
 std::vector<std::string> CounterSession::unsupported(int device,

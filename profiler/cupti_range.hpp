@@ -65,16 +65,6 @@ class CounterSession {
   std::map<std::string, double> measure(const std::string& name, const std::function<void()>& work,
                                         const std::function<void()>& before_pass);
 
-  // The same work with CUPTI's auto ranges: one range per kernel launch, in launch order, each
-  // named by its (demangled, shortened) kernel name. At most kMaxKernels kernels per call.
-  struct KernelCounters {
-    std::string name;
-    std::map<std::string, double> values;
-  };
-  static constexpr int kMaxKernels = 16;
-  std::vector<KernelCounters> measure_kernels(const std::function<void()>& work,
-                                              const std::function<void()>& before_pass);
-
   CounterSession(CounterSession&& other) noexcept;
   CounterSession& operator=(CounterSession&& other) noexcept;
   CounterSession(const CounterSession&) = delete;
@@ -84,6 +74,9 @@ class CounterSession {
  private:
   CounterSession() = default;
   void release() noexcept;
+  void restart_profiler();
+  std::map<std::string, double> measure_range(const std::string& name, const std::function<void()>& work,
+                                              const std::function<void()>& before_pass);  // after a failed measurement: disable and enable the range profiler
 
   int device_ = -1;
   CUctx_st* context_ = nullptr;

@@ -85,7 +85,7 @@ note "counters forced no-permission: rc=$?, warning lines: $(grep -c 'hardware c
 cat "$out/.bench.txt" >>"$log"
 if command -v ncu >/dev/null; then
   section "counters: under Nsight Compute"
-  timeout 120 ncu --metrics gpu__time_duration.sum -c 1 "$bin/fa-bench" "${small_run[@]}" --no-kernel-breakdown \
+  timeout 120 ncu --metrics gpu__time_duration.sum -c 1 "$bin/fa-bench" "${small_run[@]}" \
     --json "$out/counters-under-ncu.json" >"$out/.bench.txt" 2>&1
   note "counters under ncu: rc=$?, warning lines: $(grep -c 'hardware counters unavailable' "$out/.bench.txt"), ok rows: $(grep -cE '  ok$' "$out/.bench.txt")"
   cat "$out/.bench.txt" >>"$log"

@@ -16,6 +16,7 @@
 #include <cudnn_graph.h>
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <limits>
@@ -278,7 +279,9 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
   const Desc& log_sum = g.on_chip(per_row, per_row_strides);
   g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
   g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
-  const Desc& probs = g.on_chip(scores, score_strides);
+  // P in the input precision: cuDNN's flash engines take both operands of P V in one type
+  // ("A and B need to have the same datatype in the matmul", cuDNN 9.14 on the H200).
+  const Desc& probs = g.on_chip(scores, score_strides, io);
   g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
   g.matmul(probs, v, o);
 
@@ -289,33 +292,60 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
       .finalize("operation graph");
 
-  Desc& heuristics = p->keep.emplace_back(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-  const cudnnBackendHeurMode_t mode = CUDNN_HEUR_MODE_A;
-  heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
-      .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
-      .finalize("engine heuristics");
-  std::int64_t count = 0;
-  check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &count,
-                           nullptr),
-        "engine count");
-  if (count == 0) throw CudnnError("cuDNN " + api().version_text() + " has no engine for this attention graph");
-  std::vector<cudnnBackendDescriptor_t> raw_configs;
-  for (std::int64_t i = 0; i < count; ++i) {
-    raw_configs.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
+  // Engine configurations to try, best first: heuristic mode A's ranking, then the fallback
+  // list, then every engine cuDNN has for this graph (by global index, default knobs).
+  std::vector<cudnnBackendDescriptor_t> candidates;
+  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
+    try {
+      Desc& heuristics = p->keep.emplace_back(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
+      heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
+          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
+          .finalize("engine heuristics");
+      std::int64_t available = 0;
+      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
+                               &available, nullptr),
+            "engine count");
+      std::vector<cudnnBackendDescriptor_t> configs;
+      for (std::int64_t i = 0; i < available; ++i) {
+        configs.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
+      }
+      std::int64_t returned = 0;
+      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+                               available, &returned, configs.data()),
+            "engine configs");
+      candidates.insert(candidates.end(), configs.begin(), configs.begin() + std::min(returned, available));
+    } catch (const CudnnError&) {
+      // A heuristic mode that knows nothing of this graph: the next list may.
+    }
   }
-  check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, count,
-                           &count, raw_configs.data()),
-        "engine configs");
-  // The heuristic's order is its ranking: take the first configuration that builds.
-  std::string last_error;
-  for (std::int64_t i = 0; i < count; ++i) {
+  std::int64_t engines = 0, returned = 0;
+  check(api().GetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1,
+                           &returned, &engines),
+        "engine global count");
+  for (std::int64_t index = 0; index < engines; ++index) {
+    try {
+      Desc& engine = p->keep.emplace_back(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
+      engine.set_desc(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, op_graph)
+          .set_i64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index)
+          .finalize("engine");
+      candidates.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
+                               .set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine)
+                               .finalize("engine config")
+                               .get());
+    } catch (const CudnnError&) {
+      // This engine does not take the graph.
+    }
+  }
+  // The first candidate that builds a plan.
+  std::string last_error = "no engine accepts the graph";
+  for (cudnnBackendDescriptor_t config : candidates) {
     try {
       Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
       plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw_configs[i])
+          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config)
           .finalize("execution plan");
-      std::int64_t returned = 0;
-      check(api().GetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &returned,
+      std::int64_t got = 0;
+      check(api().GetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
                                &p->workspace_bytes),
             "workspace size");
       p->plan = p->keep.emplace_back(std::move(plan)).get();
@@ -324,7 +354,9 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
       last_error = e.what();
     }
   }
-  throw CudnnError("none of cuDNN's " + std::to_string(count) + " engine configurations builds: " + last_error);
+  throw CudnnError("cuDNN " + api().version_text() + ": none of " + std::to_string(candidates.size()) +
+                   " engine configurations (heuristics, then all " + std::to_string(engines) +
+                   " engines) builds this attention graph; last: " + last_error);
 }
 
 class CudnnLauncher final : public Launcher {
