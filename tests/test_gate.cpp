@@ -301,6 +301,30 @@ TEST(Gate, BadFilesAreNamedWithTheProblem) {
   }
 }
 
+// What the fuzzer (tests/fuzz) found: nlohmann exceptions other than parse_error escaped the
+// reader. Both must be a ResultFileError naming the file.
+TEST(Gate, ReaderRefusesOverflowAndMistypedOptionalKeys) {
+  std::ifstream in(data("gate-h200-base.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string good = ss.str();
+  auto refused = [](const std::string& text) {
+    try {
+      from_json_text(text, "edited.json");
+    } catch (const ResultFileError& e) {
+      return std::string(e.what()).rfind("edited.json: ", 0) == 0;
+    }
+    return false;
+  };
+  std::string overflow = good;
+  overflow.replace(overflow.find("\"samples_ms\": [") + 15, 0, "1e999,");
+  EXPECT_TRUE(refused(overflow));
+  std::string mistyped = good;
+  const std::string key = "\"pci_bus_id\": \"0000:00:06.0\"";
+  mistyped.replace(mistyped.find(key), key.size(), "\"pci_bus_id\": 7");
+  EXPECT_TRUE(refused(mistyped));
+}
+
 // ---- outputs ----
 
 // Markdown: a title, and a pipe table whose rows all have the header's cell count.
