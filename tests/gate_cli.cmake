@@ -1,0 +1,68 @@
+# fa-bench gate as CI runs it: exit codes on the derived H200 fixtures, the error line naming the
+# file and the problem, and the Markdown / JUnit / export files written (JUnit parsed by Python's
+# XML parser when Python is there).
+#   cmake -DFA_BENCH=... -DDATA=tests/data -DOUT=... [-DPYTHON=...] -P gate_cli.cmake
+file(MAKE_DIRECTORY ${OUT})
+
+function(expect code regex)
+  execute_process(COMMAND ${FA_BENCH} gate ${ARGN} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+  if(NOT rc STREQUAL "${code}")
+    message(FATAL_ERROR "fa-bench gate ${ARGN}: exit ${rc}, expected ${code}\n${out}\n${err}")
+  endif()
+  if(NOT "${out}${err}" MATCHES "${regex}")
+    message(FATAL_ERROR "fa-bench gate ${ARGN}: output does not match '${regex}'\n${out}\n${err}")
+  endif()
+  message(STATUS "ok: exit ${rc}: gate ${ARGN}")
+endfunction()
+
+set(B --baseline ${DATA}/gate-h200-base.json)
+expect(0 "PASS \\(exit 0\\)" ${B} --current ${DATA}/gate-h200-base.json)
+expect(0 "PASS \\(exit 0\\)" --baseline ${DATA}/gate-h200-other-run.json --current ${DATA}/gate-h200-base.json)
+expect(1 "fa2 +2\\.1304 +2\\.3434 +\\+10\\.0% slower.*REGRESSION" ${B} --current ${DATA}/gate-time-fa2-x1.10.json
+       --markdown ${OUT}/gate.md --junit ${OUT}/gate.xml --github-benchmark ${OUT}/gab.json --bmf ${OUT}/bmf.json)
+expect(0 "PASS" ${B} --current ${DATA}/gate-time-jitter3.json)
+expect(0 "PASS" ${B} --current ${DATA}/gate-time-all-x1.03.json)
+expect(1 "dram_bytes: .*\\+5\\.00%" ${B} --current ${DATA}/gate-dram-fa2-x1.05.json)
+expect(0 "improved" ${B} --current ${DATA}/gate-improved-fa2.json)
+expect(0 "more repetitions" ${B} --current ${DATA}/gate-time-jitter20.json)
+expect(1 "ambiguous time under --strict" ${B} --current ${DATA}/gate-time-jitter20.json --strict)
+expect(2 "missing from the current run" ${B} --current ${DATA}/gate-missing-row.json)
+expect(0 "allow-missing" ${B} --current ${DATA}/gate-missing-row.json --allow-missing)
+expect(2 "different GPU models" ${B} --current ${DATA}/gate-foreign-gpu.json)
+expect(1 "failed verification" ${B} --current ${DATA}/gate-failed-variant.json)
+expect(2 "no measurements" ${B} --current ${DATA}/gate-no-gpu.json)
+expect(2 "gate-truncated.json: not valid JSON" ${B} --current ${DATA}/gate-truncated.json)
+expect(2 "gate-schema-unknown.json: schema: unknown version" --baseline ${DATA}/gate-schema-unknown.json
+       --current ${DATA}/gate-h200-base.json)
+expect(2 "no-such-file.json: cannot open" ${B} --current ${DATA}/no-such-file.json)
+expect(2 "--time-tolerance: 'abc' is not a number" ${B} --current ${DATA}/gate-h200-base.json --time-tolerance abc)
+expect(0 "PASS" ${B} --current ${DATA}/gate-time-fa2-x1.10.json --time-tolerance 12%)
+expect(0 "baseline written" --current ${DATA}/gate-h200-base.json --update-baseline ${OUT}/new-baseline.json)
+expect(0 "PASS" --baseline ${OUT}/new-baseline.json --current ${DATA}/gate-h200-base.json)
+expect(2 "not written as a baseline" --current ${DATA}/gate-failed-variant.json --update-baseline ${OUT}/bad.json)
+
+foreach(f gate.md gate.xml gab.json bmf.json)
+  if(NOT EXISTS ${OUT}/${f})
+    message(FATAL_ERROR "${OUT}/${f} was not written")
+  endif()
+endforeach()
+if(PYTHON)
+  execute_process(COMMAND ${PYTHON} -c "
+import json, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+suite = root.find('testsuite')
+assert suite.get('failures') == '2', suite.attrib
+assert len(suite.findall('testcase')) == 8
+assert len(suite.findall('testcase/failure')) == 2
+gab = json.load(open(sys.argv[2]))
+assert all({'name', 'unit', 'value'} <= set(e) for e in gab), gab[:2]
+bmf = json.load(open(sys.argv[3]))
+assert all('value' in m for b in bmf.values() for m in b.values())
+md = open(sys.argv[4]).read()
+rows = [l for l in md.splitlines() if l.startswith('|')]
+assert len(rows) == 10 and len({l.count('|') for l in rows}) == 1, rows
+" ${OUT}/gate.xml ${OUT}/gab.json ${OUT}/bmf.json ${OUT}/gate.md RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 0)
+    message(FATAL_ERROR "the gate's JUnit / JSON / Markdown output did not parse")
+  endif()
+endif()
