@@ -6,7 +6,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 # chromium: the report test opens report.html headless (tests/python/test_reports.py)
-packages=(g++ libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev python3-venv chromium)
+# clang: libFuzzer for scripts/fuzz.sh (the result-file reader).
+packages=(g++ clang libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev python3-venv chromium)
 missing=()
 # cmake and ninja may come from elsewhere (pip on the GPU machine): any on the PATH will do.
 command -v cmake >/dev/null || missing+=(cmake)
