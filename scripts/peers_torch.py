@@ -1,0 +1,255 @@
+#!/usr/bin/env python3
+"""PyTorch's attention backends as peers, written as fa-bench result rows.
+
+    python3 scripts/peers_torch.py --N 4096 --d 64,128 --causal both --json torch.json
+
+For every configuration it runs ``torch.nn.functional.scaled_dot_product_attention`` once per
+backend (flash, efficient, cudnn, math; rows ``torch-flash`` ... ``torch-math``, all peers) on
+fa-bench's conventions: Q, K, V of shape [B, H, N, d] (BHSD, contiguous), N(0, 1) inputs,
+scale 1/sqrt(d), causal = key j > query i masked, B = 16384/N and H = 2048/d unless given.
+
+Each backend is checked before it is timed: sampled rows of two heads against an fp64
+reference, with fa-bench's rule (max error <= 2 x a plain same-precision implementation +
+1e-3; docs/accuracy.md). Torch allocates O itself, so it cannot be poisoned beforehand; every
+element is checked to be finite instead. Timing: CUDA events around each call, warm-up first,
+the L2 flushed (a 2 x L2 buffer written) before every sample, every sample stored.
+
+The IO model is fa-bench's own: the script asks ``fa-bench --model-only`` (``--fa-bench``,
+default build/bin/fa-bench) for the cudnn row's model (flash backends: Q-outer fused, 128x128
+tiles assumed) and the standard row's (math backend). Without fa-bench the model is left 0.
+
+Exit status: 0 all rows ok, 1 a backend failed its check, 2 bad input or no PyTorch/GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from reports.schema import make_config, make_result, new_document, write_results  # noqa: E402
+
+BACKENDS = (  # row name, SDPBackend member, fa-bench IO pattern whose model applies
+    ("torch-flash", "FLASH_ATTENTION", "fa2"),
+    ("torch-efficient", "EFFICIENT_ATTENTION", "fa2"),
+    ("torch-cudnn", "CUDNN_ATTENTION", "fa2"),
+    ("torch-math", "MATH", "standard"),
+)
+CHECKED_ROWS = 64
+
+
+def bad(message: str) -> None:
+    """Bad input: one line on stderr, exit status 2."""
+    print(message, file=sys.stderr)
+    raise SystemExit(2)
+
+
+def int_list(text: str, flag: str) -> list[int]:
+    try:
+        values = [int(x) for x in text.split(",")]
+    except ValueError:
+        bad(f"error: {flag}: expected a comma-separated list of integers, got {text!r}")
+    if not values or any(v <= 0 for v in values):
+        bad(f"error: {flag}: values must be positive, got {text!r}")
+    return values
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--N", default="4096", help="sequence lengths, comma-separated (default 4096)")
+    p.add_argument("--d", default="64", help="head dims, comma-separated: 64, 128 (default 64)")
+    p.add_argument("--causal", default="off", choices=("off", "on", "both"))
+    p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--batch", type=int, help="batch (default 16384/N)")
+    p.add_argument("--heads", type=int, help="heads (default 2048/d)")
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--repetitions", type=int, default=50)
+    p.add_argument("--seed", type=int, default=1234)
+    p.add_argument("--backends", default="flash,efficient,cudnn,math")
+    p.add_argument("--fa-bench", dest="fa_bench", default="build/bin/fa-bench",
+                   help="fa-bench binary, for the IO model (default build/bin/fa-bench)")
+    p.add_argument("--json", required=True, help="result file to write (fa-bench schema)")
+    a = p.parse_args(argv)
+    a.N = int_list(a.N, "--N")
+    a.d = int_list(a.d, "--d")
+    if any(d not in (64, 128) for d in a.d):
+        bad(f"error: --d: accepted 64 or 128, got {a.d}")
+    names = a.backends.split(",")
+    known = [b[0].removeprefix("torch-") for b in BACKENDS]
+    if any(n not in known for n in names):
+        bad(f"error: --backends: accepted {','.join(known)}, got {a.backends!r}")
+    a.backends = [b for b in BACKENDS if b[0].removeprefix("torch-") in names]
+    if a.warmup < 0 or a.repetitions < 1:
+        bad("error: --warmup >= 0 and --repetitions >= 1 are required")
+    return a
+
+
+def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, dtype: str) -> dict:
+    """algorithm -> the model fa-bench computes (cudnn row for fa2, standard row); {} if absent."""
+    if not Path(binary).is_file():
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "model.json"
+        cmd = [binary, "--model-only", "--N", str(N), "--d", str(d), "--batch", str(B), "--heads", str(H),
+               "--causal", "on" if causal else "off", "--dtype", dtype, "--variants", "standard,cudnn",
+               "--json", str(out)]
+        if subprocess.run(cmd, capture_output=True).returncode != 0 or not out.exists():
+            return {}
+        rows = json.loads(out.read_text())["configs"][0]["results"]
+    by_name = {r["variant"]: r["model"] for r in rows}
+    return {"fa2": by_name.get("cudnn", {}), "standard": by_name.get("standard", {})}
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    try:
+        import torch
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+    except ImportError as e:
+        print(f"error: PyTorch is not installed ({e}); this script needs torch with CUDA "
+              "(pip install torch)", file=sys.stderr)
+        return 2
+    if not torch.cuda.is_available():
+        print("error: torch sees no CUDA GPU; the peers run on the GPU", file=sys.stderr)
+        return 2
+
+    props = torch.cuda.get_device_properties(0)
+    device = {
+        "index": 0, "name": props.name, "uuid": str(getattr(props, "uuid", "")),
+        "compute_capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
+        "memory_bytes": props.total_memory, "l2_bytes": props.L2_cache_size,
+    }
+    doc = new_document(
+        "python3 scripts/peers_torch.py " + " ".join(argv), device=device,
+        settings={"seed": args.seed, "warmup": args.warmup, "repetitions": args.repetitions,
+                  "timing_engine": f"torch {torch.__version__} CUDA events"})
+    dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
+    flush = torch.empty(2 * props.L2_cache_size, dtype=torch.uint8, device="cuda")
+    exit_code = 0
+    causal_modes = {"off": [False], "on": [True], "both": [False, True]}[args.causal]
+    index = 0
+    for N in args.N:
+        for d in args.d:
+            for causal in causal_modes:
+                B = args.batch or max(1, 16384 // N)
+                H = args.heads or max(1, 2048 // d)
+                seed = args.seed + 1000003 * index
+                index += 1
+                gen = torch.Generator(device="cuda").manual_seed(seed)
+                q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
+                models = fa_bench_models(args.fa_bench, N, d, B, H, causal, args.dtype)
+                config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed)
+                reference = Reference(torch, q, k, v, causal, seed)
+                for name, member, algorithm in args.backends:
+                    row = run_backend(torch, sdpa_kernel, getattr(SDPBackend, member), q, k, v, causal,
+                                      reference, flush, args)
+                    flops = 4.0 * B * H * N * N * d / (2 if causal else 1)
+                    model = {"flops_convention": flops, **models.get(algorithm, {})}
+                    model.setdefault("flops_matrix", flops)
+                    result = make_result(name, algorithm=algorithm, peer=True, model=model, warmup=args.warmup,
+                                         **row)
+                    if result["derived"] is not None:  # the field's convention, as fa-bench reports
+                        result["derived"]["tflops_convention"] = flops / (result["timing"]["median_ms"] * 1e9)
+                    config["results"].append(result)
+                    if row["status"] == "failed":
+                        exit_code = 1
+                    print(f"{name:16} B={B} H={H} N={N} d={d} causal={'on' if causal else 'off'}: "
+                          f"{row['status']}" + (f" ({row['reason']})" if row["reason"] else "")
+                          + (f" {result['timing']['median_ms']:.4f} ms, "
+                             f"{result['derived']['tflops_convention']:.1f} TFLOP/s" if result["timing"] else ""),
+                          flush=True)
+                doc["configs"].append(config)
+                write_results(doc, args.json)  # after every configuration: Ctrl-C keeps what finished
+    print(f"results: {os.path.abspath(args.json)}")
+    return exit_code
+
+
+class Reference:
+    """fp64 rows of two heads and the plain same-precision error on them (fa-bench's rule)."""
+
+    def __init__(self, torch, q, k, v, causal: bool, seed: int):
+        B, H, N, d = q.shape
+        gen = torch.Generator().manual_seed(seed)
+        self.rows = torch.randperm(N, generator=gen)[: min(N, CHECKED_ROWS)].sort().values.cuda()
+        self.heads = [(0, 0), (B - 1, H - 1)]
+        scale = 1.0 / math.sqrt(d)
+        self.expected, self.plain_error = [], 0.0
+        for b, h in self.heads:
+            qs, kk, vv = q[b, h, self.rows], k[b, h], v[b, h]
+            cols = torch.arange(N, device=q.device)
+            masked = (cols[None, :] > self.rows[:, None]) if causal else None
+            s = (qs.double() @ kk.double().T) * scale
+            if masked is not None:
+                s = s.masked_fill(masked, float("-inf"))
+            ref = torch.softmax(s, dim=-1) @ vv.double()
+            # Plain: fp32 scores and softmax, P rounded to the input type, fp32 P V, O rounded.
+            s32 = (qs.float() @ kk.float().T) * scale
+            if masked is not None:
+                s32 = s32.masked_fill(masked, float("-inf"))
+            plain = (torch.softmax(s32, dim=-1).to(q.dtype).float() @ vv.float()).to(q.dtype)
+            self.plain_error = max(self.plain_error, (plain.double() - ref).abs().max().item())
+            self.expected.append(ref)
+
+    def check(self, out) -> dict:
+        finite = bool(torch_isfinite_all(out))
+        err = 0.0
+        for (b, h), ref in zip(self.heads, self.expected):
+            err = max(err, (out[b, h, self.rows].double() - ref).abs().max().item())
+        tolerance = 2 * self.plain_error + 1e-3
+        nonfinite = 0 if finite else int((~out.isfinite()).sum().item())
+        passed = finite and err <= tolerance
+        return {"metric": "max_abs_error", "passed": passed, "all_finite": finite,
+                "nonfinite_count": nonfinite, "max_abs_error": err if math.isfinite(err) else 1e300,
+                "rmse": 0.0, "baseline_max_abs_error": self.plain_error, "baseline_rmse": 0.0,
+                "tolerance": tolerance, "rows_checked": len(self.rows) * len(self.heads),
+                "heads_checked": len(self.heads)}
+
+
+def torch_isfinite_all(t) -> bool:
+    return bool(t.isfinite().all().item())
+
+
+def run_backend(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, args) -> dict:
+    """kwargs for make_result: status, reason, verification, samples_ms."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+
+    def call():
+        return sdpa(q, k, v, is_causal=causal)
+
+    try:
+        with sdpa_kernel([backend]):
+            out = call()
+            torch.cuda.synchronize()
+            verification = reference.check(out)
+            del out
+            if not verification["passed"]:
+                reason = (f"max error {verification['max_abs_error']:.3e} > tolerance "
+                          f"{verification['tolerance']:.3e}" if verification["all_finite"]
+                          else f"{verification['nonfinite_count']} non-finite output elements")
+                return {"status": "failed", "reason": reason, "verification": verification}
+            for _ in range(args.warmup):
+                call()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            samples = []
+            for _ in range(args.repetitions):
+                flush.zero_()  # evict Q, K, V and O from L2: every sample starts cold
+                start.record()
+                call()
+                stop.record()
+                stop.synchronize()
+                samples.append(start.elapsed_time(stop))
+    except RuntimeError as e:  # backend not available for this shape / build / GPU
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        torch.cuda.synchronize()
+        return {"status": "unsupported", "reason": first[:300]}
+    return {"status": "ok", "verification": verification, "samples_ms": samples}
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
