@@ -414,8 +414,8 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
           cc.cur = c->second;
           if (cc.base > 0) {
             cc.change = cc.cur / cc.base - 1;
-            cc.regressed = cc.change > o.counter_tolerance;
-            cc.improved = cc.change < -o.counter_tolerance;
+            cc.regressed = cc.change > o.tolerance_for(name);
+            cc.improved = cc.change < -o.tolerance_for(name);
           } else {
             cc.regressed = cc.cur > 0;  // from nothing to something
           }

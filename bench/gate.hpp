@@ -16,7 +16,14 @@ namespace fa::bench {
 struct GateOptions {
   std::string baseline_path, current_path;
   double counter_tolerance = 0.02;  // a counter regresses above baseline x (1 + this)
-  double time_tolerance = 0.05;     // relative median gap that counts as faster / slower
+  // Per counter, over counter_tolerance. L2 bytes: 5%, because two runs of the same build on the
+  // H200 differed by 2.3% in SM->L2 sectors (fa2, N=4096 d=64; docs/ci-gates.md).
+  std::map<std::string, double> counter_tolerance_for{{"l2_bytes", 0.05}};
+  double tolerance_for(const std::string& counter) const {
+    auto it = counter_tolerance_for.find(counter);
+    return it == counter_tolerance_for.end() ? counter_tolerance : it->second;
+  }
+  double time_tolerance = 0.05;  // relative median gap that counts as faster / slower
   double max_dispersion =
       -1;  // relative IQR above which a file is too noisy (<0: = time_tolerance)
   double clock_tolerance = 0.05;  // relative SM-clock difference that flags a row

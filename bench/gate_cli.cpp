@@ -74,16 +74,17 @@ std::string unfit_as_baseline(const RunResult& r) {
 
 int gate(int argc, const char* const* argv) {
   GateOptions o;
-  std::string counter_tol = "2%", time_tol = "5%", dispersion, clock_tol = "5%";
+  std::string time_tol = "5%", dispersion, clock_tol = "5%";
+  std::vector<std::string> counter_tols;
   std::vector<std::string> maps;
   CLI::App app{"fa-bench gate: compare a result file with a baseline (CI performance gate)",
                "fa-bench gate"};
   app.add_option("--baseline", o.baseline_path, "the baseline result file (fa-bench --json)");
   app.add_option("--current", o.current_path, "the result file of the run under test")->required();
   app.add_option(
-      "--counter-tolerance", counter_tol,
-      "a counter (DRAM bytes, L2 bytes, tensor FLOPs, instructions) regresses above baseline x "
-      "(1 + this) (default 2%)");
+      "--counter-tolerance", counter_tols,
+      "a counter (dram_bytes, l2_bytes, tensor_flops, instructions) regresses above baseline x "
+      "(1 + this): X sets all four, NAME=X one (default 2%, l2_bytes 5%); repeatable");
   app.add_option("--time-tolerance", time_tol,
                  "median gap that counts as slower or faster (default 5%)");
   app.add_option(
@@ -135,7 +136,23 @@ int gate(int argc, const char* const* argv) {
     return kExitBadInput;
   }
   try {
-    o.counter_tolerance = parse_fraction("--counter-tolerance", counter_tol);
+    for (const auto& t : counter_tols) {
+      const auto eq = t.find('=');
+      if (eq == std::string::npos) {
+        o.counter_tolerance = parse_fraction("--counter-tolerance", t);
+        o.counter_tolerance_for.clear();
+        continue;
+      }
+      const std::string name = t.substr(0, eq);
+      if (name != "dram_bytes" && name != "l2_bytes" && name != "tensor_flops" &&
+          name != "instructions") {
+        throw BadGateInput{
+            fmt::format("--counter-tolerance: unknown counter '{}' (accepted: "
+                        "dram_bytes, l2_bytes, tensor_flops, instructions)",
+                        name)};
+      }
+      o.counter_tolerance_for[name] = parse_fraction("--counter-tolerance", t.substr(eq + 1));
+    }
     o.time_tolerance = parse_fraction("--time-tolerance", time_tol);
     if (!dispersion.empty()) o.max_dispersion = parse_fraction("--max-dispersion", dispersion);
     o.clock_tolerance = parse_fraction("--clock-tolerance", clock_tol);

@@ -58,7 +58,7 @@ std::vector<std::string> details(const GateRow& r, const GateOptions& o) {
   for (const auto& c : r.counters) {
     if (c.regressed || c.improved) {
       out.push_back(fmt::format("{}: {:.6g} -> {:.6g} ({:+.2f}%, tolerance {:.1f}%)", c.name,
-                                c.base, c.cur, pct(c.change), pct(o.counter_tolerance)));
+                                c.base, c.cur, pct(c.change), pct(o.tolerance_for(c.name))));
     }
   }
   for (const auto& n : r.notes) out.push_back("note: " + n);
@@ -75,10 +75,15 @@ std::string rule_line(const GateOptions& o) {
   const double limit = o.max_dispersion < 0 ? o.time_tolerance : o.max_dispersion;
   return fmt::format(
       "time: medians, [min, q3] intervals, tolerance {:.1f}%, spread limit {:.1f}%, >= {} samples, "
-      "SM clock "
-      "flag {:.1f}%; counters: tolerance {:.1f}%",
+      "SM clock flag {:.1f}%; counters: tolerance {:.1f}%{}",
       pct(o.time_tolerance), pct(limit), o.min_samples, pct(o.clock_tolerance),
-      pct(o.counter_tolerance));
+      pct(o.counter_tolerance), [&] {
+        std::string s;
+        for (const auto& [name, t] : o.counter_tolerance_for) {
+          s += fmt::format(", {} {:.1f}%", name, pct(t));
+        }
+        return s;
+      }());
 }
 
 int ambiguous_count(const GateReport& r) {

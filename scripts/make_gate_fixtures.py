@@ -22,6 +22,7 @@ REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
 SOURCE = "h200-counters-2026-11-21.json"  # has counters (CUPTI) for every row
 OTHER_RUN = "h200-sweep-4variants-2026-11-21.json"  # a second real run, same day, no counters
+FA2_ORDER_RUN = "h200-fa2-order-2026-11-21.json"  # same build as SOURCE, fa2 only, counters
 
 
 def quantile(sorted_xs: list[float], q: float) -> float:
@@ -104,6 +105,14 @@ def fixtures() -> dict[str, str]:
 
     out["gate-h200-base.json"] = label(copy.deepcopy(base), SOURCE, "none (the real rows, subset)")
     out["gate-h200-other-run.json"] = label(subset(other), OTHER_RUN, "none (the real rows, subset)")
+
+    # A second real run of the same build (same revision, 5 minutes later), fa2 rows only, with
+    # counters: how much the counts move between runs.
+    order = json.loads((DATA / FA2_ORDER_RUN).read_text())
+    order["configs"] = [c for c in order["configs"] if c["N"] == 4096 and c["d"] == 64]
+    assert len(order["configs"]) == 1 and order["tool"]["git_revision"] == src["tool"]["git_revision"]
+    out["gate-h200-fa2-rerun.json"] = label(order, FA2_ORDER_RUN, "none (the real rows, subset)")
+    out["gate-h200-fa2-rerun.json"]["derived_from"]["rows"] = "N=4096 d=64 (causal off) only"
 
     def variant(name: str, transform: str, edit) -> None:
         doc = copy.deepcopy(base)

@@ -37,6 +37,11 @@ expect(2 "gate-schema-unknown.json: schema: unknown version" --baseline ${DATA}/
 expect(2 "no-such-file.json: cannot open" ${B} --current ${DATA}/no-such-file.json)
 expect(2 "--time-tolerance: 'abc' is not a number" ${B} --current ${DATA}/gate-h200-base.json --time-tolerance abc)
 expect(0 "PASS" ${B} --current ${DATA}/gate-time-fa2-x1.10.json --time-tolerance 12%)
+expect(0 "l2_bytes 5\\.0%" ${B} --current ${DATA}/gate-h200-fa2-rerun.json --allow-missing)
+expect(1 "l2_bytes: .*\\+2\\.2[0-9]%, tolerance 2\\.0%" ${B} --current ${DATA}/gate-h200-fa2-rerun.json --allow-missing
+       --counter-tolerance 2%)
+expect(0 "PASS" ${B} --current ${DATA}/gate-dram-fa2-x1.05.json --counter-tolerance dram_bytes=6%)
+expect(2 "unknown counter 'foo'" ${B} --current ${DATA}/gate-h200-base.json --counter-tolerance foo=1%)
 expect(0 "baseline written" --current ${DATA}/gate-h200-base.json --update-baseline ${OUT}/new-baseline.json)
 expect(0 "PASS" --baseline ${OUT}/new-baseline.json --current ${DATA}/gate-h200-base.json)
 expect(2 "not written as a baseline" --current ${DATA}/gate-failed-variant.json --update-baseline ${OUT}/bad.json)

@@ -131,6 +131,24 @@ TEST(Gate, TwoRealH200RunsPass) {
   EXPECT_NE(joined(r.file_notes).find("no counters"), std::string::npos);
 }
 
+TEST(Gate, CountersOfTwoRealRunsOfOneBuildPass) {
+  // The same build 5 minutes apart, fa2 only: DRAM bytes +1.0%, L2 bytes +2.3%, tensor FLOPs and
+  // instructions +0.0%. Hence 5% for L2 bytes by default; 2% for all would fail this pair.
+  GateOptions o;
+  o.allow_missing = true;  // the other variants were not in that run
+  const auto r = gate("gate-h200-base.json", "gate-h200-fa2-rerun.json", o);
+  EXPECT_EQ(r.exit_code, 0) << gate_table(r, o);
+  const GateRow* fa2 = find(r, "fa2", false);
+  ASSERT_TRUE(fa2);
+  EXPECT_EQ(fa2->time->verdict, TimeVerdict::same);
+  EXPECT_NEAR(counter(*fa2, "l2_bytes")->change, 0.0226, 0.001);
+  EXPECT_NEAR(counter(*fa2, "dram_bytes")->change, 0.0103, 0.001);
+  EXPECT_FALSE(counter(*fa2, "l2_bytes")->regressed);
+  GateOptions all2 = o;
+  all2.counter_tolerance_for.clear();
+  EXPECT_EQ(gate("gate-h200-base.json", "gate-h200-fa2-rerun.json", all2).exit_code, 1);
+}
+
 TEST(Gate, TenPercentSlowerFails) {
   const auto r = gate("gate-h200-base.json", "gate-time-fa2-x1.10.json");
   EXPECT_EQ(r.exit_code, 1);
