@@ -160,7 +160,7 @@ def main(argv: list[str]) -> int:
                     if row["status"] == "failed":
                         exit_code = 1
                     print(f"{name:16} B={B} H={H} N={N} d={d} causal={'on' if causal else 'off'}: "
-                          f"{row['status']}" + (f" ({row['reason']})" if row["reason"] else "")
+                          f"{row['status']}" + (f" ({row['reason']})" if row.get("reason") else "")
                           + (f" {result['timing']['median_ms']:.4f} ms, "
                              f"{result['derived']['tflops_convention']:.1f} TFLOP/s" if result["timing"] else ""),
                           flush=True)
