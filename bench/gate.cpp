@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 #include <tuple>
 
 #include "profiler/counters.hpp"
@@ -293,21 +294,34 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
   }
 
   // ---- rows ----
+  // Mapped rows (--map-variant) first: they take the place of a current row of the baseline's name.
   std::map<Key, const VariantResult*> cur_rows;
   std::map<Key, std::string> cur_names;
-  for (const auto& c : cur.configs) {
-    for (const auto& v : c.results) {
-      auto it = o.variant_map.find(v.variant);
-      const std::string as = it == o.variant_map.end() ? v.variant : it->second;
-      const Key k = key_of(c.shape, as);
-      if (cur_rows.count(k)) {
-        rep.file_problems.push_back(
-            fmt::format("{}: two rows match baseline row {} {} (--map-variant?)", cur_source, as,
-                        config_label(c.shape)));
-        continue;
+  std::set<std::pair<std::string, std::string>> shadowed;  // (row, config) not compared
+  for (const bool mapped_pass : {true, false}) {
+    for (const auto& c : cur.configs) {
+      for (const auto& v : c.results) {
+        auto it = o.variant_map.find(v.variant);
+        const bool mapped = it != o.variant_map.end();
+        if (mapped != mapped_pass) continue;
+        const std::string as = mapped ? it->second : v.variant;
+        const Key k = key_of(c.shape, as);
+        if (cur_rows.count(k)) {
+          if (mapped) {
+            rep.file_problems.push_back(
+                fmt::format("{}: two rows map to baseline row {} {} (--map-variant)", cur_source,
+                            as, config_label(c.shape)));
+          } else {
+            rep.file_notes.push_back(
+                fmt::format("current row {} {} not compared: {} takes its place", v.variant,
+                            config_label(c.shape), cur_names[k]));
+            shadowed.insert({v.variant, config_label(c.shape)});
+          }
+          continue;
+        }
+        cur_rows[k] = &v;
+        cur_names[k] = v.variant;
       }
-      cur_rows[k] = &v;
-      cur_names[k] = v.variant;
     }
   }
   std::map<Key, bool> matched;
@@ -432,6 +446,7 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
         auto it = o.variant_map.find(v.variant);
         const Key k = key_of(c.shape, it == o.variant_map.end() ? v.variant : it->second);
         if (matched.count(k) || v.status != Status::ok) continue;
+        if (shadowed.count({v.variant, config_label(c.shape)})) continue;
         GateRow row;
         row.variant = row.base_variant = v.variant;
         row.shape = c.shape;

@@ -302,6 +302,39 @@ TEST(Gate, MapVariantComparesRenamedRows) {
   EXPECT_EQ(run_gate(load("gate-h200-base.json"), cur, {}, "base", "cur").exit_code, 2);
 }
 
+// Real H200 files of one build (4551a00b): the sweep of all variants and the fa1/fa2 tile sweep.
+// The default fa2 rows agree; the smaller tile (64x64) moves twice the L2 bytes at about the same
+// time; the 128x128 tile at d=64 is 14% slower. This is what the "slowed build" check will see.
+TEST(Gate, RealTileSweepAgainstRealSweep) {
+  const std::string base = "h200-sweep-all-2026-11-21.json", cur = "h200-tiles-2026-11-21.json";
+  GateOptions o;
+  o.allow_missing = true;  // the tile sweep has fa1 and fa2 only, causal off
+  const auto same = gate(base, cur, o);
+  EXPECT_EQ(same.exit_code, 0) << gate_table(same, o);
+  for (const auto& row : same.rows) {
+    if (row.variant != "fa2" || !row.time) continue;
+    EXPECT_EQ(row.outcome, RowOutcome::pass) << row.config_label;
+  }
+  GateOptions small = o;
+  small.variant_map["fa2@64x64"] = "fa2";
+  const auto r64 = gate(base, cur, small);
+  EXPECT_EQ(r64.exit_code, 1) << gate_table(r64, small);
+  const GateRow* row = find(r64, "fa2@64x64", false);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->shape.N, 4096);
+  EXPECT_EQ(row->outcome, RowOutcome::regression);
+  EXPECT_TRUE(counter(*row, "l2_bytes")->regressed);
+  EXPECT_GT(counter(*row, "l2_bytes")->change, 0.9);
+  EXPECT_EQ(row->time->verdict, TimeVerdict::same) << row->time->why;  // +1.3%
+  GateOptions wide = o;
+  wide.variant_map["fa2@128x128"] = "fa2";
+  const auto r128 = gate(base, cur, wide);
+  EXPECT_EQ(r128.exit_code, 1);
+  row = find(r128, "fa2@128x128", false);
+  ASSERT_TRUE(row);
+  EXPECT_EQ(row->time->verdict, TimeVerdict::slower) << row->time->why;
+}
+
 TEST(Gate, BadFilesAreNamedWithTheProblem) {
   try {
     load("gate-truncated.json");
