@@ -4,6 +4,8 @@
 
 #include <cmath>
 
+#include "profiler/counters.hpp"
+
 namespace fa::bench {
 
 std::string explain_counters(const ConfigResult& c) {
@@ -32,6 +34,17 @@ std::string explain_counters(const ConfigResult& c) {
                                  : fmt::format("; {}-bound, {:.0f}% of the roof at its DRAM intensity", m.bound,
                                                100 * m.roofline_fraction);
     out += fmt::format("    {}: {}; {}{}\n", r.variant, dram, tensor, roof);
+    // Several kernels: where the bytes and the time went, kernel by kernel.
+    if (r.counters && r.counters->kernels.size() > 1) {
+      const counters::Measured whole = counters::interpret(r.counters->values);
+      for (const auto& k : r.counters->kernels) {
+        const counters::Measured m = counters::interpret(k.values);
+        out += fmt::format("      {:<44} DRAM {:>9} ({:>3.0f}%)  SM<->L2 {:>9}  tensor {:>7.1f} GFLOP  {:>8.1f} us\n",
+                           k.name, fmt::format("{:.1f} MB", m.dram_bytes() * 1e-6),
+                           whole.dram_bytes() > 0 ? 100 * m.dram_bytes() / whole.dram_bytes() : 0.0,
+                           fmt::format("{:.1f} MB", m.l2_bytes() * 1e-6), m.tensor_flops * 1e-9, m.seconds * 1e6);
+      }
+    }
   }
   return out;
 }

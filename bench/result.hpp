@@ -68,6 +68,14 @@ struct CounterResult {
   std::string reason;
   std::map<std::string, double> values;  // metric name -> value
   double collect_seconds = 0;            // wall time the collection took (all passes)
+  // Multi-kernel variants: the same metrics per kernel (phase), in launch order, from a second
+  // collection with one user range per kernel. Empty for single-kernel variants.
+  struct Kernel {
+    std::string name;
+    std::map<std::string, double> values;
+  };
+  std::vector<Kernel> kernels;
+  std::string kernels_reason;  // why `kernels` is empty when that collection failed
 };
 
 // The model set against what the counters measured.

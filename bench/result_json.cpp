@@ -94,6 +94,16 @@ json result_json(const VariantResult& r) {
                      {"reason", r.counters->reason},
                      {"collect_seconds", r.counters->collect_seconds},
                      {"values", values}};
+    if (!r.counters->kernels.empty() || !r.counters->kernels_reason.empty()) {
+      json kernels = json::array();
+      for (const auto& k : r.counters->kernels) {
+        json kv = json::object();
+        for (const auto& [name, v] : k.values) kv[name] = num(v);
+        kernels.push_back({{"name", k.name}, {"values", kv}});
+      }
+      j["counters"]["kernels"] = kernels;
+      if (!r.counters->kernels_reason.empty()) j["counters"]["kernels_reason"] = r.counters->kernels_reason;
+    }
   } else {
     j["counters"] = nullptr;
   }
@@ -278,6 +288,23 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     for (auto it = vals.begin(); it != vals.end(); ++it) {
       c.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
     }
+    if (cj.contains("kernels")) {
+      const json& ks = cj["kernels"];
+      if (!ks.is_array()) rd.fail(cp + ".kernels", "expected an array");
+      for (std::size_t i = 0; i < ks.size(); ++i) {
+        const std::string kp = cp + ".kernels[" + std::to_string(i) + "]";
+        if (!ks[i].is_object()) rd.fail(kp, "expected an object");
+        CounterResult::Kernel k;
+        k.name = rd.str(ks[i], kp, "name");
+        const json& kv = rd.at(ks[i], kp, "values");
+        if (!kv.is_object()) rd.fail(kp + ".values", "expected an object");
+        for (auto it = kv.begin(); it != kv.end(); ++it) {
+          k.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
+        }
+        c.kernels.push_back(std::move(k));
+      }
+    }
+    if (cj.contains("kernels_reason")) c.kernels_reason = rd.str(cj, cp, "kernels_reason");
     r.counters = c;
   }
   if (j.contains("measured") && !j["measured"].is_null()) {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <functional>
 #include <ctime>
 
 #include "bench/plan.hpp"
@@ -201,6 +202,54 @@ void use_measured_ceilings(RunResult& r, const Options& o) {
   r.ceilings = to_ceilings(*m, r.ceilings, origin);
 }
 
+// Counts phases without a profiler (a launch with a counting marker).
+struct CountingMarker final : PhaseMarker {
+  int phases = 0;
+  void begin(const char*) override { ++phases; }
+  void end() override {}
+};
+
+// Turns the launcher's phase marks into CUPTI user ranges.
+struct RangeMarker final : PhaseMarker {
+  const std::function<void(const char*)>& push;
+  const std::function<void()>& pop;
+  RangeMarker(const std::function<void(const char*)>& pu, const std::function<void()>& po) : push(pu), pop(po) {}
+  void begin(const char* name) override { push(name); }
+  void end() override { pop(); }
+};
+
+// Multi-kernel variants: counters per kernel, one user range each, in a second collection.
+void count_kernels(CounterSession& session, Launcher& launcher, const std::function<std::string()>& launch,
+                   cudaStream_t stream, L2Flusher& flusher, CounterResult* cr) {
+  CountingMarker counting;
+  launcher.set_phase_marker(&counting);
+  const std::string err = launch();
+  launcher.set_phase_marker(nullptr);
+  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  if (!err.empty() || counting.phases < 2) return;
+  try {
+    const auto ranges = session.measure_ranges(
+        [&](const std::function<void(const char*)>& push, const std::function<void()>& pop) {
+          RangeMarker marker(push, pop);
+          launcher.set_phase_marker(&marker);
+          const std::string e = launch();
+          launcher.set_phase_marker(nullptr);
+          if (!e.empty()) throw std::runtime_error(e);
+          FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+        },
+        [&] {
+          flusher.flush(stream);
+          FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+        },
+        counting.phases);
+    for (const auto& r : ranges) cr->kernels.push_back({r.name, r.values});
+  } catch (const std::exception& e) {
+    launcher.set_phase_marker(nullptr);
+    cr->kernels.clear();
+    cr->kernels_reason = e.what();
+  }
+}
+
 }  // namespace
 
 void compare_with_peers(ConfigResult& c) {
@@ -380,6 +429,11 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
           cr.reason = e.what();
         }
         cr.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      }
+      if (cr.status == "ok") {
+        const auto start = std::chrono::steady_clock::now();
+        count_kernels(*session, *launcher, launch, stream, *flusher, &cr);
+        cr.collect_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
       row.counters = cr;
       if (cr.status == "ok") row.measured = derive_measured(row, r.ceilings, peak);

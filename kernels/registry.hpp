@@ -35,11 +35,21 @@ struct Tiles {
   bool operator==(const Tiles& o) const { return block_q == o.block_q && block_kv == o.block_kv; }
 };
 
+// Marks the phases (kernels) of a multi-kernel variant, so the profiler can count each one.
+class PhaseMarker {
+ public:
+  virtual ~PhaseMarker() = default;
+  virtual void begin(const char* name) = 0;
+  virtual void end() = 0;
+};
+
 // Enqueues one forward pass on `stream`. Never synchronises. Returns "" on success or a
 // one-line reason (an unsupported shape, a library error).
 class Launcher {
  public:
   virtual ~Launcher() = default;
+  // While set, run() brackets each of its kernels with begin/end (variants of one kernel: no-op).
+  void set_phase_marker(PhaseMarker* marker) { phases_ = marker; }
   // Scratch the variant needs beyond Q, K, V, O, lse (standard: S/P; fa1: its O/l/m state).
   virtual std::size_t workspace_bytes(const Shape&, const Tiles&) const { return 0; }
   // Work done once before verification and timing (fp8 with prequantized inputs). Optional.
@@ -48,6 +58,17 @@ class Launcher {
   }
   virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
                           cudaStream_t stream) = 0;
+
+ protected:
+  void phase_begin(const char* name) {
+    if (phases_) phases_->begin(name);
+  }
+  void phase_end() {
+    if (phases_) phases_->end();
+  }
+
+ private:
+  PhaseMarker* phases_ = nullptr;
 };
 
 struct VariantInfo {

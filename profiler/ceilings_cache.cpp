@@ -9,9 +9,12 @@
 
 namespace fa {
 
+// Bumped when the way a ceiling is measured changes, so no cached figure outlives its method.
+constexpr int kCeilingsMethod = 2;  // 2: DRAM roof = fastest of three copies
+
 std::string ceilings_cache_key(const DeviceInfo& d, const std::string& tool_version) {
   return d.uuid + "|driver " + d.driver_version + "|cuda " + std::to_string(d.cuda_driver_version) +
-         "|fa-bench " + tool_version;
+         "|fa-bench " + tool_version + "|method " + std::to_string(kCeilingsMethod);
 }
 
 std::string ceilings_cache_path(const DeviceInfo& d, const std::string& tool_version) {

@@ -302,16 +302,16 @@ void disable_range_profiler(CUpti_RangeProfiler_Object* profiler) noexcept {
   cuptiRangeProfilerDisable(&p);
 }
 
-// Room for exactly one range (one measurement) of these metrics.
+// Room for `ranges` ranges (1: one measurement of a whole variant) of these metrics.
 std::vector<std::uint8_t> counter_data_image(CUpti_RangeProfiler_Object* profiler,
-                                             const std::vector<std::string>& metrics) {
+                                             const std::vector<std::string>& metrics, size_t ranges = 1) {
   std::vector<const char*> names = c_strings(metrics);
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
   p.pRangeProfilerObject = profiler;
   p.pMetricNames = names.data();
   p.numMetrics = names.size();
-  p.maxNumOfRanges = 1;
-  p.maxNumRangeTreeNodes = 1;
+  p.maxNumOfRanges = ranges;
+  p.maxNumRangeTreeNodes = ranges;
   check(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize");
   return std::vector<std::uint8_t>(p.counterDataSize);
 }
@@ -325,9 +325,9 @@ void reset_counter_data(CUpti_RangeProfiler_Object* profiler, std::vector<std::u
         "cuptiRangeProfilerCounterDataImageInitialize");
 }
 
-// One user range per pass, one nesting level, passes replayed by us (user replay).
+// `ranges` user ranges per pass, one nesting level, passes replayed by us (user replay).
 void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uint8_t>& config,
-                std::vector<std::uint8_t>& counter_data) {
+                std::vector<std::uint8_t>& counter_data, size_t ranges = 1) {
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
   p.pRangeProfilerObject = profiler;
   p.configSize = config.size();
@@ -336,7 +336,7 @@ void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uin
   p.pCounterDataImage = counter_data.data();
   p.range = CUPTI_UserRange;
   p.replayMode = CUPTI_UserReplay;
-  p.maxRangesPerPass = 1;
+  p.maxRangesPerPass = ranges;
   p.numNestingLevels = 1;
   p.minNestingLevel = 1;
   p.passIndex = 0;
@@ -388,6 +388,17 @@ size_t ranges_in(const std::vector<std::uint8_t>& counter_data) {
   p.counterDataImageSize = counter_data.size();
   check(cuptiRangeProfilerGetCounterDataInfo(&p), "cuptiRangeProfilerGetCounterDataInfo");
   return p.numTotalRanges;
+}
+
+// The name range `range` was pushed with.
+std::string range_name(const std::vector<std::uint8_t>& counter_data, size_t range) {
+  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
+  p.pCounterDataImage = counter_data.data();
+  p.counterDataImageSize = counter_data.size();
+  p.rangeIndex = range;
+  p.rangeDelimiter = "/";
+  check(cuptiRangeProfilerCounterDataGetRangeInfo(&p), "cuptiRangeProfilerCounterDataGetRangeInfo");
+  return p.rangeName ? p.rangeName : "";
 }
 
 std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,
@@ -495,6 +506,46 @@ std::map<std::string, double> CounterSession::measure_range(const std::string& n
 
   std::map<std::string, double> out;
   for (size_t i = 0; i < metrics_.size(); ++i) out[metrics_[i]] = values[i];
+  return out;
+}
+
+std::vector<CounterSession::RangeValues> CounterSession::measure_ranges(const RangeWork& work,
+                                                                      const std::function<void()>& before_pass,
+                                                                      int max_ranges) {
+  if (!ok()) throw CounterFailure(error_);
+  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
+  std::vector<RangeValues> out;
+  try {
+    const auto ranges = static_cast<size_t>(std::max(1, max_ranges));
+    std::vector<std::uint8_t> image = counter_data_image(profiler_, metrics_, ranges);
+    reset_counter_data(profiler_, image);
+    set_config(profiler_, config_image_, image, ranges);
+    const auto push = [&](const char* name) { push_range(profiler_, name); };
+    const auto pop = [&] { pop_range(profiler_); };
+    const int max_passes = 2 * passes_ + 4;
+    bool all_submitted = false;
+    for (int pass = 0; !all_submitted; ++pass) {
+      if (pass == max_passes) {
+        fail(CounterError::other, "cuptiRangeProfilerStop: not all passes submitted after " + std::to_string(pass) +
+                                      " passes");
+      }
+      if (before_pass) before_pass();
+      start(profiler_);
+      work(push, pop);
+      all_submitted = stop(profiler_);
+    }
+    decode(profiler_);
+    const size_t found = ranges_in(image);
+    for (size_t r = 0; r < found; ++r) {
+      const std::vector<double> values = evaluate(evaluator_, image, r, metrics_);
+      RangeValues rv{range_name(image, r), {}};
+      for (size_t i = 0; i < metrics_.size(); ++i) rv.values[metrics_[i]] = values[i];
+      out.push_back(std::move(rv));
+    }
+  } catch (...) {
+    restart_profiler();  // whatever state the failure left, the next measurement starts clean
+    throw;
+  }
   return out;
 }
 

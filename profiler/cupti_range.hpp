@@ -65,6 +65,17 @@ class CounterSession {
   std::map<std::string, double> measure(const std::string& name, const std::function<void()>& work,
                                         const std::function<void()>& before_pass);
 
+  // Several user ranges in one measurement (the kernels of a multi-kernel variant): `work` gets
+  // `push(name)` / `pop()` and brackets parts of itself with them, at most `max_ranges`, not
+  // nested. One record per range, in order. Throws CounterFailure.
+  struct RangeValues {
+    std::string name;
+    std::map<std::string, double> values;
+  };
+  using RangeWork = std::function<void(const std::function<void(const char*)>& push, const std::function<void()>& pop)>;
+  std::vector<RangeValues> measure_ranges(const RangeWork& work, const std::function<void()>& before_pass,
+                                          int max_ranges);
+
   CounterSession(CounterSession&& other) noexcept;
   CounterSession& operator=(CounterSession&& other) noexcept;
   CounterSession(const CounterSession&) = delete;

@@ -97,6 +97,27 @@ TEST(Counters, ReadingFollowsTheNumbers) {
   EXPECT_EQ(bench::explain_counters(none), "");  // no counters, no reading
 }
 
+TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
+  bench::ConfigResult c;
+  bench::VariantResult standard;
+  standard.variant = "standard";
+  standard.measured = bench::MeasuredDerived{4e9, 1.00, 15.0, 4e9, 1.0, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
+  bench::CounterResult counters;
+  counters.values = {{"dram__bytes_read.sum", 3e9}, {"dram__bytes_write.sum", 1e9}};
+  counters.kernels = {{"S = scale Q K^T (cuBLAS)", {{"dram__bytes_read.sum", 1e9}, {"gpu__time_duration.sum", 250e3}}},
+                      {"P = softmax(S), in place", {{"dram__bytes_read.sum", 2e9}, {"dram__bytes_write.sum", 1e9}}}};
+  standard.counters = counters;
+  c.results = {standard};
+  const std::string text = bench::explain_counters(c);
+  EXPECT_NE(text.find("S = scale Q K^T (cuBLAS)"), std::string::npos) << text;
+  EXPECT_NE(text.find("DRAM 1000.0 MB ( 25%)"), std::string::npos) << text;
+  EXPECT_NE(text.find("250.0 us"), std::string::npos) << text;
+  EXPECT_NE(text.find("DRAM 3000.0 MB ( 75%)"), std::string::npos) << text;
+  // One kernel: nothing to break down.
+  c.results[0].counters->kernels.resize(1);
+  EXPECT_EQ(bench::explain_counters(c).find("S = scale"), std::string::npos);
+}
+
 TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
   // The path a machine without profiling rights takes; forced, since no CI machine has a GPU
   // whose counters are locked. Same classification and message as CUPTI's real error.

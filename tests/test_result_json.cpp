@@ -84,8 +84,17 @@ TEST(ResultJson, PeerRatioAndKernelBreakdownRoundTrip) {
   EXPECT_NEAR(c.results[0].derived->speed_vs_best_peer, 0.5 / 1.025, 1e-12);
   EXPECT_EQ(c.results[3].derived->best_peer, "");  // peers are not compared with themselves
   EXPECT_FALSE(c.results[1].derived);               // untimed rows get no ratio
+  CounterResult counters;
+  counters.values = {{"dram__bytes_read.sum", 3e6}};
+  counters.kernels = {{"gemm", {{"dram__bytes_read.sum", 1e6}}}, {"softmax", {{"dram__bytes_read.sum", 2e6}}}};
+  c.results[0].counters = counters;
+  c.results[3].counters = CounterResult{"ok", "", {{"dram__bytes_read.sum", 1e6}}, 0.1, {}, "per-kernel: failed"};
   const RunResult b = from_json_text(to_json_text(a), "mem");
   const auto& r = b.configs[0].results[0];
+  ASSERT_EQ(r.counters->kernels.size(), 2u);
+  EXPECT_EQ(r.counters->kernels[1].name, "softmax");
+  EXPECT_DOUBLE_EQ(r.counters->kernels[1].values.at("dram__bytes_read.sum"), 2e6);
+  EXPECT_EQ(b.configs[0].results[3].counters->kernels_reason, "per-kernel: failed");
   EXPECT_TRUE(b.configs[0].results[3].peer);
   EXPECT_EQ(r.derived->best_peer, "cudnn");
   EXPECT_DOUBLE_EQ(r.derived->speed_vs_best_peer, c.results[0].derived->speed_vs_best_peer);

@@ -461,8 +461,19 @@ class Fp8Launcher final : public Launcher {
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) override {
     if (b.workspace_bytes < workspace_bytes(s, t)) return "fp8: workspace too small";
     if (!prequantized_) {
-      if (std::string e = quantise(s, b, stream); !e.empty()) return e;
+      phase_begin("quantise Q, K, V to E4M3 (amax, Q/K, V^T)");
+      std::string e = quantise(s, b, stream);
+      phase_end();
+      if (!e.empty()) return e;
     }
+    phase_begin("attention (E4M3 tensor cores)");
+    std::string e = attention(s, t, b, stream);
+    phase_end();
+    return e;
+  }
+
+ private:
+  static std::string attention(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) {
     const Workspace w = carve(s, b.workspace);
 #define FP8_DISPATCH(D, BR, BC)                                                                          \
   if (s.d == D && t.block_q == BR && t.block_kv == BC) {                                              \
@@ -474,7 +485,6 @@ class Fp8Launcher final : public Launcher {
     return "fp8: no kernel compiled for d=" + std::to_string(s.d);
   }
 
- private:
   static std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
     const Workspace w = carve(s, b.workspace);
     const auto* q = static_cast<const __nv_bfloat16*>(b.q);

@@ -243,27 +243,33 @@ class StandardLauncher final : public Launcher {
 
     // Row-major S[q][k] = sum_c Q[q][c] K[k][c] is column-major S^T = K * Q^T, i.e. with
     // column-major views K^T (d x N, ld d) and Q^T (d x N, ld d): C(N x N) = op_T(K^T) * Q^T.
+    phase_begin("S = scale Q K^T (cuBLAS)");
     cublasStatus_t st = cublasGemmStridedBatchedEx(
         handle_, CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &alpha_s, b.k, type, d, stride_qkv, b.q, type,
         d, stride_qkv, &zero, b.workspace, type, n, stride_s, batch, CUBLAS_COMPUTE_32F,
         CUBLAS_GEMM_DEFAULT);
+    phase_end();
     if (st != CUBLAS_STATUS_SUCCESS) return std::string("cuBLAS QK^T: ") + cublas_status_name(st);
 
     const auto rows = static_cast<unsigned>(s.heads_total() * s.N);
     if (rows > 0x7fffffffu) return "standard: too many rows for one softmax grid";
+    phase_begin("P = softmax(S), in place");
     if (s.dtype == DType::bf16) {
       launch_softmax<__nv_bfloat16>(s, b.workspace, rows, stream);
     } else {
       launch_softmax<__half>(s, b.workspace, rows, stream);
     }
+    phase_end();
     if (auto e = cudaGetLastError(); e != cudaSuccess) {
       return std::string("softmax launch: ") + cudaGetErrorString(e);
     }
 
     // Row-major O[q][c] = sum_k P[q][k] V[k][c] is column-major O^T (d x N) = V^T (d x N) * P^T.
+    phase_begin("O = P V (cuBLAS)");
     st = cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, b.v, type, d,
                                     stride_qkv, b.workspace, type, n, stride_s, &zero, b.o, type,
                                     d, stride_qkv, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    phase_end();
     if (st != CUBLAS_STATUS_SUCCESS) return std::string("cuBLAS PV: ") + cublas_status_name(st);
     return "";
   }
