@@ -209,13 +209,23 @@ struct CountingMarker final : PhaseMarker {
   void end() override {}
 };
 
-// Turns the launcher's phase marks into CUPTI user ranges.
+// Turns the launcher's phase marks into CUPTI user ranges. The work runs on a non-blocking
+// stream that CUPTI's range markers are not ordered with, so each mark waits for the work
+// before it: without that, the H200 run lost the last range of every variant.
 struct RangeMarker final : PhaseMarker {
   const std::function<void(const char*)>& push;
   const std::function<void()>& pop;
-  RangeMarker(const std::function<void(const char*)>& pu, const std::function<void()>& po) : push(pu), pop(po) {}
-  void begin(const char* name) override { push(name); }
-  void end() override { pop(); }
+  cudaStream_t stream;
+  RangeMarker(const std::function<void(const char*)>& pu, const std::function<void()>& po, cudaStream_t s)
+      : push(pu), pop(po), stream(s) {}
+  void begin(const char* name) override {
+    FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    push(name);
+  }
+  void end() override {
+    FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    pop();
+  }
 };
 
 // Multi-kernel variants: counters per kernel, one user range each, in a second collection.
@@ -230,7 +240,7 @@ void count_kernels(CounterSession& session, Launcher& launcher, const std::funct
   try {
     const auto ranges = session.measure_ranges(
         [&](const std::function<void(const char*)>& push, const std::function<void()>& pop) {
-          RangeMarker marker(push, pop);
+          RangeMarker marker(push, pop, stream);
           launcher.set_phase_marker(&marker);
           const std::string e = launch();
           launcher.set_phase_marker(nullptr);

@@ -17,6 +17,7 @@
 #include <cupti_target.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
@@ -516,7 +517,10 @@ std::vector<CounterSession::RangeValues> CounterSession::measure_ranges(const Ra
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");
   std::vector<RangeValues> out;
   try {
-    const auto ranges = static_cast<size_t>(std::max(1, max_ranges));
+    // One slot more than the ranges pushed: with exactly as many, the H200 run (CUDA 13.0)
+    // returned all but the last range and left the profiler unable to initialise the next
+    // counter image.
+    const auto ranges = static_cast<size_t>(std::max(1, max_ranges)) + 1;
     std::vector<std::uint8_t> image = counter_data_image(profiler_, metrics_, ranges);
     reset_counter_data(profiler_, image);
     set_config(profiler_, config_image_, image, ranges);
@@ -542,10 +546,20 @@ std::vector<CounterSession::RangeValues> CounterSession::measure_ranges(const Ra
       for (size_t i = 0; i < metrics_.size(); ++i) rv.values[metrics_[i]] = values[i];
       out.push_back(std::move(rv));
     }
+    if (out.size() != static_cast<size_t>(max_ranges)) {
+      fail(CounterError::other, "per-range counters: CUPTI returned " + std::to_string(out.size()) + " of " +
+                                    std::to_string(max_ranges) + " ranges");
+    }
+    for (const auto& rv : out) {
+      for (const auto& [metric, value] : rv.values) {
+        if (!std::isfinite(value)) fail(CounterError::other, "per-range counters: " + metric + " of range '" + rv.name + "' is not a number");
+      }
+    }
   } catch (...) {
     restart_profiler();  // whatever state the failure left, the next measurement starts clean
     throw;
   }
+  restart_profiler();  // the single-range configuration of measure() starts from a fresh profiler
   return out;
 }
 

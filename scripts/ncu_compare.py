@@ -111,7 +111,13 @@ def main() -> int:
                         f.write(ncu_out)
                 theirs = split_by_variant(ncu_kernels(ncu_out), [r["variant"] for r in rows])
                 for r in rows:
-                    v = r["counters"]["values"]
+                    counters = r.get("counters") or {}
+                    if counters.get("status") != "ok":
+                        print(f"| {n} | {d} | {r['variant']} | no counters: {counters.get('reason', '')[:80]} "
+                              "| | | | | |")
+                        failures += 1
+                        continue
+                    v = counters["values"]
                     our_dram = v["dram__bytes_read.sum"] + v["dram__bytes_write.sum"]
                     our_tc = sum(v.get(m, 0.0) for m in METRICS if METRICS[m] == "tensor")
                     t = theirs.get(r["variant"])
