@@ -440,7 +440,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
         }
         cr.collect_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       }
-      if (cr.status == "ok") {
+      if (cr.status == "ok" && o.kernel_breakdown) {
         const auto start = std::chrono::steady_clock::now();
         count_kernels(*session, *launcher, launch, stream, *flusher, &cr);
         cr.collect_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();

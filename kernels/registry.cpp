@@ -132,26 +132,6 @@ const std::vector<VariantInfo>& variant_registry() {
         /*model_tiles=*/Tiles{128, 128},
         cudnn_library_status,
         cudnn_shape_rule});
-    r.push_back(VariantInfo{
-        "cudnn-nolse", Algorithm::fa2,
-        "peer: as cudnn, without the log-sum-exp output (the graph PyTorch asks for when no "
-        "gradient is needed); for comparison with torch-cudnn",
-        "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
-        "model assumes Br=Bc=128)",
-        "cuDNN 9 runtime-fusion SDPA engine (on sm_90 a wgmma kernel); libcudnn.so.9 loaded at run "
-        "time; the same BHSD buffers (K^T by strides), no layout conversion",
-        {64, 128},
-        {DType::bf16, DType::fp16},
-        [](int) { return std::vector<Tiles>{}; },
-        [](const LaunchOptions&) { return make_cudnn_launcher(/*write_lse=*/false); },
-        80,
-        AccuracyRule::same_precision,
-        /*writes_lse=*/false,
-        /*peer=*/true,
-        /*model_tiles=*/Tiles{128, 128},
-        cudnn_library_status,
-        cudnn_shape_rule,
-        /*in_all=*/false});
     return r;
   }();
   return registry;

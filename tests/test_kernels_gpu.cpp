@@ -146,7 +146,6 @@ std::vector<Case> all_cases() {
       for (std::int64_t N : {17, 129, 1000}) cases.push_back({"cudnn", d, DType::bf16, causal, N});
     }
     cases.push_back({"cudnn", d, DType::fp16, true, 129});
-    cases.push_back({"cudnn-nolse", d, DType::bf16, d == 64, 1000});
   }
   return cases;
 }

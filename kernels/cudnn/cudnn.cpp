@@ -227,12 +227,11 @@ struct Plan {
   cudnnBackendDescriptor_t plan = nullptr;
   std::int64_t workspace_bytes = 0;
   bool causal = false;
-  bool write_lse = true;
   float scale = 0;  // by-value tensors: cuDNN reads them from host memory at execute time
   float neg_inf = -std::numeric_limits<float>::infinity();
 };
 
-std::unique_ptr<Plan> build_plan(const Shape& s, bool write_lse) {
+std::unique_ptr<Plan> build_plan(const Shape& s) {
   auto p = std::make_unique<Plan>();
   GraphBuilder& g = p->graph;
   const std::int64_t B = s.B, H = s.H, N = s.N, d = s.d;
@@ -243,13 +242,13 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool write_lse) {
   const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
   const Dims scalar{1, 1, 1, 1};
   p->causal = s.causal;
-  p->write_lse = write_lse;
   p->scale = static_cast<float>(s.scale());
 
   const Desc& q = g.tensor(kQ, qkv, qkv_strides, io, false);
   const Desc& k_t = g.tensor(kK, kt, kt_strides, io, false);
   const Desc& v = g.tensor(kV, qkv, qkv_strides, io, false);
   const Desc& o = g.tensor(kO, qkv, qkv_strides, io, false);
+  const Desc& stats = g.tensor(kStats, per_row, per_row_strides, CUDNN_DATA_FLOAT, false);
   const Desc& scale = g.tensor(kScale, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
 
   const Desc& s_raw = g.on_chip(scores, score_strides);
@@ -277,12 +276,9 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool write_lse) {
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
   const Desc& row_sum = g.on_chip(per_row, per_row_strides);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
-  if (write_lse) {  // stats = max + log(sum): the log-sum-exp, written per row
-    const Desc& stats = g.tensor(kStats, per_row, per_row_strides, CUDNN_DATA_FLOAT, false);
-    const Desc& log_sum = g.on_chip(per_row, per_row_strides);
-    g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
-    g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
-  }
+  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
+  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
   // P in the input precision: cuDNN's flash engines take both operands of P V in one type
   // ("A and B need to have the same datatype in the matmul", cuDNN 9.14 on the H200).
   const Desc& probs = g.on_chip(scores, score_strides, io);
@@ -365,7 +361,6 @@ std::unique_ptr<Plan> build_plan(const Shape& s, bool write_lse) {
 
 class CudnnLauncher final : public Launcher {
  public:
-  explicit CudnnLauncher(bool write_lse) : write_lse_(write_lse) {}
   ~CudnnLauncher() override {
     if (workspace_) cudaFree(workspace_);
   }
@@ -378,13 +373,9 @@ class CudnnLauncher final : public Launcher {
     if (std::string err = ensure_plan(s); !err.empty()) return err;
     try {
       check(api().SetStream(handle(), stream), "set stream");
-      std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
-      std::vector<void*> pointers{const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o,
+      std::vector<std::int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
+      std::vector<void*> pointers{const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.lse,
                                   &plan_->scale};
-      if (plan_->write_lse) {
-        uids.push_back(kStats);
-        pointers.push_back(b.lse);
-      }
       if (plan_->causal) {
         uids.push_back(kNegInf);
         pointers.push_back(&plan_->neg_inf);
@@ -410,7 +401,7 @@ class CudnnLauncher final : public Launcher {
       return "";
     }
     try {
-      plan_ = build_plan(s, write_lse_);
+      plan_ = build_plan(s);
       shape_ = s;
     } catch (const CudnnError& e) {
       plan_.reset();
@@ -428,7 +419,6 @@ class CudnnLauncher final : public Launcher {
     return "";
   }
 
-  bool write_lse_;
   std::unique_ptr<Plan> plan_;
   Shape shape_;
   void* workspace_ = nullptr;  // cuDNN's own scratch (the plan says how much; often none)
@@ -436,7 +426,7 @@ class CudnnLauncher final : public Launcher {
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher(bool write_lse) { return std::make_unique<CudnnLauncher>(write_lse); }
+std::unique_ptr<Launcher> make_cudnn_launcher() { return std::make_unique<CudnnLauncher>(); }
 
 std::string cudnn_shape_rule(const Shape& s) {
   if (s.N < 2) return "unsupported: cuDNN's fused attention rejects N=1 (one query, one key)";

@@ -10,9 +10,7 @@ namespace fa {
 
 // bf16/fp16 forward through the cuDNN graph (backend) API. libcudnn.so.9 is loaded at run time;
 // when it is missing, too old or rejects the graph, run() says so in one line.
-// `write_lse` false: the graph without the stats output (what PyTorch asks cuDNN for when no
-// gradient is needed).
-std::unique_ptr<Launcher> make_cudnn_launcher(bool write_lse = true);
+std::unique_ptr<Launcher> make_cudnn_launcher();
 
 // "cuDNN 9.14.0 (libcudnn.so.9)" or why cuDNN cannot be used; loads the library on first call.
 std::string cudnn_library_status();
