@@ -516,9 +516,16 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     else:
         top_n = {i: max(r["N"] for r in rows if r["inputs"] == i) for i in inputs}
         rows = [r for r in rows if r["N"] == top_n[r["inputs"]]]
-    fig = _figure(4.6 * len(inputs) + 1.8, 4.0)
-    axes = fig.subplots(1, len(inputs), squeeze=False, sharey=True)[0]
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    # Rows that carry no RMSE (e.g. peers checked by max error only) have no bar to draw.
+    variants = list(dict.fromkeys(r["variant"] for r in rows if r["verification"].get("rmse")))
+    n_configs = max(len({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i}) for i in inputs)
+    compact = n_configs > 6  # many groups: short tick labels, wider panels
+    if compact:  # one distribution per row: a wide figure would not fit a page
+        fig = _figure(0.75 * n_configs + 2.4, 3.3 * len(inputs) + 0.8)
+        axes = fig.subplots(len(inputs), 1, squeeze=False, sharey=True)[:, 0]
+    else:
+        fig = _figure(4.6 * len(inputs) + 1.8, 4.0)
+        axes = fig.subplots(1, len(inputs), squeeze=False, sharey=True)[0]
     for ax, dist in zip(axes, inputs):
         drows = [r for r in rows if r["inputs"] == dist]
         configs = sorted({(r["d"], r["causal"], r["N"]) for r in drows})
@@ -554,9 +561,15 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
         ax.set_yscale("log")
         n_values = sorted({n for _, _, n in configs})
         one_n = len(n_values) == 1
-        ax.set_xticks(range(len(configs)),
-                      [f"d={d}\n{'causal' if c else 'non-causal'}" + ("" if one_n else f"\nN={n}")
-                       for d, c, n in configs])
+        if compact:
+            ax.set_xticks(range(len(configs)),
+                          [f"{d}\n{'causal' if c else 'full'}\n{n // 1024}k" if n % 1024 == 0
+                           else f"{d}\n{'causal' if c else 'full'}\n{n}" for d, c, n in configs])
+            ax.set_xlabel("d / mask / N", fontsize=8)
+        else:
+            ax.set_xticks(range(len(configs)),
+                          [f"d={d}\n{'causal' if c else 'non-causal'}" + ("" if one_n else f"\nN={n}")
+                           for d, c, n in configs])
         ax.set_title(f"inputs: {dist}" + (f", N = {n_values[0]}" if one_n else ""), loc="left")
         ax.set_xlim(-0.6, len(configs) - 0.4)
     axes[0].set_ylabel("RMSE against the fp64 reference")
@@ -565,7 +578,11 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     handles.append(Patch(facecolor="white", edgecolor=res.style("fp8")[0], hatch="////",
                          label="plain FP8 (per-head scales)"))
     handles.append(Line2D([], [], color="black", ls="--", label="fp8 tolerance"))
-    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    axes[0 if compact else -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                                      frameon=False)
+    if compact:
+        for ax in axes:
+            ax.set_ylabel("RMSE against the fp64 reference")
     _title(fig, "FP8 accuracy: RMSE per input distribution, against the bf16 variants", rows,
            device)
     plot.figure = fig
