@@ -2,9 +2,12 @@
 """Compare fa-bench's own CUPTI counts with Nsight Compute's, variant by variant.
 
 For each (N, d): runs fa-bench once normally (its CUPTI counters in the result JSON), then once
-under `ncu --cache-control all --clock-control none` with the same metrics, and sums ncu's
-per-kernel values over each variant's verification launch (the kernels between the two NaN-poison
-fills that precede it and the L2 flush that precedes its timed launch). Prints a Markdown table
+under `ncu --cache-control all --clock-control none` with the same metrics. Range mode (default):
+ncu replays each variant's verification launch as one range (fa-bench brackets it with
+cudaProfilerStart/Stop when FA_BENCH_PROFILER_RANGES=1), the same span fa-bench's CUPTI range
+counts. Kernel mode: ncu profiles each kernel alone and the script sums the kernels of each
+variant's verification launch (between the two NaN-poison fills that precede it and the L2 flush
+that precedes its timed launch). Prints a Markdown table
 and exits 1 if DRAM bytes differ by more than 2% or tensor FLOPs by more than 0.1%.
 
 Usage (on a GPU machine): scripts/ncu_compare.py [--bin build/bin/fa-bench] [--N 1024,4096] [--d 64,128]
@@ -16,6 +19,7 @@ import argparse
 import csv
 import io
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -31,10 +35,12 @@ METRICS = {
 HOUSEKEEPING = ("fill_normal_kernel", "fill_bits_kernel", "read_flush_kernel")
 
 
-def run_fa_bench(binary: str, n: int, d: int, out: Path, extra: list[str], prefix: list[str]) -> str:
+def run_fa_bench(binary: str, n: int, d: int, out: Path, extra: list[str], prefix: list[str],
+                 env: dict | None = None) -> str:
     cmd = prefix + [binary, "--N", str(n), "--d", str(d), "--variants", "all", "--warmup", "0",
                     "--repetitions", "1", "--datasheet-roofs", "--json", str(out)] + extra
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False,
+                          env={**os.environ, **(env or {})})
     if done.returncode not in (0, 1):
         sys.exit(f"error: {' '.join(cmd)} exited {done.returncode}:\n{done.stderr[-2000:]}")
     return done.stdout
@@ -92,6 +98,11 @@ def main() -> int:
     ap.add_argument("--N", default="1024,4096")
     ap.add_argument("--d", default="64,128")
     ap.add_argument("--raw", help="also write ncu's raw output here (for debugging the matching)")
+    ap.add_argument("--mode", choices=("range", "kernel"), default="range",
+                    help="range (default): ncu replays each variant's verification launch as one range "
+                         "(fa-bench marks it with cudaProfilerStart/Stop), as fa-bench's own counters do; "
+                         "kernel: ncu profiles kernel by kernel (caches flushed before each) and the "
+                         "variant's kernels are summed")
     args = ap.parse_args()
     failures = 0
     print("| N | d | variant | DRAM fa-bench | DRAM ncu | diff | tensor FLOPs fa-bench | tensor FLOPs ncu | diff |")
@@ -103,13 +114,27 @@ def main() -> int:
                 run_fa_bench(args.bin, n, d, ours_path, ["--cold"], [])
                 ours = json.loads(ours_path.read_text())
                 rows = [r for r in ours["configs"][0]["results"] if r["status"] == "ok"]
-                ncu_out = run_fa_bench(args.bin, n, d, Path(tmp) / "under-ncu.json", ["--no-counters"],
-                                       ["ncu", "--cache-control", "all", "--clock-control", "none",
-                                        "--csv", "--page", "raw", "--metrics", ",".join(METRICS)])
+                ncu = ["ncu", "--cache-control", "all", "--clock-control", "none", "--csv", "--page", "raw",
+                       "--metrics", ",".join(METRICS)]
+                if args.mode == "range":
+                    ncu += ["--replay-mode", "range"]
+                ncu_out = run_fa_bench(args.bin, n, d, Path(tmp) / "under-ncu.json", ["--no-counters"], ncu,
+                                       {"FA_BENCH_PROFILER_RANGES": "1"} if args.mode == "range" else None)
                 if args.raw:
                     with open(args.raw, "a", encoding="utf-8") as f:
                         f.write(ncu_out)
-                theirs = split_by_variant(ncu_kernels(ncu_out), [r["variant"] for r in rows])
+                measured = ncu_kernels(ncu_out)
+                if args.mode == "range":  # one ncu result per range, in the order the variants ran
+                    # Peers get no range (cuDNN sets kernel attributes on every call, which ncu's
+                    # capture refuses): compare them with --mode kernel.
+                    rows = [r for r in rows if not r.get("peer")]
+                    theirs = {r["variant"]: m for r, m in zip(rows, measured)}
+                    if len(measured) != len(rows):
+                        print(f"| {n} | {d} | (ncu returned {len(measured)} ranges for {len(rows)} variants) "
+                              "| | | | | | |")
+                        failures += 1
+                else:
+                    theirs = split_by_variant(measured, [r["variant"] for r in rows])
                 for r in rows:
                     counters = r.get("counters") or {}
                     if counters.get("status") != "ok":
