@@ -174,6 +174,12 @@ struct Reader {
     if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
     return v.get<std::int64_t>();
   }
+  // An optional integer key: `fallback` when absent; never converted from a float (a value such
+  // as 1e30 read as int is undefined behaviour; the fuzzer found it).
+  std::int64_t optional_integer(const json& j, const std::string& path, const char* key, std::int64_t fallback) const {
+    if (!j.is_object() || !j.contains(key)) return fallback;
+    return integer(j, path, key);
+  }
   bool boolean(const json& j, const std::string& path, const char* key) const {
     const json& v = at(j, path, key);
     if (!v.is_boolean()) fail(path + "." + key, "expected true or false");
@@ -423,10 +429,10 @@ RunResult read_document(const std::string& text, const std::string& source) {
     d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
     d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
     d.smem_per_sm_bytes = rd.integer(dev, "device", "smem_per_sm_bytes");
-    d.smem_per_block_optin_bytes = dev.value("smem_per_block_optin_bytes", std::int64_t{0});
-    d.memory_bus_bits = static_cast<int>(dev.value("memory_bus_bits", 0));
+    d.smem_per_block_optin_bytes = rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
+    d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, "device", "memory_bus_bits", 0));
     d.sm_clock_max_mhz = static_cast<int>(rd.integer(dev, "device", "sm_clock_max_mhz"));
-    d.mem_clock_max_mhz = static_cast<int>(dev.value("mem_clock_max_mhz", 0));
+    d.mem_clock_max_mhz = static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
     d.driver_version = rd.str(dev, "device", "driver_version");
     d.cuda_driver_version = static_cast<int>(rd.integer(dev, "device", "cuda_driver_version"));
     d.cuda_runtime_version = static_cast<int>(rd.integer(dev, "device", "cuda_runtime_version"));
@@ -443,7 +449,7 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.inputs = s.value("inputs", "normal");
   r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
-  r.settings.model_smem_per_sm_bytes = s.value("model_smem_per_sm_bytes", std::int64_t{0});
+  r.settings.model_smem_per_sm_bytes = rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
   const json& c = rd.at(doc, "", "ceilings");
   r.ceilings.source = rd.str(c, "ceilings", "source");
   r.ceilings.dram_bytes_per_s = rd.number(c, "ceilings", "dram_bytes_per_s");

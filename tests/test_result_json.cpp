@@ -149,6 +149,11 @@ TEST(ResultJson, RefusesMalformedInput) {
   s = good;
   s.replace(s.find("\"variant\": \"standard\""), 21, "\"variant\": \"fa2\"");
   expect_refused(s, "appears twice");
+  // Found by the fuzzer (CI, 2026-11-21): a float where an optional integer belongs was converted
+  // to int, undefined behaviour for 1e30. Now refused like any wrong type.
+  s = good;
+  s.replace(s.find("\"memory_bus_bits\": 0"), 20, "\"memory_bus_bits\": 1e30");
+  expect_refused(s, "device.memory_bus_bits");
 }
 
 TEST(ResultJson, ReadsFileNamedInEnvironment) {
