@@ -149,6 +149,29 @@ TEST(Gate, CountersOfTwoRealRunsOfOneBuildPass) {
   EXPECT_EQ(gate("gate-h200-base.json", "gate-h200-fa2-rerun.json", all2).exit_code, 1);
 }
 
+TEST(Gate, DoneWhenOnTheH200) {
+  // The acceptance runs (H200, 2026-11-21, --N 4096 --d 64,128 --variants all
+  // --repetitions 100): two runs of one build, and a build whose fa2 default tile was made
+  // smaller (d=64: 64x64, d=128: 128x32), rows still named "fa2".
+  const auto same = gate("h200-gate-base-2026-11-21.json", "h200-gate-cur-2026-11-21.json");
+  EXPECT_EQ(same.exit_code, 0) << gate_table(same, {});
+  for (const auto& row : same.rows) {
+    for (const auto& c : row.counters) EXPECT_FALSE(c.regressed) << row.variant << " " << c.name;
+    EXPECT_NE(row.time->verdict, TimeVerdict::slower) << row.variant;
+  }
+  const auto slow = gate("h200-gate-base-2026-11-21.json", "h200-gate-slow-2026-11-21.json");
+  EXPECT_EQ(slow.exit_code, 1) << gate_table(slow, {});
+  const GateRow* d64 = nullptr;
+  const GateRow* d128 = nullptr;
+  for (const auto& row : slow.rows) {
+    if (row.variant == "fa2" && row.shape.d == 64) d64 = &row;
+    if (row.variant == "fa2" && row.shape.d == 128) d128 = &row;
+  }
+  ASSERT_TRUE(d64 && d128);
+  EXPECT_TRUE(counter(*d64, "l2_bytes")->regressed);  // twice the K/V re-reads: +94%
+  EXPECT_EQ(d128->time->verdict, TimeVerdict::slower);  // +19%
+}
+
 TEST(Gate, TenPercentSlowerFails) {
   const auto r = gate("gate-h200-base.json", "gate-time-fa2-x1.10.json");
   EXPECT_EQ(r.exit_code, 1);
