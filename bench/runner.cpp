@@ -140,7 +140,8 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
       v.peer = pv.info->peer;
       if (pv.info->algorithm == Algorithm::fa2) v.block_order = pv.heads_interleaved ? "heads" : "blocks";
       model::ModelOptions mo;
-      mo.fp8_quantisation_timed = !o.fp8_prequantized;
+      // The cudnn-fp8 peer always quantises outside the timed region (kernels/cudnn/cudnn.cpp).
+      mo.fp8_quantisation_timed = !o.fp8_prequantized && !pv.info->peer;
       const Tiles model_tiles = v.tiles.block_q > 0 ? v.tiles : pv.info->model_tiles;
       v.model = model::io_model(pv.info->algorithm, c.shape, model_tiles, smem, mo);
       v.reason = pv.info->unsupported_reason(c.shape);

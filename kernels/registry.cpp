@@ -132,6 +132,27 @@ const std::vector<VariantInfo>& variant_registry() {
         /*model_tiles=*/Tiles{128, 128},
         cudnn_library_status,
         cudnn_shape_rule});
+    r.push_back(VariantInfo{
+        "cudnn-fp8", Algorithm::fp8,
+        "peer: cuDNN's FP8 (E4M3) fused attention forward: Q, K, V quantised per tensor (amax / 448) "
+        "outside the timed region, P stored as E4M3(448 P), O written in E4M3 and dequantised to "
+        "bf16 by our kernel (timed with it)",
+        "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
+        "model assumes Br=Bc=128)",
+        "cuDNN 9 FP8 SDPA engine (Hopper FP8 tensor cores); libcudnn.so.9 loaded at run time; "
+        "E4M3 copies of Q, K, V in the variant's workspace (BHSD, K^T by strides). d=128 only: at "
+        "d=64 cuDNN 9.14 builds a plan whose output fails verification (RMSE 0.3-0.4, H200)",
+        {128},
+        {DType::bf16},
+        [](int) { return std::vector<Tiles>{}; },
+        [](const LaunchOptions&) { return make_cudnn_launcher(/*fp8=*/true); },
+        90,
+        AccuracyRule::fp8_rmse,
+        /*writes_lse=*/false,
+        /*peer=*/true,
+        /*model_tiles=*/Tiles{128, 128},
+        cudnn_library_status,
+        cudnn_shape_rule});
     return r;
   }();
   return registry;

@@ -146,6 +146,10 @@ std::vector<Case> all_cases() {
       for (std::int64_t N : {17, 129, 1000}) cases.push_back({"cudnn", d, DType::bf16, causal, N});
     }
     cases.push_back({"cudnn", d, DType::fp16, true, 129});
+    if (d == 128) {
+      cases.push_back({"cudnn-fp8", d, DType::bf16, false, 1000});
+      cases.push_back({"cudnn-fp8", d, DType::bf16, true, 129});
+    }
   }
   return cases;
 }

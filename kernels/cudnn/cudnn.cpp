@@ -12,6 +12,7 @@
 // Loading: dlopen("libcudnn.so.9") so fa-bench builds and runs without cuDNN; the header is used
 // for types and enum values only.
 #include "kernels/cudnn/cudnn.hpp"
+#include "kernels/cudnn/fp8_io.hpp"
 
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -227,9 +228,103 @@ struct Plan {
   cudnnBackendDescriptor_t plan = nullptr;
   std::int64_t workspace_bytes = 0;
   bool causal = false;
+  bool fp8 = false;
   float scale = 0;  // by-value tensors: cuDNN reads them from host memory at execute time
   float neg_inf = -std::numeric_limits<float>::infinity();
 };
+
+void find_plan(Plan& p);
+
+// Device scalars of the FP8 graph: uid = kFp8Scalar0 + CudnnFp8Scalar index.
+constexpr std::int64_t kFp8Scalar0 = 20;
+
+// cuDNN's FP8 graph (as cudnn-frontend builds it for FP8 SDPA forward): E4M3 Q, K, V with one
+// descale each, S = Q K^T x scale x descale_q x descale_k in fp32, softmax, amax(P), P stored as
+// E4M3(scale_s P), O = P V x descale_s x descale_v, written as E4M3(scale_o O), amax(O). Stats
+// computed on chip only.
+std::unique_ptr<Plan> build_fp8_plan(const Shape& s) {
+  auto p = std::make_unique<Plan>();
+  GraphBuilder& g = p->graph;
+  const std::int64_t B = s.B, H = s.H, N = s.N, d = s.d;
+  const cudnnDataType_t e4m3 = CUDNN_DATA_FP8_E4M3;
+  const Dims qkv{B, H, N, d}, qkv_strides{H * N * d, N * d, d, 1};
+  const Dims kt{B, H, d, N}, kt_strides{H * N * d, N * d, 1, d};
+  const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
+  const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
+  const Dims scalar{1, 1, 1, 1};
+  p->causal = s.causal;
+  p->fp8 = true;
+  p->scale = static_cast<float>(s.scale());
+  auto device_scalar = [&](CudnnFp8Scalar which) -> const Desc& {
+    return g.tensor(kFp8Scalar0 + which, scalar, scalar, CUDNN_DATA_FLOAT, false);
+  };
+
+  const Desc& q = g.tensor(kQ, qkv, qkv_strides, e4m3, false);
+  const Desc& k_t = g.tensor(kK, kt, kt_strides, e4m3, false);
+  const Desc& v = g.tensor(kV, qkv, qkv_strides, e4m3, false);
+  const Desc& o = g.tensor(kO, qkv, qkv_strides, e4m3, false);
+  const Desc& scale = g.tensor(kScale, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
+  const Desc& descale_q = device_scalar(kDescaleQ);
+  const Desc& descale_k = device_scalar(kDescaleK);
+  const Desc& descale_v = device_scalar(kDescaleV);
+  const Desc& descale_s = device_scalar(kDescaleS);
+  const Desc& scale_s = device_scalar(kScaleS);
+  const Desc& scale_o = device_scalar(kScaleO);
+  const Desc& amax_s = device_scalar(kAmaxS);
+  const Desc& amax_o = device_scalar(kAmaxO);
+
+  const Desc& s_raw = g.on_chip(scores, score_strides);
+  g.matmul(q, k_t, s_raw);
+  const Desc& s_scaled = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, s_raw, &scale, nullptr, s_scaled);
+  const Desc& s_dq = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, s_scaled, &descale_q, nullptr, s_dq);
+  const Desc& s_dk = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, s_dq, &descale_k, nullptr, s_dk);
+  const Desc* logits = &s_dk;
+  if (s.causal) {
+    const Desc& neg_inf = g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
+    const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_dk, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
+    const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_dk, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
+    const Desc& keep_mask = g.on_chip(scores, score_strides, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
+    const Desc& masked = g.on_chip(scores, score_strides);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s_dk, &neg_inf, &keep_mask, masked);
+    logits = &masked;
+  }
+  const Desc& row_max = g.on_chip(per_row, per_row_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, row_max);
+  const Desc& shifted = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_SUB, *logits, &row_max, nullptr, shifted);
+  const Desc& exps = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
+  const Desc& row_sum = g.on_chip(per_row, per_row_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
+  // The stats are not wanted, but cuDNN recognises the attention graph only with them: computed
+  // into an on-chip tensor (without this, cuDNN 9.14: "Last operation in the graph is not the 2nd
+  // matmul"; cudnn-frontend does the same).
+  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
+  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
+  const Desc& stats = g.on_chip(per_row, per_row_strides);
+  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
+  const Desc& probs = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
+  g.reduction(CUDNN_REDUCE_TENSOR_AMAX, probs, amax_s);
+  const Desc& probs8 = g.on_chip(scores, score_strides, e4m3);  // P in the input type
+  g.pointwise(CUDNN_POINTWISE_MUL, probs, &scale_s, nullptr, probs8);
+  const Desc& pv = g.on_chip(qkv, qkv_strides);
+  g.matmul(probs8, v, pv);
+  const Desc& pv_ds = g.on_chip(qkv, qkv_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, pv, &descale_s, nullptr, pv_ds);
+  const Desc& pv_dv = g.on_chip(qkv, qkv_strides);
+  g.pointwise(CUDNN_POINTWISE_MUL, pv_ds, &descale_v, nullptr, pv_dv);
+  g.pointwise(CUDNN_POINTWISE_MUL, pv_dv, &scale_o, nullptr, o);
+  g.reduction(CUDNN_REDUCE_TENSOR_AMAX, pv_dv, amax_o);
+  find_plan(*p);
+  return p;
+}
 
 std::unique_ptr<Plan> build_plan(const Shape& s) {
   auto p = std::make_unique<Plan>();
@@ -284,7 +379,14 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
   const Desc& probs = g.on_chip(scores, score_strides, io);
   g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
   g.matmul(probs, v, o);
+  find_plan(*p);
+  return p;
+}
 
+// Finds an engine for the graph in p->graph and finalises the plan; throws CudnnError.
+void find_plan(Plan& plan_out) {
+  Plan* p = &plan_out;
+  GraphBuilder& g = p->graph;
   cudnnHandle_t h = handle();
   Desc& op_graph = p->keep.emplace_back(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
   op_graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<std::int64_t>(g.ops.size()),
@@ -349,7 +451,7 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
                                &p->workspace_bytes),
             "workspace size");
       p->plan = p->keep.emplace_back(std::move(plan)).get();
-      return p;
+      return;
     } catch (const CudnnError& e) {
       last_error = e.what();
     }
@@ -361,16 +463,25 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
 
 class CudnnLauncher final : public Launcher {
  public:
+  explicit CudnnLauncher(bool fp8) : fp8_(fp8) {}
+
+  std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
+    return fp8_ ? cudnn_fp8_workspace_bytes(s) : 0;
+  }
+
   ~CudnnLauncher() override {
     if (workspace_) cudaFree(workspace_);
   }
 
-  std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers&, cudaStream_t) override {
-    return ensure_plan(s);
+  // Builds the plan; fp8: quantises Q, K, V once, outside the timed region.
+  std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers& b, cudaStream_t stream) override {
+    if (std::string err = ensure_plan(s); !err.empty()) return err;
+    return fp8_ ? quantise(s, b, stream) : "";
   }
 
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b, cudaStream_t stream) override {
     if (std::string err = ensure_plan(s); !err.empty()) return err;
+    if (fp8_) return run_fp8(s, b, stream);
     try {
       check(api().SetStream(handle(), stream), "set stream");
       std::vector<std::int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
@@ -394,6 +505,50 @@ class CudnnLauncher final : public Launcher {
   }
 
  private:
+  std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+    if (b.workspace_bytes < cudnn_fp8_workspace_bytes(s)) return "cudnn-fp8: workspace too small";
+    if (cudaError_t e = cudnn_fp8_quantise_inputs(s, b.q, b.k, b.v, cudnn_fp8_carve(s, b.workspace), stream);
+        e != cudaSuccess) {
+      return std::string("cudnn-fp8: quantise: ") + cudaGetErrorString(e);
+    }
+    quantised_q_ = b.q;
+    return "";
+  }
+
+  std::string run_fp8(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+    if (quantised_q_ != b.q) {  // run() without prepare(): quantise first (untimed callers)
+      if (std::string e = quantise(s, b, stream); !e.empty()) return e;
+    }
+    const CudnnFp8Buffers w = cudnn_fp8_carve(s, b.workspace);
+    try {
+      check(api().SetStream(handle(), stream), "set stream");
+      std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
+      std::vector<void*> pointers{w.q8, w.k8, w.v8, w.o8, &plan_->scale};
+      for (int which : {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
+        uids.push_back(kFp8Scalar0 + which);
+        pointers.push_back(w.scalars + which);
+      }
+      if (plan_->causal) {
+        uids.push_back(kNegInf);
+        pointers.push_back(&plan_->neg_inf);
+      }
+      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
+      pack.set_i64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
+          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<std::int64_t>(pointers.size()),
+               pointers.data())
+          .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_)
+          .finalize("variant pack");
+      check(api().Execute(handle(), plan_->plan, pack.get()), "execute");
+    } catch (const CudnnError& e) {
+      return e.what();
+    }
+    // O leaves cuDNN in E4M3; the bf16 O every variant writes is part of the timed work.
+    if (cudaError_t e = cudnn_fp8_dequantise_output(s, w, b.o, stream); e != cudaSuccess) {
+      return std::string("cudnn-fp8: dequantise O: ") + cudaGetErrorString(e);
+    }
+    return "";
+  }
+
   std::string ensure_plan(const Shape& s) {
     if (!api().error.empty()) return api().error;
     if (plan_ && s.B == shape_.B && s.H == shape_.H && s.N == shape_.N && s.d == shape_.d && s.causal == shape_.causal &&
@@ -401,7 +556,7 @@ class CudnnLauncher final : public Launcher {
       return "";
     }
     try {
-      plan_ = build_plan(s);
+      plan_ = fp8_ ? build_fp8_plan(s) : build_plan(s);
       shape_ = s;
     } catch (const CudnnError& e) {
       plan_.reset();
@@ -419,6 +574,8 @@ class CudnnLauncher final : public Launcher {
     return "";
   }
 
+  bool fp8_;
+  const void* quantised_q_ = nullptr;  // fp8: the Q whose E4M3 copy is in the workspace
   std::unique_ptr<Plan> plan_;
   Shape shape_;
   void* workspace_ = nullptr;  // cuDNN's own scratch (the plan says how much; often none)
@@ -426,7 +583,7 @@ class CudnnLauncher final : public Launcher {
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher() { return std::make_unique<CudnnLauncher>(); }
+std::unique_ptr<Launcher> make_cudnn_launcher(bool fp8) { return std::make_unique<CudnnLauncher>(fp8); }
 
 std::string cudnn_shape_rule(const Shape& s) {
   if (s.N < 2) return "unsupported: cuDNN's fused attention rejects N=1 (one query, one key)";

@@ -13,7 +13,7 @@ class UnavailableLauncher final : public Launcher {
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher() { return std::make_unique<UnavailableLauncher>(); }
+std::unique_ptr<Launcher> make_cudnn_launcher(bool) { return std::make_unique<UnavailableLauncher>(); }
 
 std::string cudnn_shape_rule(const Shape&) { return ""; }
 
