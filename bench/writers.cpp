@@ -16,7 +16,8 @@ std::string human_bytes(double b) {
 
 std::string status_text(const VariantResult& r) {
   std::string s = r.status == Status::failed ? "FAILED" : to_string(r.status);
-  if (!r.reason.empty()) s += ": " + r.reason;
+  // Reasons that already start with the status word ("unsupported: d=64 ...") are not repeated.
+  if (!r.reason.empty()) s = r.reason.rfind(s, 0) == 0 ? r.reason : s + ": " + r.reason;
   return s;
 }
 

@@ -84,7 +84,11 @@ void PrintTo(const Case& c, std::ostream* os) {
 
 std::string case_name(const testing::TestParamInfo<Case>& p) {
   const Case& c = p.param;
-  return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
+  std::string variant = c.variant;  // gtest names allow [A-Za-z0-9_] only
+  for (char& ch : variant) {
+    if (ch == '-') ch = '_';
+  }
+  return variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
          (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N) +
          (c.tiles.block_q ? "_" + std::to_string(c.tiles.block_q) + "x" + std::to_string(c.tiles.block_kv) : "");
 }
