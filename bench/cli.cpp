@@ -159,9 +159,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   bool no_counters = false;
   std::string metrics_text;
   app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
-  app.add_flag("--kernel-breakdown", o.kernel_breakdown,
-               "experimental: also count each kernel of multi-kernel variants (standard, fp8); on the H200 "
-               "with CUDA 13.0 CUPTI drops the last range, and the row then says so (docs/io-model.md)");
+  bool no_kernel_breakdown = false;
+  app.add_flag("--no-kernel-breakdown", no_kernel_breakdown,
+               "count multi-kernel variants (standard, fp8) as a whole only, not also kernel by kernel");
   app.add_option("--metrics", metrics_text,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
@@ -257,6 +257,7 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       }
     }
     o.counters = !no_counters;
+    o.kernel_breakdown = !no_kernel_breakdown;
     if (!metrics_text.empty()) {
       for (const auto& m : split(metrics_text, ',')) {
         if (m.empty() || m.find_first_of(" \t") != std::string::npos) {

@@ -34,7 +34,7 @@ struct Options {
   std::string json_path, csv_path, markdown_path;
   bool model_only = false;
   bool counters = true;                    // --no-counters turns collection off
-  bool kernel_breakdown = false;           // --kernel-breakdown: per-kernel counters (experimental)
+  bool kernel_breakdown = true;            // per-kernel counters of multi-kernel variants (--no-kernel-breakdown)
   std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name
   bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
   bool datasheet_roofs = false;            // --datasheet-roofs: measure no ceilings

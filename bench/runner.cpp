@@ -210,57 +210,66 @@ bool profiler_ranges_requested() {
   return v != nullptr && std::string(v) == "1";
 }
 
-// Counts phases without a profiler (a launch with a counting marker).
-struct CountingMarker final : PhaseMarker {
-  int phases = 0;
-  void begin(const char*) override { ++phases; }
-  void end() override {}
-};
 
-// Turns the launcher's phase marks into CUPTI user ranges. The work runs on a non-blocking
-// stream that CUPTI's range markers are not ordered with, so each mark waits for the work
-// before it: without that, the H200 run lost the last range of every variant.
-struct RangeMarker final : PhaseMarker {
+// Pushes a CUPTI user range around one phase (the `target`-th) of a launch and none around the
+// others. The work runs on a non-blocking stream that CUPTI's range markers are not ordered
+// with, so the marks wait for the stream.
+struct OnePhaseMarker final : PhaseMarker {
   const std::function<void(const char*)>& push;
   const std::function<void()>& pop;
   cudaStream_t stream;
-  RangeMarker(const std::function<void(const char*)>& pu, const std::function<void()>& po, cudaStream_t s)
-      : push(pu), pop(po), stream(s) {}
+  int target, seen = 0;
+  bool open = false;
+  OnePhaseMarker(const std::function<void(const char*)>& pu, const std::function<void()>& po, cudaStream_t s, int t)
+      : push(pu), pop(po), stream(s), target(t) {}
   void begin(const char* name) override {
+    if (seen++ != target) return;
     FA_CUDA_CHECK(cudaStreamSynchronize(stream));
     push(name);
+    open = true;
   }
   void end() override {
+    if (!open) return;
     FA_CUDA_CHECK(cudaStreamSynchronize(stream));
     pop();
+    open = false;
   }
 };
 
-// Multi-kernel variants: counters per kernel, one user range each, in a second collection.
+// Names of the phases a launch marks (a launch with a recording marker, no profiler).
+struct PhaseNames final : PhaseMarker {
+  std::vector<std::string> names;
+  void begin(const char* name) override { names.emplace_back(name); }
+  void end() override {}
+};
+
+// Multi-kernel variants: counters per kernel, one measurement per phase (the whole launch runs
+// every pass, the range covers that phase only), L2 flushed before each pass as for the variant.
 void count_kernels(CounterSession& session, Launcher& launcher, const std::function<std::string()>& launch,
                    cudaStream_t stream, L2Flusher& flusher, CounterResult* cr) {
-  CountingMarker counting;
-  launcher.set_phase_marker(&counting);
+  PhaseNames phases;
+  launcher.set_phase_marker(&phases);
   const std::string err = launch();
   launcher.set_phase_marker(nullptr);
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  if (!err.empty() || counting.phases < 2) return;
+  if (!err.empty() || phases.names.size() < 2) return;
   try {
-    const auto ranges = session.measure_ranges(
-        [&](const std::function<void(const char*)>& push, const std::function<void()>& pop) {
-          RangeMarker marker(push, pop, stream);
-          launcher.set_phase_marker(&marker);
-          const std::string e = launch();
-          launcher.set_phase_marker(nullptr);
-          if (!e.empty()) throw std::runtime_error(e);
-          FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-        },
-        [&] {
-          flusher.flush(stream);
-          FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-        },
-        counting.phases);
-    for (const auto& r : ranges) cr->kernels.push_back({r.name, r.values});
+    for (int k = 0; k < static_cast<int>(phases.names.size()); ++k) {
+      const auto values = session.measure_within(
+          [&](const std::function<void(const char*)>& push, const std::function<void()>& pop) {
+            OnePhaseMarker marker(push, pop, stream, k);
+            launcher.set_phase_marker(&marker);
+            const std::string e = launch();
+            launcher.set_phase_marker(nullptr);
+            if (!e.empty()) throw std::runtime_error(e);
+            FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+          },
+          [&] {
+            flusher.flush(stream);
+            FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+          });
+      cr->kernels.push_back({phases.names[k], values});
+    }
   } catch (const std::exception& e) {
     launcher.set_phase_marker(nullptr);
     cr->kernels.clear();

@@ -453,16 +453,32 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
                                                       const std::function<void()>& work,
                                                       const std::function<void()>& before_pass) {
   if (!ok()) throw CounterFailure(error_);
+  return measure_within(
+      [&](const std::function<void(const char*)>& push, const std::function<void()>& pop) {
+        push(name.c_str());
+        try {
+          work();
+        } catch (...) {
+          pop();
+          throw;
+        }
+        pop();
+      },
+      before_pass);
+}
+
+std::map<std::string, double> CounterSession::measure_within(const RangeWork& work,
+                                                             const std::function<void()>& before_pass) {
+  if (!ok()) throw CounterFailure(error_);
   try {
-    return measure_range(name, work, before_pass);
+    return measure_range(work, before_pass);
   } catch (const CounterFailure&) {
     restart_profiler();  // a CUPTI failure mid-measurement must not poison the next row
     throw;
   }
 }
 
-std::map<std::string, double> CounterSession::measure_range(const std::string& name,
-                                                            const std::function<void()>& work,
+std::map<std::string, double> CounterSession::measure_range(const RangeWork& work,
                                                             const std::function<void()>& before_pass) {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // work goes to the profiled context
 
@@ -481,19 +497,20 @@ std::map<std::string, double> CounterSession::measure_range(const std::string& n
     }
     if (before_pass) before_pass();
     start(profiler_);
-    push_range(profiler_, name);
+    int pushed = 0;
     try {
-      work();
+      work([&](const char* range) { push_range(profiler_, range), ++pushed; }, [&] { pop_range(profiler_); });
     } catch (...) {  // close the pass, then pass the caller's error on
       try {
-        pop_range(profiler_);
         stop(profiler_);
       } catch (...) {
       }
       throw;
     }
-    pop_range(profiler_);
     all_submitted = stop(profiler_);
+    if (pushed != 1) {
+      fail(CounterError::other, "one user range per pass expected, the work pushed " + std::to_string(pushed));
+    }
   }
 
   // 3. Counters off the GPU, then metric values for the one range.
@@ -507,59 +524,6 @@ std::map<std::string, double> CounterSession::measure_range(const std::string& n
 
   std::map<std::string, double> out;
   for (size_t i = 0; i < metrics_.size(); ++i) out[metrics_[i]] = values[i];
-  return out;
-}
-
-std::vector<CounterSession::RangeValues> CounterSession::measure_ranges(const RangeWork& work,
-                                                                      const std::function<void()>& before_pass,
-                                                                      int max_ranges) {
-  if (!ok()) throw CounterFailure(error_);
-  check_cuda(cudaSetDevice(device_), "cudaSetDevice");
-  std::vector<RangeValues> out;
-  try {
-    // One slot more than the ranges pushed: with exactly as many, the H200 run (CUDA 13.0)
-    // returned all but the last range and left the profiler unable to initialise the next
-    // counter image.
-    const auto ranges = static_cast<size_t>(std::max(1, max_ranges)) + 1;
-    std::vector<std::uint8_t> image = counter_data_image(profiler_, metrics_, ranges);
-    reset_counter_data(profiler_, image);
-    set_config(profiler_, config_image_, image, ranges);
-    const auto push = [&](const char* name) { push_range(profiler_, name); };
-    const auto pop = [&] { pop_range(profiler_); };
-    const int max_passes = 2 * passes_ + 4;
-    bool all_submitted = false;
-    for (int pass = 0; !all_submitted; ++pass) {
-      if (pass == max_passes) {
-        fail(CounterError::other, "cuptiRangeProfilerStop: not all passes submitted after " + std::to_string(pass) +
-                                      " passes");
-      }
-      if (before_pass) before_pass();
-      start(profiler_);
-      work(push, pop);
-      all_submitted = stop(profiler_);
-    }
-    decode(profiler_);
-    const size_t found = ranges_in(image);
-    for (size_t r = 0; r < found; ++r) {
-      const std::vector<double> values = evaluate(evaluator_, image, r, metrics_);
-      RangeValues rv{range_name(image, r), {}};
-      for (size_t i = 0; i < metrics_.size(); ++i) rv.values[metrics_[i]] = values[i];
-      out.push_back(std::move(rv));
-    }
-    if (out.size() != static_cast<size_t>(max_ranges)) {
-      fail(CounterError::other, "per-range counters: CUPTI returned " + std::to_string(out.size()) + " of " +
-                                    std::to_string(max_ranges) + " ranges");
-    }
-    for (const auto& rv : out) {
-      for (const auto& [metric, value] : rv.values) {
-        if (!std::isfinite(value)) fail(CounterError::other, "per-range counters: " + metric + " of range '" + rv.name + "' is not a number");
-      }
-    }
-  } catch (...) {
-    restart_profiler();  // whatever state the failure left, the next measurement starts clean
-    throw;
-  }
-  restart_profiler();  // the single-range configuration of measure() starts from a fresh profiler
   return out;
 }
 

@@ -65,16 +65,11 @@ class CounterSession {
   std::map<std::string, double> measure(const std::string& name, const std::function<void()>& work,
                                         const std::function<void()>& before_pass);
 
-  // Several user ranges in one measurement (the kernels of a multi-kernel variant): `work` gets
-  // `push(name)` / `pop()` and brackets parts of itself with them, at most `max_ranges`, not
-  // nested. One record per range, in order. Throws CounterFailure.
-  struct RangeValues {
-    std::string name;
-    std::map<std::string, double> values;
-  };
+  // The same, with the range placed by the work: `work(push, pop)` must push exactly one range
+  // per pass, around part of what it runs (one kernel of a multi-kernel variant: on the H200
+  // with CUDA 13.0 several user ranges in one pass lose the last one, one range never does).
   using RangeWork = std::function<void(const std::function<void(const char*)>& push, const std::function<void()>& pop)>;
-  std::vector<RangeValues> measure_ranges(const RangeWork& work, const std::function<void()>& before_pass,
-                                          int max_ranges);
+  std::map<std::string, double> measure_within(const RangeWork& work, const std::function<void()>& before_pass);
 
   CounterSession(CounterSession&& other) noexcept;
   CounterSession& operator=(CounterSession&& other) noexcept;
@@ -85,9 +80,8 @@ class CounterSession {
  private:
   CounterSession() = default;
   void release() noexcept;
-  void restart_profiler();
-  std::map<std::string, double> measure_range(const std::string& name, const std::function<void()>& work,
-                                              const std::function<void()>& before_pass);  // after a failed measurement: disable and enable the range profiler
+  void restart_profiler();  // after a failed measurement: disable and enable the range profiler
+  std::map<std::string, double> measure_range(const RangeWork& work, const std::function<void()>& before_pass);
 
   int device_ = -1;
   CUctx_st* context_ = nullptr;
