@@ -81,7 +81,7 @@ std::string list_variants_text() {
     s += fmt::format(
         "{}{}\n  algorithm:     {}\n  loop order:    {}\n  tiles:         {}\n  head dims:     {}\n"
         "  dtypes:        {}\n  hardware path: {}\n",
-        v.name, v.peer ? " (peer)" : "", v.summary, v.loop_order,
+        v.name, std::string(v.peer ? " (peer)" : "") + (v.in_all ? "" : " (run by name only)"), v.summary, v.loop_order,
         !tiles.empty() ? tiles : v.peer ? "the library's (not visible)" : "none (library GEMMs)", dims, types,
         v.hardware_path);
     if (v.availability) s += fmt::format("  available:     {}\n", v.availability());
@@ -230,7 +230,9 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
     std::string known;
     for (const auto& v : variant_registry()) known += (known.empty() ? "" : ", ") + v.name;
     if (variants_text == "all") {
-      for (const auto& v : variant_registry()) o.variants.push_back(v.name);
+      for (const auto& v : variant_registry()) {
+        if (v.in_all) o.variants.push_back(v.name);
+      }
     } else {
       for (const auto& name : split(variants_text, ',')) {
         if (!find_variant(name)) {

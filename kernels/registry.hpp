@@ -95,6 +95,8 @@ struct VariantInfo {
   std::string (*availability)() = nullptr;
   // Shape limits beyond head dim and dtype: "" when fine, else the row's one-line reason.
   std::string (*shape_rule)(const Shape&) = nullptr;
+  // Part of --variants all; false for variants run only when named (see --list-variants).
+  bool in_all = true;
 
   Tiles default_tiles(int d) const;  // {0, 0} when not tiled
   bool supports_head_dim(int d) const;

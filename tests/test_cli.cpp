@@ -31,7 +31,7 @@ TEST(Cli, TheReadmeCommandParses) {
   const auto out = parse({"--N", "4096", "--d", "64", "--variants", "all"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.N, std::vector<std::int64_t>{4096});
-  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn", "cudnn-fp8"}));
+  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
   EXPECT_TRUE(out.options.cold_l2);
   const auto plan = make_plan(out.options);
   ASSERT_EQ(plan.size(), 1u);
