@@ -235,6 +235,45 @@ struct Plan {
 
 void find_plan(Plan& p);
 
+// P = softmax over keys of the logits, causal keys j > query i masked with -inf first, P in
+// `p_type`. The stats max + log(sum) go to `stats`, or to an on-chip tensor when it is null:
+// cuDNN recognises the attention graph only with them (9.14 without: "Last operation in the
+// graph is not the 2nd matmul"; cudnn-frontend adds them too).
+const Desc& masked_softmax(GraphBuilder& g, const Shape& s, const Desc& logits_in, const Desc* stats,
+                           cudnnDataType_t p_type) {
+  const std::int64_t B = s.B, H = s.H, N = s.N;
+  const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
+  const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
+  const Dims scalar{1, 1, 1, 1};
+  const Desc* logits = &logits_in;
+  if (s.causal) {  // keep key j <= query i
+    const Desc& neg_inf = g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
+    const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, logits_in, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
+    const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
+    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, logits_in, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
+    const Desc& keep_mask = g.on_chip(scores, score_strides, CUDNN_DATA_BOOLEAN);
+    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
+    const Desc& masked = g.on_chip(scores, score_strides);
+    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, logits_in, &neg_inf, &keep_mask, masked);
+    logits = &masked;
+  }
+  const Desc& row_max = g.on_chip(per_row, per_row_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, row_max);
+  const Desc& shifted = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_SUB, *logits, &row_max, nullptr, shifted);
+  const Desc& exps = g.on_chip(scores, score_strides);
+  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
+  const Desc& row_sum = g.on_chip(per_row, per_row_strides);
+  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
+  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
+  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
+  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats ? *stats : g.on_chip(per_row, per_row_strides));
+  const Desc& probs = g.on_chip(scores, score_strides, p_type);
+  g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
+  return probs;
+}
+
 // Device scalars of the FP8 graph: uid = kFp8Scalar0 + CudnnFp8Scalar index.
 constexpr std::int64_t kFp8Scalar0 = 20;
 
@@ -250,7 +289,6 @@ std::unique_ptr<Plan> build_fp8_plan(const Shape& s) {
   const Dims qkv{B, H, N, d}, qkv_strides{H * N * d, N * d, d, 1};
   const Dims kt{B, H, d, N}, kt_strides{H * N * d, N * d, 1, d};
   const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
-  const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
   const Dims scalar{1, 1, 1, 1};
   p->causal = s.causal;
   p->fp8 = true;
@@ -281,36 +319,7 @@ std::unique_ptr<Plan> build_fp8_plan(const Shape& s) {
   g.pointwise(CUDNN_POINTWISE_MUL, s_scaled, &descale_q, nullptr, s_dq);
   const Desc& s_dk = g.on_chip(scores, score_strides);
   g.pointwise(CUDNN_POINTWISE_MUL, s_dq, &descale_k, nullptr, s_dk);
-  const Desc* logits = &s_dk;
-  if (s.causal) {
-    const Desc& neg_inf = g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
-    const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_dk, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
-    const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_dk, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
-    const Desc& keep_mask = g.on_chip(scores, score_strides, CUDNN_DATA_BOOLEAN);
-    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
-    const Desc& masked = g.on_chip(scores, score_strides);
-    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s_dk, &neg_inf, &keep_mask, masked);
-    logits = &masked;
-  }
-  const Desc& row_max = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, row_max);
-  const Desc& shifted = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_SUB, *logits, &row_max, nullptr, shifted);
-  const Desc& exps = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
-  const Desc& row_sum = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
-  // The stats are not wanted, but cuDNN recognises the attention graph only with them: computed
-  // into an on-chip tensor (without this, cuDNN 9.14: "Last operation in the graph is not the 2nd
-  // matmul"; cudnn-frontend does the same).
-  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
-  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
-  const Desc& stats = g.on_chip(per_row, per_row_strides);
-  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
-  const Desc& probs = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
+  const Desc& probs = masked_softmax(g, s, s_dk, nullptr, CUDNN_DATA_FLOAT);
   g.reduction(CUDNN_REDUCE_TENSOR_AMAX, probs, amax_s);
   const Desc& probs8 = g.on_chip(scores, score_strides, e4m3);  // P in the input type
   g.pointwise(CUDNN_POINTWISE_MUL, probs, &scale_s, nullptr, probs8);
@@ -350,34 +359,9 @@ std::unique_ptr<Plan> build_plan(const Shape& s) {
   g.matmul(q, k_t, s_raw);
   const Desc& s_scaled = g.on_chip(scores, score_strides);
   g.pointwise(CUDNN_POINTWISE_MUL, s_raw, &scale, nullptr, s_scaled);
-  const Desc* logits = &s_scaled;
-  if (s.causal) {  // keep key j <= query i
-    const Desc& neg_inf = g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
-    const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_scaled, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
-    const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, s_scaled, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
-    const Desc& keep_mask = g.on_chip(scores, score_strides, CUDNN_DATA_BOOLEAN);
-    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
-    const Desc& masked = g.on_chip(scores, score_strides);
-    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, s_scaled, &neg_inf, &keep_mask, masked);
-    logits = &masked;
-  }
-  const Desc& row_max = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, row_max);
-  const Desc& shifted = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_SUB, *logits, &row_max, nullptr, shifted);
-  const Desc& exps = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
-  const Desc& row_sum = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
-  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
-  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
-  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats);
   // P in the input precision: cuDNN's flash engines take both operands of P V in one type
   // ("A and B need to have the same datatype in the matmul", cuDNN 9.14 on the H200).
-  const Desc& probs = g.on_chip(scores, score_strides, io);
-  g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
+  const Desc& probs = masked_softmax(g, s, s_scaled, &stats, io);
   g.matmul(probs, v, o);
   find_plan(*p);
   return p;
