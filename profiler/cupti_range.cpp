@@ -16,8 +16,6 @@
 #include <cupti_result.h>
 #include <cupti_target.h>
 
-#include <algorithm>
-#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
@@ -303,16 +301,16 @@ void disable_range_profiler(CUpti_RangeProfiler_Object* profiler) noexcept {
   cuptiRangeProfilerDisable(&p);
 }
 
-// Room for `ranges` ranges (1: one measurement of a whole variant) of these metrics.
+// Room for exactly one range (one measurement) of these metrics.
 std::vector<std::uint8_t> counter_data_image(CUpti_RangeProfiler_Object* profiler,
-                                             const std::vector<std::string>& metrics, size_t ranges = 1) {
+                                             const std::vector<std::string>& metrics) {
   std::vector<const char*> names = c_strings(metrics);
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_GetCounterDataSize_Params);
   p.pRangeProfilerObject = profiler;
   p.pMetricNames = names.data();
   p.numMetrics = names.size();
-  p.maxNumOfRanges = ranges;
-  p.maxNumRangeTreeNodes = ranges;
+  p.maxNumOfRanges = 1;
+  p.maxNumRangeTreeNodes = 1;
   check(cuptiRangeProfilerGetCounterDataSize(&p), "cuptiRangeProfilerGetCounterDataSize");
   return std::vector<std::uint8_t>(p.counterDataSize);
 }
@@ -326,9 +324,9 @@ void reset_counter_data(CUpti_RangeProfiler_Object* profiler, std::vector<std::u
         "cuptiRangeProfilerCounterDataImageInitialize");
 }
 
-// `ranges` user ranges per pass, one nesting level, passes replayed by us (user replay).
+// One user range per pass, one nesting level, passes replayed by us (user replay).
 void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uint8_t>& config,
-                std::vector<std::uint8_t>& counter_data, size_t ranges = 1) {
+                std::vector<std::uint8_t>& counter_data) {
   auto p = CUPTI_PARAMS(CUpti_RangeProfiler_SetConfig_Params);
   p.pRangeProfilerObject = profiler;
   p.configSize = config.size();
@@ -337,7 +335,7 @@ void set_config(CUpti_RangeProfiler_Object* profiler, const std::vector<std::uin
   p.pCounterDataImage = counter_data.data();
   p.range = CUPTI_UserRange;
   p.replayMode = CUPTI_UserReplay;
-  p.maxRangesPerPass = ranges;
+  p.maxRangesPerPass = 1;
   p.numNestingLevels = 1;
   p.minNestingLevel = 1;
   p.passIndex = 0;
@@ -389,17 +387,6 @@ size_t ranges_in(const std::vector<std::uint8_t>& counter_data) {
   p.counterDataImageSize = counter_data.size();
   check(cuptiRangeProfilerGetCounterDataInfo(&p), "cuptiRangeProfilerGetCounterDataInfo");
   return p.numTotalRanges;
-}
-
-// The name range `range` was pushed with.
-std::string range_name(const std::vector<std::uint8_t>& counter_data, size_t range) {
-  auto p = CUPTI_PARAMS(CUpti_RangeProfiler_CounterData_GetRangeInfo_Params);
-  p.pCounterDataImage = counter_data.data();
-  p.counterDataImageSize = counter_data.size();
-  p.rangeIndex = range;
-  p.rangeDelimiter = "/";
-  check(cuptiRangeProfilerCounterDataGetRangeInfo(&p), "cuptiRangeProfilerCounterDataGetRangeInfo");
-  return p.rangeName ? p.rangeName : "";
 }
 
 std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,

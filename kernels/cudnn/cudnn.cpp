@@ -228,7 +228,6 @@ struct Plan {
   cudnnBackendDescriptor_t plan = nullptr;
   std::int64_t workspace_bytes = 0;
   bool causal = false;
-  bool fp8 = false;
   float scale = 0;  // by-value tensors: cuDNN reads them from host memory at execute time
   float neg_inf = -std::numeric_limits<float>::infinity();
 };
@@ -291,7 +290,6 @@ std::unique_ptr<Plan> build_fp8_plan(const Shape& s) {
   const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
   const Dims scalar{1, 1, 1, 1};
   p->causal = s.causal;
-  p->fp8 = true;
   p->scale = static_cast<float>(s.scale());
   auto device_scalar = [&](CudnnFp8Scalar which) -> const Desc& {
     return g.tensor(kFp8Scalar0 + which, scalar, scalar, CUDNN_DATA_FLOAT, false);
@@ -466,26 +464,9 @@ class CudnnLauncher final : public Launcher {
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b, cudaStream_t stream) override {
     if (std::string err = ensure_plan(s); !err.empty()) return err;
     if (fp8_) return run_fp8(s, b, stream);
-    try {
-      check(api().SetStream(handle(), stream), "set stream");
-      std::vector<std::int64_t> uids{kQ, kK, kV, kO, kStats, kScale};
-      std::vector<void*> pointers{const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.lse,
-                                  &plan_->scale};
-      if (plan_->causal) {
-        uids.push_back(kNegInf);
-        pointers.push_back(&plan_->neg_inf);
-      }
-      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      pack.set_i64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
-          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<std::int64_t>(pointers.size()),
-               pointers.data())
-          .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_)
-          .finalize("variant pack");
-      check(api().Execute(handle(), plan_->plan, pack.get()), "execute");
-    } catch (const CudnnError& e) {
-      return e.what();
-    }
-    return "";
+    return execute({kQ, kK, kV, kO, kStats, kScale},
+                   {const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.lse, &plan_->scale},
+                   stream);
   }
 
  private:
@@ -499,23 +480,14 @@ class CudnnLauncher final : public Launcher {
     return "";
   }
 
-  std::string run_fp8(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
-    if (quantised_q_ != b.q) {  // run() without prepare(): quantise first (untimed callers)
-      if (std::string e = quantise(s, b, stream); !e.empty()) return e;
+  // Runs the plan on these tensors (plus the by-value mask constant when causal); "" or why not.
+  std::string execute(std::vector<std::int64_t> uids, std::vector<void*> pointers, cudaStream_t stream) {
+    if (plan_->causal) {
+      uids.push_back(kNegInf);
+      pointers.push_back(&plan_->neg_inf);
     }
-    const CudnnFp8Buffers w = cudnn_fp8_carve(s, b.workspace);
     try {
       check(api().SetStream(handle(), stream), "set stream");
-      std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
-      std::vector<void*> pointers{w.q8, w.k8, w.v8, w.o8, &plan_->scale};
-      for (int which : {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
-        uids.push_back(kFp8Scalar0 + which);
-        pointers.push_back(w.scalars + which);
-      }
-      if (plan_->causal) {
-        uids.push_back(kNegInf);
-        pointers.push_back(&plan_->neg_inf);
-      }
       Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
       pack.set_i64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
           .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<std::int64_t>(pointers.size()),
@@ -526,6 +498,21 @@ class CudnnLauncher final : public Launcher {
     } catch (const CudnnError& e) {
       return e.what();
     }
+    return "";
+  }
+
+  std::string run_fp8(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+    if (quantised_q_ != b.q) {  // run() without prepare(): quantise first (untimed callers)
+      if (std::string e = quantise(s, b, stream); !e.empty()) return e;
+    }
+    const CudnnFp8Buffers w = cudnn_fp8_carve(s, b.workspace);
+    std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
+    std::vector<void*> pointers{w.q8, w.k8, w.v8, w.o8, &plan_->scale};
+    for (int which : {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
+      uids.push_back(kFp8Scalar0 + which);
+      pointers.push_back(w.scalars + which);
+    }
+    if (std::string e = execute(std::move(uids), std::move(pointers), stream); !e.empty()) return e;
     // O leaves cuDNN in E4M3; the bf16 O every variant writes is part of the timed work.
     if (cudaError_t e = cudnn_fp8_dequantise_output(s, w, b.o, stream); e != cudaSuccess) {
       return std::string("cudnn-fp8: dequantise O: ") + cudaGetErrorString(e);
