@@ -15,34 +15,40 @@ std::string explain_counters(const ConfigResult& c) {
     const MeasuredDerived& m = *r.measured;
     std::string dram;
     if (m.dram_over_model >= 0.9 && m.dram_over_model <= 1.1) {
-      dram = fmt::format("DRAM follows the model ({:.2f}x, {:.1f}x the compulsory minimum)", m.dram_over_model,
-                         m.dram_over_compulsory);
+      dram = fmt::format("DRAM follows the model ({:.2f}x, {:.1f}x the compulsory minimum)",
+                         m.dram_over_model, m.dram_over_compulsory);
     } else if (m.dram_over_model < 0.5 && m.dram_over_compulsory < 1.2) {
       dram = fmt::format(
-          "DRAM at the compulsory minimum ({:.2f}x of it, {:.2f}x the model): the L2 serves the re-reads the "
+          "DRAM at the compulsory minimum ({:.2f}x of it, {:.2f}x the model): the L2 serves the "
+          "re-reads the "
           "model counts (SM<->L2 {:.2f}x the model)",
           m.dram_over_compulsory, m.dram_over_model, m.l2_over_model);
     } else {
-      dram = fmt::format("DRAM {:.2f}x the model, {:.1f}x the compulsory minimum (SM<->L2 {:.2f}x the model)",
-                         m.dram_over_model, m.dram_over_compulsory, m.l2_over_model);
+      dram = fmt::format(
+          "DRAM {:.2f}x the model, {:.1f}x the compulsory minimum (SM<->L2 {:.2f}x the model)",
+          m.dram_over_model, m.dram_over_compulsory, m.l2_over_model);
     }
-    const std::string tensor = std::abs(m.tensor_over_model - 1.0) < 1e-3
-                                   ? "tensor FLOPs as modelled"
-                                   : fmt::format("tensor FLOPs {:.3f}x the model", m.tensor_over_model);
-    const std::string roof = m.bound.empty()
-                                 ? ""
-                                 : fmt::format("; {}-bound, {:.0f}% of the roof at its DRAM intensity", m.bound,
-                                               100 * m.roofline_fraction);
+    const std::string tensor =
+        std::abs(m.tensor_over_model - 1.0) < 1e-3
+            ? "tensor FLOPs as modelled"
+            : fmt::format("tensor FLOPs {:.3f}x the model", m.tensor_over_model);
+    const std::string roof =
+        r.placement && !r.placement->bound.empty()
+            ? fmt::format("; {}-bound, {:.0f}% of the lowest roof at its measured intensities",
+                          r.placement->bound, 100 * r.placement->fraction)
+            : "";
     out += fmt::format("    {}: {}; {}{}\n", r.variant, dram, tensor, roof);
     // Several kernels: where the bytes and the time went, kernel by kernel.
     if (r.counters && r.counters->kernels.size() > 1) {
       const counters::Measured whole = counters::interpret(r.counters->values);
       for (const auto& k : r.counters->kernels) {
         const counters::Measured m = counters::interpret(k.values);
-        out += fmt::format("      {:<44} DRAM {:>9} ({:>3.0f}%)  SM<->L2 {:>9}  tensor {:>7.1f} GFLOP  {:>8.1f} us\n",
-                           k.name, fmt::format("{:.1f} MB", m.dram_bytes() * 1e-6),
-                           whole.dram_bytes() > 0 ? 100 * m.dram_bytes() / whole.dram_bytes() : 0.0,
-                           fmt::format("{:.1f} MB", m.l2_bytes() * 1e-6), m.tensor_flops * 1e-9, m.seconds * 1e6);
+        out += fmt::format(
+            "      {:<44} DRAM {:>9} ({:>3.0f}%)  SM<->L2 {:>9}  tensor {:>7.1f} GFLOP  {:>8.1f} "
+            "us\n",
+            k.name, fmt::format("{:.1f} MB", m.dram_bytes() * 1e-6),
+            whole.dram_bytes() > 0 ? 100 * m.dram_bytes() / whole.dram_bytes() : 0.0,
+            fmt::format("{:.1f} MB", m.l2_bytes() * 1e-6), m.tensor_flops * 1e-9, m.seconds * 1e6);
       }
     }
   }

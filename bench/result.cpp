@@ -1,9 +1,9 @@
 #include "bench/result.hpp"
 
-#include "profiler/counters.hpp"
-
 #include <array>
 #include <utility>
+
+#include "profiler/counters.hpp"
 
 namespace fa::bench {
 namespace {
@@ -35,6 +35,17 @@ bool parse_status(const std::string& s, Status* out) {
   return false;
 }
 
+Placement placement_of(const VariantResult& r, const Ceilings& c, double peak) {
+  const double seconds = r.timing ? r.timing->stats.median * 1e-3 : 0;
+  if (r.counters && r.counters->status == "ok") {
+    const counters::Measured m = counters::interpret(r.counters->values);
+    return place_hierarchical("counters", r.model.flops_matrix, seconds, m.dram_bytes(),
+                              m.l2_bytes(), peak, c.dram_bytes_per_s, c.l2_bytes_per_s);
+  }
+  return place_hierarchical("compulsory", r.model.flops_matrix, seconds, r.model.bytes_compulsory,
+                            0, peak, c.dram_bytes_per_s, c.l2_bytes_per_s);
+}
+
 double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype) {
   return a == Algorithm::fp8 ? c.tensor_flops_per_s_fp8 : c.tensor_peak(dtype);
 }
@@ -46,11 +57,8 @@ Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, doub
   d.tflops_convention = m.flops_convention / seconds * 1e-12;
   d.tflops_model = m.flops_matrix / seconds * 1e-12;
   d.effective_gbps = m.bytes() / seconds * 1e-9;
-  const RooflinePoint p = place(m.flops_matrix, m.bytes(), seconds, peak, c.dram_bytes_per_s);
-  d.arithmetic_intensity = p.intensity;
-  d.roofline_attainable_tflops = p.attainable * 1e-12;
-  d.roofline_fraction = p.fraction;
-  d.bound = p.bound;
+  // The row's place on the roofline is placement_of() (measured or compulsory bytes), not here.
+  d.arithmetic_intensity = m.arithmetic_intensity();
   return d;
 }
 
@@ -68,12 +76,6 @@ MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, doubl
   d.fp32_flops = m.fp32_flops;
   d.intensity_dram = ratio(r.model.flops_matrix, d.dram_bytes);
   d.intensity_l2 = ratio(r.model.flops_matrix, d.l2_bytes);
-  if (r.timing) {
-    const RooflinePoint p = place(r.model.flops_matrix, d.dram_bytes, r.timing->stats.median * 1e-3, peak,
-                                  c.dram_bytes_per_s);
-    d.roofline_fraction = p.fraction;
-    d.bound = p.bound;
-  }
   return d;
 }
 

@@ -25,7 +25,9 @@ std::string to_string(Status s);
 bool parse_status(const std::string& s, Status* out);
 
 struct Verification {
-  std::string metric = "max_abs_error";  // what `tolerance` bounds: max_abs_error | rmse
+  // What `tolerance` bounds. "row_ratio": the worst sampled row's error over that row's own
+  // tolerance (docs/accuracy.md), so tolerance is 1. Older files: max_abs_error | rmse.
+  std::string metric = "row_ratio";
   bool passed = false;
   bool all_finite = false;
   std::int64_t nonfinite_count = 0;
@@ -37,6 +39,13 @@ struct Verification {
   std::int64_t rows_checked = 0;
   std::int64_t heads_checked = 0;
   std::optional<double> lse_max_abs_error;  // variants that write the log-sum-exp
+  // Per-row rule (metric row_ratio): the worst row's error / its tolerance (<= 1 passes), where.
+  double worst_row_ratio = 0;
+  std::int64_t worst_head = -1, worst_row = -1;
+  std::optional<double> lse_worst_row_ratio;  // the same for the log-sum-exp
+  // fp8: RMSE over all sampled elements / RMS of the reference, and the plain FP8 figure.
+  std::optional<double> relative_rmse, baseline_relative_rmse;
+  bool inputs_unchanged = true;  // Q, K, V as they were before the run (sampled heads)
 };
 
 struct Timing {
@@ -52,7 +61,8 @@ struct Derived {
   double tflops_convention = 0;
   double tflops_model = 0;
   double effective_gbps = 0;
-  double arithmetic_intensity = 0;
+  double arithmetic_intensity = 0;  // the model's matrix FLOPs per modelled byte
+  // Read from files written before `placement` (VariantResult::placement); never written now.
   double roofline_attainable_tflops = 0;
   double roofline_fraction = 0;
   std::string bound;
@@ -85,8 +95,9 @@ struct MeasuredDerived {
   double tensor_flops = 0, tensor_over_model = 0;
   double fp32_flops = 0;
   double intensity_dram = 0, intensity_l2 = 0;  // model matrix FLOPs per measured byte
-  double roofline_fraction = 0;                 // attained / min(peak, I_dram * DRAM bandwidth)
-  std::string bound;                            // memory | compute, at the measured intensity
+  // Read from files written before `placement`; never written now.
+  double roofline_fraction = 0;
+  std::string bound;
 };
 
 struct VariantResult {
@@ -103,6 +114,9 @@ struct VariantResult {
   std::optional<Derived> derived;
   std::optional<CounterResult> counters;
   std::optional<MeasuredDerived> measured;
+  // Where the row sits on the roofline (timed rows): from the counters' bytes when measured,
+  // otherwise from the compulsory bytes. The one placement every output shows.
+  std::optional<Placement> placement;
 };
 
 struct ConfigResult {
@@ -141,10 +155,15 @@ using fa::utc_time;  // profiler/utc_time.hpp
 
 // Fills `derived` from the timing, the model and the ceilings.
 // `peak_flops_per_s` is the tensor roof of the variant's arithmetic (bf16, fp16 or fp8).
-Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c, double peak_flops_per_s);
+Derived derive(const model::IoModel& m, const Timing& t, const Ceilings& c,
+               double peak_flops_per_s);
 
 // Sets the model against the counters (needs `counters` with status ok and a timing).
 MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, double peak_flops_per_s);
+
+// The row's placement (needs a timing): counters' DRAM and L2 bytes when counters are ok, else
+// the model's compulsory bytes.
+Placement placement_of(const VariantResult& r, const Ceilings& c, double peak_flops_per_s);
 
 // The tensor roof that applies to a variant's matrix products.
 double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype);

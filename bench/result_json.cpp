@@ -1,6 +1,5 @@
 #include "bench/result_json.hpp"
 
-
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -12,7 +11,9 @@ namespace {
 using json = nlohmann::json;
 
 // NaN/inf are not JSON: they are written as null and read back as NaN.
-json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+json num(double x) {
+  return std::isfinite(x) ? json(x) : json(nullptr);
+}
 
 json device_json(const DeviceInfo& d) {
   return json{{"index", d.index},
@@ -35,11 +36,17 @@ json device_json(const DeviceInfo& d) {
 
 json model_json(const model::IoModel& m) {
   json terms = json::array();
-  for (const auto& t : m.terms) terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
-  return json{{"flops_matrix", m.flops_matrix},         {"flops_convention", m.flops_convention},
-              {"flops_nonmatrix", m.flops_nonmatrix},   {"bytes_read", m.bytes_read},
-              {"bytes_written", m.bytes_written},       {"bytes_compulsory", m.bytes_compulsory},
-              {"bytes_asymptotic", m.bytes_asymptotic}, {"terms", terms}};
+  for (const auto& t : m.terms)
+    terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
+  return json{{"flops_matrix", m.flops_matrix},
+              {"flops_convention", m.flops_convention},
+              {"flops_nonmatrix", m.flops_nonmatrix},
+              {"bytes_read", m.bytes_read},
+              {"bytes_written", m.bytes_written},
+              {"bytes_compulsory", m.bytes_compulsory},
+              {"bytes_asymptotic", m.bytes_asymptotic},
+              {"onchip_budget_bytes", m.onchip_budget_bytes},
+              {"terms", terms}};
 }
 
 json result_json(const VariantResult& r) {
@@ -63,8 +70,17 @@ json result_json(const VariantResult& r) {
                          {"baseline_rmse", num(v.baseline_rmse)},
                          {"tolerance", num(v.tolerance)},
                          {"rows_checked", v.rows_checked},
-                         {"heads_checked", v.heads_checked}};
+                         {"heads_checked", v.heads_checked},
+                         {"worst_row_ratio", num(v.worst_row_ratio)},
+                         {"worst_head", v.worst_head},
+                         {"worst_row", v.worst_row},
+                         {"inputs_unchanged", v.inputs_unchanged}};
     if (v.lse_max_abs_error) j["verification"]["lse_max_abs_error"] = num(*v.lse_max_abs_error);
+    if (v.lse_worst_row_ratio)
+      j["verification"]["lse_worst_row_ratio"] = num(*v.lse_worst_row_ratio);
+    if (v.relative_rmse) j["verification"]["relative_rmse"] = num(*v.relative_rmse);
+    if (v.baseline_relative_rmse)
+      j["verification"]["baseline_relative_rmse"] = num(*v.baseline_relative_rmse);
   } else {
     j["verification"] = nullptr;
   }
@@ -72,18 +88,19 @@ json result_json(const VariantResult& r) {
     const auto& t = *r.timing;
     json samples = json::array();
     for (double s : t.samples_ms) samples.push_back(num(s));
-    j["timing"] = {{"l2", t.l2},
-                   {"warmup", t.warmup},
-                   {"samples_ms", samples},
-                   {"median_ms", t.stats.median},
-                   {"q1_ms", t.stats.q1},
-                   {"q3_ms", t.stats.q3},
-                   {"min_ms", t.stats.min},
-                   {"max_ms", t.stats.max},
-                   {"mean_ms", t.stats.mean},
-                   {"stddev_ms", t.stats.stddev},
-                   {"relative_iqr", t.stats.relative_iqr()},
-                   {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
+    j["timing"] = {
+        {"l2", t.l2},
+        {"warmup", t.warmup},
+        {"samples_ms", samples},
+        {"median_ms", t.stats.median},
+        {"q1_ms", t.stats.q1},
+        {"q3_ms", t.stats.q3},
+        {"min_ms", t.stats.min},
+        {"max_ms", t.stats.max},
+        {"mean_ms", t.stats.mean},
+        {"stddev_ms", t.stats.stddev},
+        {"relative_iqr", t.stats.relative_iqr()},
+        {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
   } else {
     j["timing"] = nullptr;
   }
@@ -102,7 +119,8 @@ json result_json(const VariantResult& r) {
         kernels.push_back({{"name", k.name}, {"values", kv}});
       }
       j["counters"]["kernels"] = kernels;
-      if (!r.counters->kernels_reason.empty()) j["counters"]["kernels_reason"] = r.counters->kernels_reason;
+      if (!r.counters->kernels_reason.empty())
+        j["counters"]["kernels_reason"] = r.counters->kernels_reason;
     }
   } else {
     j["counters"] = nullptr;
@@ -118,9 +136,7 @@ json result_json(const VariantResult& r) {
                      {"tensor_over_model", m.tensor_over_model},
                      {"fp32_flops", m.fp32_flops},
                      {"intensity_dram", m.intensity_dram},
-                     {"intensity_l2", m.intensity_l2},
-                     {"roofline_fraction", m.roofline_fraction},
-                     {"bound", m.bound}};
+                     {"intensity_l2", m.intensity_l2}};
   } else {
     j["measured"] = nullptr;
   }
@@ -129,16 +145,22 @@ json result_json(const VariantResult& r) {
     j["derived"] = {{"tflops_convention", d.tflops_convention},
                     {"tflops_model", d.tflops_model},
                     {"effective_gbps", d.effective_gbps},
-                    {"arithmetic_intensity", d.arithmetic_intensity},
-                    {"roofline_attainable_tflops", d.roofline_attainable_tflops},
-                    {"roofline_fraction", d.roofline_fraction},
-                    {"bound", d.bound}};
+                    {"arithmetic_intensity", d.arithmetic_intensity}};
     if (!d.best_peer.empty()) {
       j["derived"]["best_peer"] = d.best_peer;
       j["derived"]["speed_vs_best_peer"] = d.speed_vs_best_peer;
     }
   } else {
     j["derived"] = nullptr;
+  }
+  if (r.placement) {
+    const auto& pl = *r.placement;
+    j["placement"] = {{"basis", pl.basis},
+                      {"intensity_dram", num(pl.intensity_dram)},
+                      {"intensity_l2", pl.intensity_l2 > 0 ? num(pl.intensity_l2) : json(nullptr)},
+                      {"attainable_tflops", num(pl.attainable_flops_per_s * 1e-12)},
+                      {"fraction", num(pl.fraction)},
+                      {"bound", pl.bound}};
   }
   return j;
 }
@@ -176,7 +198,8 @@ struct Reader {
   }
   // An optional integer key: `fallback` when absent; never converted from a float (a value such
   // as 1e30 read as int is undefined behaviour; the fuzzer found it).
-  std::int64_t optional_integer(const json& j, const std::string& path, const char* key, std::int64_t fallback) const {
+  std::int64_t optional_integer(const json& j, const std::string& path, const char* key,
+                                std::int64_t fallback) const {
     if (!j.is_object() || !j.contains(key)) return fallback;
     return integer(j, path, key);
   }
@@ -220,6 +243,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   r.model.bytes_written = rd.number(m, mp, "bytes_written");
   r.model.bytes_compulsory = rd.number(m, mp, "bytes_compulsory");
   r.model.bytes_asymptotic = rd.number(m, mp, "bytes_asymptotic");
+  if (m.contains("onchip_budget_bytes"))
+    r.model.onchip_budget_bytes = rd.number(m, mp, "onchip_budget_bytes");
   if (m.contains("terms")) {
     const json& terms = m["terms"];
     if (!terms.is_array()) rd.fail(mp + ".terms", "expected an array");
@@ -244,7 +269,19 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.baseline_rmse = v.contains("baseline_rmse") ? rd.number(v, vp, "baseline_rmse") : 0.0;
     ver.rows_checked = rd.integer(v, vp, "rows_checked");
     ver.heads_checked = rd.integer(v, vp, "heads_checked");
-    if (v.contains("lse_max_abs_error")) ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
+    if (v.contains("lse_max_abs_error"))
+      ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
+    // The per-row rule's fields (files written since the rule; absent from older ones).
+    if (v.contains("worst_row_ratio")) ver.worst_row_ratio = rd.number(v, vp, "worst_row_ratio");
+    if (v.contains("worst_head")) ver.worst_head = rd.integer(v, vp, "worst_head");
+    if (v.contains("worst_row")) ver.worst_row = rd.integer(v, vp, "worst_row");
+    if (v.contains("inputs_unchanged"))
+      ver.inputs_unchanged = rd.boolean(v, vp, "inputs_unchanged");
+    if (v.contains("lse_worst_row_ratio"))
+      ver.lse_worst_row_ratio = rd.number(v, vp, "lse_worst_row_ratio");
+    if (v.contains("relative_rmse")) ver.relative_rmse = rd.number(v, vp, "relative_rmse");
+    if (v.contains("baseline_relative_rmse"))
+      ver.baseline_relative_rmse = rd.number(v, vp, "baseline_relative_rmse");
     r.verification = ver;
   }
   const json& t = rd.at(j, p, "timing");
@@ -273,9 +310,12 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     dv.tflops_model = rd.number(d, dp, "tflops_model");
     dv.effective_gbps = rd.number(d, dp, "effective_gbps");
     dv.arithmetic_intensity = rd.number(d, dp, "arithmetic_intensity");
-    dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
-    dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
-    dv.bound = rd.str(d, dp, "bound");
+    // Older files (before `placement`) placed rows here and in `measured`; kept readable.
+    if (d.contains("roofline_attainable_tflops"))
+      dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
+    if (d.contains("roofline_fraction"))
+      dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
+    if (d.contains("bound")) dv.bound = rd.str(d, dp, "bound");
     if (d.contains("best_peer")) {
       dv.best_peer = rd.str(d, dp, "best_peer");
       dv.speed_vs_best_peer = rd.number(d, dp, "speed_vs_best_peer");
@@ -327,9 +367,26 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     m.fp32_flops = rd.number(mj, mp, "fp32_flops");
     m.intensity_dram = rd.number(mj, mp, "intensity_dram");
     m.intensity_l2 = rd.number(mj, mp, "intensity_l2");
-    m.roofline_fraction = rd.number(mj, mp, "roofline_fraction");
-    m.bound = rd.str(mj, mp, "bound");
+    if (mj.contains("roofline_fraction"))
+      m.roofline_fraction = rd.number(mj, mp, "roofline_fraction");
+    if (mj.contains("bound")) m.bound = rd.str(mj, mp, "bound");
     r.measured = m;
+  }
+  if (j.contains("placement") && !j["placement"].is_null()) {
+    const json& pj = j["placement"];
+    const std::string pp = p + ".placement";
+    Placement pl;
+    pl.basis = rd.str(pj, pp, "basis");
+    if (pl.basis != "counters" && pl.basis != "compulsory")
+      rd.fail(pp + ".basis", "expected counters or compulsory");
+    pl.intensity_dram = rd.number(pj, pp, "intensity_dram");
+    pl.intensity_l2 = pj.contains("intensity_l2") && !pj["intensity_l2"].is_null()
+                          ? rd.number(pj, pp, "intensity_l2")
+                          : 0;
+    pl.attainable_flops_per_s = rd.number(pj, pp, "attainable_tflops") * 1e12;
+    pl.fraction = rd.number(pj, pp, "fraction");
+    pl.bound = rd.str(pj, pp, "bound");
+    r.placement = pl;
   }
   if ((r.status == Status::ok) != r.timing.has_value()) {
     rd.fail(p + ".timing", "must be present exactly when status is ok");
@@ -357,7 +414,8 @@ std::string to_json_text(const RunResult& r) {
                        {"results", results}});
   }
   json doc{{"schema", kSchema},
-           {"tool", {{"name", "fa-bench"}, {"version", r.tool_version}, {"git_revision", r.git_revision}}},
+           {"tool",
+            {{"name", "fa-bench"}, {"version", r.tool_version}, {"git_revision", r.git_revision}}},
            {"created_utc", r.created_utc},
            {"command_line", r.command_line},
            {"complete", r.complete},
@@ -402,7 +460,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
     throw ResultFileError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) rd.fail("(document)", "expected a JSON object");
-  if (!doc.contains("schema")) rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
+  if (!doc.contains("schema"))
+    rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
   if (!doc["schema"].is_string() || doc["schema"].get<std::string>() != kSchema) {
     rd.fail("schema", "unknown version " + doc["schema"].dump() + " (this reader understands \"" +
                           kSchema + "\")");
@@ -429,10 +488,12 @@ RunResult read_document(const std::string& text, const std::string& source) {
     d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
     d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
     d.smem_per_sm_bytes = rd.integer(dev, "device", "smem_per_sm_bytes");
-    d.smem_per_block_optin_bytes = rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
+    d.smem_per_block_optin_bytes =
+        rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
     d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, "device", "memory_bus_bits", 0));
     d.sm_clock_max_mhz = static_cast<int>(rd.integer(dev, "device", "sm_clock_max_mhz"));
-    d.mem_clock_max_mhz = static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
+    d.mem_clock_max_mhz =
+        static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
     d.driver_version = rd.str(dev, "device", "driver_version");
     d.cuda_driver_version = static_cast<int>(rd.integer(dev, "device", "cuda_driver_version"));
     d.cuda_runtime_version = static_cast<int>(rd.integer(dev, "device", "cuda_runtime_version"));
@@ -449,7 +510,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.inputs = s.value("inputs", "normal");
   r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
-  r.settings.model_smem_per_sm_bytes = rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
+  r.settings.model_smem_per_sm_bytes =
+      rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
   const json& c = rd.at(doc, "", "ceilings");
   r.ceilings.source = rd.str(c, "ceilings", "source");
   r.ceilings.dram_bytes_per_s = rd.number(c, "ceilings", "dram_bytes_per_s");

@@ -21,6 +21,24 @@ std::string status_text(const VariantResult& r) {
   return s;
 }
 
+}  // namespace
+
+std::string placement_label(const VariantResult& r) {
+  if (!r.placement || r.placement->bound.empty()) return "-";
+  return fmt::format("{:.0f}% {}{}", 100 * r.placement->fraction, r.placement->bound,
+                     r.placement->basis == "compulsory" ? " (c)" : "");
+}
+
+std::string verification_label(const VariantResult& r) {
+  if (!r.verification) return "-";
+  const Verification& v = *r.verification;
+  if (v.metric == "row_ratio") return fmt::format("{:.2f}", v.worst_row_ratio);
+  // Files from before the per-row rule.
+  return fmt::format("{:.2e} / {:.1e}", v.metric == "rmse" ? v.rmse : v.max_abs_error, v.tolerance);
+}
+
+namespace {
+
 struct Row {
   std::string variant, time, spread, tflops, tflops_model, bytes, gbps, ai, roof, err, status;
   std::string dram = "-", dram_ratio = "-", l2_ratio = "-", tensor_ratio = "-";
@@ -40,28 +58,17 @@ Row make_row(const VariantResult& r) {
     row.tflops = fmt::format("{:.1f}", r.derived->tflops_convention);
     row.tflops_model = fmt::format("{:.1f}", r.derived->tflops_model);
     row.gbps = fmt::format("{:.0f}", r.derived->effective_gbps);
-    if (!r.derived->best_peer.empty()) row.vs_peer = fmt::format("{:.2f}x", r.derived->speed_vs_best_peer);
-    row.roof = r.derived->roofline_attainable_tflops > 0
-                   ? fmt::format("{:.0f}% {}", 100 * r.derived->roofline_fraction, r.derived->bound)
-                   : "-";
+    if (!r.derived->best_peer.empty())
+      row.vs_peer = fmt::format("{:.2f}x", r.derived->speed_vs_best_peer);
   }
-  if (r.verification) {
-    const bool rmse = r.verification->metric == "rmse";
-    row.err = fmt::format("{}{:.2e} / {:.1e}", rmse ? "rmse " : "",
-                          rmse ? r.verification->rmse : r.verification->max_abs_error,
-                          r.verification->tolerance);
-  } else {
-    row.err = "-";
-  }
+  row.roof = placement_label(r);
+  row.err = verification_label(r);
   row.status = status_text(r);
   if (r.measured) {
     row.dram = human_bytes(r.measured->dram_bytes);
     row.dram_ratio = fmt::format("{:.2f}", r.measured->dram_over_model);
     row.l2_ratio = fmt::format("{:.2f}", r.measured->l2_over_model);
     row.tensor_ratio = fmt::format("{:.3f}", r.measured->tensor_over_model);
-    row.roof = r.measured->roofline_fraction > 0
-                   ? fmt::format("{:.0f}% {}", 100 * r.measured->roofline_fraction, r.measured->bound)
-                   : row.roof;
   } else if (r.counters && r.counters->status != "ok") {
     row.dram = "n/a";
   }
@@ -72,26 +79,28 @@ Row make_row(const VariantResult& r) {
 
 std::string format_config_header(const ConfigResult& c) {
   const auto& s = c.shape;
-  return fmt::format("B={} H={} N={} d={} causal={} {}", s.B, s.H, s.N, s.d, s.causal ? "on" : "off",
-                     to_string(s.dtype));
+  return fmt::format("B={} H={} N={} d={} causal={} {}", s.B, s.H, s.N, s.d,
+                     s.causal ? "on" : "off", to_string(s.dtype));
 }
 
 std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
   constexpr const char* kRowFormat =
-      "  {:<14} {:>9} {:>7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} {:>19}  {}\n";
+      "  {:<14} {:>9} {:>7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} "
+      "{:>19}  {}\n";
   std::string best_peer;
   for (const auto& r : c.results) {
     if (r.derived && !r.derived->best_peer.empty()) best_peer = r.derived->best_peer;
   }
   out += fmt::format(kRowFormat, "variant", "median ms", "spread", "TFLOP/s", "model",
-                     best_peer.empty() ? "vs peer" : "vs " + best_peer.substr(0, 4), "HBM model", "DRAM meas",
-                     "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "error / tol", "status");
+                     best_peer.empty() ? "vs peer" : "vs " + best_peer.substr(0, 4), "HBM model",
+                     "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "err/tol",
+                     "status");
   for (const auto& r : c.results) {
     const Row w = make_row(r);
-    out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes,
-                       w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err,
-                       w.status);
+    out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer,
+                       w.bytes, w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai,
+                       w.roof, w.err, w.status);
   }
   return out;
 }
@@ -101,7 +110,9 @@ std::string to_csv(const RunResult& r) {
       "B,H,N,d,causal,dtype,variant,peer,status,reason,median_ms,q1_ms,q3_ms,min_ms,max_ms,"
       "samples,tflops_convention,tflops_model,flops_matrix,flops_convention,model_bytes_read,"
       "model_bytes_written,model_bytes_compulsory,effective_gbps,arithmetic_intensity,"
-      "roofline_fraction,bound,max_abs_error,tolerance,best_peer,speed_vs_best_peer\n";
+      "roofline_basis,roofline_intensity_dram,roofline_intensity_l2,roofline_fraction,bound,"
+      "verification_metric,verification_value,tolerance,max_abs_error,rmse,relative_rmse,"
+      "best_peer,speed_vs_best_peer\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -110,24 +121,37 @@ std::string to_csv(const RunResult& r) {
   for (const auto& c : r.configs) {
     for (const auto& v : c.results) {
       const auto& s = c.shape;
-      std::string timing = ",,,,,", derived = ",,", roof = ",";
+      std::string timing = ",,,,,", derived = ",,", roof = ",,,,";
       if (v.timing) {
         const auto& t = v.timing->stats;
         timing = fmt::format("{},{},{},{},{},{}", t.median, t.q1, t.q3, t.min, t.max, t.count);
       }
       if (v.derived) {
         derived = fmt::format("{},{}", v.derived->tflops_convention, v.derived->tflops_model);
-        roof = fmt::format("{},{}", v.derived->roofline_fraction, v.derived->bound);
       } else {
         derived = ",";
       }
       const std::string gbps = v.derived ? fmt::format("{}", v.derived->effective_gbps) : "";
-      const std::string err = v.verification ? fmt::format("{},{}", v.verification->max_abs_error,
-                                                           v.verification->tolerance)
-                                             : ",";
-      const std::string vs_peer = v.derived && !v.derived->best_peer.empty()
-                                      ? fmt::format("{},{}", v.derived->best_peer, v.derived->speed_vs_best_peer)
-                                      : ",";
+      if (v.placement) {
+        const Placement& p = *v.placement;
+        roof = fmt::format("{},{},{},{},{}", p.basis, p.intensity_dram,
+                           p.intensity_l2 > 0 ? fmt::format("{}", p.intensity_l2) : "", p.fraction,
+                           p.bound);
+      }
+      // The judged value beside its own tolerance (row_ratio: the worst row over its tolerance, 1).
+      std::string err = ",,,,,";
+      if (v.verification) {
+        const Verification& e = *v.verification;
+        const double value = e.metric == "row_ratio" ? e.worst_row_ratio
+                             : e.metric == "rmse"    ? e.rmse
+                                                     : e.max_abs_error;
+        err = fmt::format("{},{},{},{},{},{}", e.metric, value, e.tolerance, e.max_abs_error,
+                          e.rmse, e.relative_rmse ? fmt::format("{}", *e.relative_rmse) : "");
+      }
+      const std::string vs_peer =
+          v.derived && !v.derived->best_peer.empty()
+              ? fmt::format("{},{}", v.derived->best_peer, v.derived->speed_vs_best_peer)
+              : ",";
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
                          s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), v.variant,
                          v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
@@ -145,15 +169,19 @@ std::string to_markdown(const RunResult& r) {
                      r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2);
   for (const auto& c : r.configs) {
     out += "## " + format_config_header(c) + "\n\n";
-    out += "| variant | median ms | spread | TFLOP/s | model TFLOP/s | speed vs best peer | HBM (model) "
-           "| DRAM (measured) | DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | error / tol "
-           "| status |\n";
+    out +=
+        "| variant | median ms | spread | TFLOP/s | model TFLOP/s | speed vs best peer | HBM "
+        "(model) "
+        "| DRAM (measured) | DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | "
+        "worst row error / "
+        "its tolerance | status |\n";
     out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& v : c.results) {
       const Row w = make_row(v);
-      out += fmt::format("| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
-                         w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes, w.dram,
-                         w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err, w.status);
+      out += fmt::format(
+          "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+          w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes, w.dram,
+          w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err, w.status);
     }
     out += "\n";
   }

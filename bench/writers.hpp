@@ -7,6 +7,13 @@
 
 namespace fa::bench {
 
+// The row's roofline placement as every writer prints it: "41% dram", "63% compute", with "(c)"
+// when placed on the compulsory bytes (no counters); "-" when not placed.
+std::string placement_label(const VariantResult& r);
+// The verification column: the worst sampled row's error as a fraction of its own tolerance
+// ("0.42" passes, "3.10" fails), "-" when not verified.
+std::string verification_label(const VariantResult& r);
+
 std::string format_config_header(const ConfigResult& c);
 std::string format_table(const ConfigResult& c);  // one configuration
 std::string to_csv(const RunResult& r);

@@ -25,13 +25,11 @@ bool VariantInfo::supports_dtype(DType t) const {
 
 std::string VariantInfo::unsupported_reason(const Shape& s) const {
   if (!supports_head_dim(static_cast<int>(s.d))) {
-    return "unsupported: d=" + std::to_string(s.d) + " (" + name + " has d in {" +
-           [&] {
-             std::string r;
-             for (int d : head_dims) r += (r.empty() ? "" : ", ") + std::to_string(d);
-             return r;
-           }() +
-           "})";
+    return "unsupported: d=" + std::to_string(s.d) + " (" + name + " has d in {" + [&] {
+      std::string r;
+      for (int d : head_dims) r += (r.empty() ? "" : ", ") + std::to_string(d);
+      return r;
+    }() + "})";
   }
   if (!supports_dtype(s.dtype)) {
     return "unsupported: dtype " + std::string(to_string(s.dtype));
@@ -42,8 +40,9 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
 std::string VariantInfo::unsupported_on_device(int major, int minor) const {
   if (major * 10 + minor >= min_compute_capability) return "";
   return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) + "; " + name + " needs " + std::to_string(min_compute_capability / 10) +
-         "." + std::to_string(min_compute_capability % 10) + "+)";
+         std::to_string(minor) + "; " + name + " needs " +
+         std::to_string(min_compute_capability / 10) + "." +
+         std::to_string(min_compute_capability % 10) + "+)";
 }
 
 std::string to_string(Algorithm a) {
@@ -64,7 +63,8 @@ const std::vector<VariantInfo>& variant_registry() {
   static const std::vector<VariantInfo> registry = [] {
     std::vector<VariantInfo> r;
     r.push_back(VariantInfo{
-        "standard", Algorithm::standard,
+        "standard",
+        Algorithm::standard,
         "3 passes: S = scale*Q*K^T (cuBLAS), P = softmax(S) (one kernel, causal mask here), "
         "O = P*V (cuBLAS); S and P live in HBM (P overwrites S in place)",
         "one GEMM over all (batch, head), then one softmax row per thread block, then one GEMM",
@@ -72,9 +72,13 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128, 256},
         {DType::bf16, DType::fp16},
         [](int) { return std::vector<Tiles>{}; },
-        [](const LaunchOptions&) { return make_standard_launcher(); }});
+        [](const LaunchOptions& o) { return make_standard_launcher(o); },
+        80,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true});
     r.push_back(VariantInfo{
-        "fa1", Algorithm::fa1,
+        "fa1",
+        Algorithm::fa1,
         "FlashAttention-1 forward (Algorithm 1): K/V blocks outer, query blocks inner; O, l, m "
         "read from and written back to HBM (fp32 state) at every step, O normalised every step",
         "one thread block per (batch, head); loop over K/V blocks, inside it over query blocks; "
@@ -83,9 +87,13 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa1_tile_options,
-        [](const LaunchOptions&) { return make_fa1_launcher(); }});
+        [](const LaunchOptions& o) { return make_fa1_launcher(o); },
+        80,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true});
     r.push_back(VariantInfo{
-        "fa2", Algorithm::fa2,
+        "fa2",
+        Algorithm::fa2,
         "FlashAttention-2 forward: fused, online softmax, 1/l rescale deferred to the end of "
         "the K/V loop, log-sum-exp written per row",
         "grid over (query blocks x batch*heads); each thread block loops over K/V blocks; each "
@@ -94,12 +102,13 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa2_tile_options,
-        [](const LaunchOptions& o) { return make_fa2_launcher(o.fa2_heads_interleaved); },
+        [](const LaunchOptions& o) { return make_fa2_launcher(o); },
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
     r.push_back(VariantInfo{
-        "fp8", Algorithm::fp8,
+        "fp8",
+        Algorithm::fp8,
         "FP8 (E4M3) forward: Q, K, V quantised per (batch, head) (amax pass + quantise pass, timed "
         "with the variant unless --fp8-prequantized), P quantised as E4M3(256 P), fp32 "
         "accumulation and softmax, bf16 output",
@@ -109,12 +118,13 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16},
         fp8_tile_options,
-        [](const LaunchOptions& o) { return make_fp8_launcher(o.fp8_prequantized); },
+        [](const LaunchOptions& o) { return make_fp8_launcher(o); },
         89,
         AccuracyRule::fp8_rmse,
         /*writes_lse=*/true});
     r.push_back(VariantInfo{
-        "cudnn", Algorithm::fa2,
+        "cudnn",
+        Algorithm::fa2,
         "peer: cuDNN's fused flash-attention forward (NVIDIA's library, backend graph API: "
         "Q K^T, scale, causal mask, softmax, P V in one graph), log-sum-exp written",
         "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
@@ -133,15 +143,19 @@ const std::vector<VariantInfo>& variant_registry() {
         cudnn_library_status,
         cudnn_shape_rule});
     r.push_back(VariantInfo{
-        "cudnn-fp8", Algorithm::fp8,
-        "peer: cuDNN's FP8 (E4M3) fused attention forward: Q, K, V quantised per tensor (amax / 448) "
+        "cudnn-fp8",
+        Algorithm::fp8,
+        "peer: cuDNN's FP8 (E4M3) fused attention forward: Q, K, V quantised per tensor (amax / "
+        "448) "
         "outside the timed region, P stored as E4M3(448 P), O written in E4M3 and dequantised to "
         "bf16 by our kernel (timed with it)",
         "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
         "model assumes Br=Bc=128)",
         "cuDNN 9 FP8 SDPA engine (Hopper FP8 tensor cores); libcudnn.so.9 loaded at run time; "
-        "E4M3 copies of Q, K, V in the variant's workspace (BHSD, K^T by strides). Run by name only: "
-        "on the H200 with cuDNN 9.14 its output fails verification at d=64, and at N=1024 when another "
+        "E4M3 copies of Q, K, V in the variant's workspace (BHSD, K^T by strides). Run by name "
+        "only: "
+        "on the H200 with cuDNN 9.14 its output fails verification at d=64, and at N=1024 when "
+        "another "
         "cuDNN graph ran earlier in the process (docs/peers.md); d=128 only",
         {128},
         {DType::bf16},

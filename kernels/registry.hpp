@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/common/fault.hpp"
 #include "kernels/problem.hpp"
 
 namespace fa {
@@ -24,8 +25,9 @@ enum class AccuracyRule {
 
 // Run-time choices a launcher is made with.
 struct LaunchOptions {
-  bool fp8_prequantized = false;  // fp8: quantise once outside the timed region
+  bool fp8_prequantized = false;       // fp8: quantise once outside the timed region
   bool fa2_heads_interleaved = false;  // fa2: thread blocks walk heads first (block order)
+  FaultInjection fault;  // verification tests only (kernels/common/fault.hpp); none by default
 };
 
 struct Tiles {

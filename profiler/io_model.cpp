@@ -5,7 +5,9 @@
 namespace fa::model {
 namespace {
 
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) {
+  return (a + b - 1) / b;
+}
 
 void add(IoModel& m, std::string name, bool is_write, double bytes) {
   (is_write ? m.bytes_written : m.bytes_read) += bytes;
@@ -25,6 +27,22 @@ double compulsory(const Shape& s, bool writes_lse) {
   return heads * (4 * qkvo + (writes_lse ? 4.0 * s.N : 0.0));
 }
 
+// The seed's FlashAttention law for a tile budget of `budget` bytes (IoModel::bytes_asymptotic).
+double flash_law_bytes(const Shape& s, double e, double budget) {
+  if (budget <= 0) return 0;
+  const double heads = static_cast<double>(s.heads_total());
+  const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
+  const double m_elements = budget / e;
+  return heads * 8.0 * N * N * d * d / m_elements * e;
+}
+
+// The softmax kernel standard launches (kernels/standard/standard.cu): the row held in registers
+// reads S once; rows longer than 16384 or with N % 8 != 0 take the two-pass kernel, which reads
+// the row's unmasked part twice (max and sum, then P).
+bool standard_softmax_two_pass(const Shape& s) {
+  return s.N % 8 != 0 || s.N > 16384;
+}
+
 IoModel standard_model(const Shape& s) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
@@ -37,8 +55,14 @@ IoModel standard_model(const Shape& s) {
   add(m, "Q read (pass 1)", false, nd);
   add(m, "K read (pass 1)", false, nd);
   add(m, "S written (pass 1)", true, nn);
-  add(m, "S read (pass 2)", false, s_read);
+  if (standard_softmax_two_pass(s)) {
+    add(m, "S read (pass 2, max and sum)", false, s_read);
+    add(m, "S read again (pass 2, P; two-pass softmax: N > 16384 or N % 8 != 0)", false, s_read);
+  } else {
+    add(m, "S read (pass 2)", false, s_read);
+  }
   add(m, "P written (pass 2)", true, nn);
+  add(m, "lse written (pass 2, fp32)", true, heads * N * 4.0);
   add(m, "P read (pass 3)", false, nn);
   add(m, "V read (pass 3)", false, nd);
   add(m, "O written (pass 3)", true, nd);
@@ -46,13 +70,13 @@ IoModel standard_model(const Shape& s) {
   const double valid_scores = s.causal ? heads * N * (N + 1) / 2 : heads * N * N;
   // Per unmasked score: max, subtract, exp, sum, normalise.
   m.flops_nonmatrix = 5.0 * valid_scores;
-  m.bytes_compulsory = compulsory(s, false);
+  m.bytes_compulsory = compulsory(s, true);
   m.bytes_asymptotic = heads * (N * N + N * d) * e;
   return m;
 }
 
 // fa2's pattern; `e` is the element size of the Q, K, V the kernel reads (1 for fp8).
-IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem, double e_in = 0) {
+IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
   IoModel m;
   const double e_out = static_cast<double>(element_bytes(s.dtype));
   const double e = e_in > 0 ? e_in : e_out;
@@ -77,16 +101,17 @@ IoModel fa2_model(const Shape& s, Tiles t, std::int64_t smem, double e_in = 0) {
   // Per score: scale, max, exp, sum; per row and block: O rescale (d); per row: 1/l (d).
   m.flops_nonmatrix = heads * (block_pairs * (4.0 * Br * Bc + Br * d) + N * d);
   m.bytes_compulsory = compulsory(s, true);
-  const double m_elems = static_cast<double>(smem) / e;
-  m.bytes_asymptotic = m_elems > 0 ? heads * double(N) * N * d * d / m_elems * e : 0;
+  // kernels/fa2/fa2.cu and fp8.cu: the Q tile and double-buffered K and V tiles.
+  m.onchip_budget_bytes = static_cast<double>(Br + 4 * Bc) * d * e;
+  m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;
 }
 
 // kernels/fp8/fp8.cu: the fa2 pattern on 1-byte Q, K, V; when the quantisation is timed, an amax
 // pass reads Q, K, V and a quantise pass reads them again and writes the 1-byte copies (V
 // transposed, padded to a multiple of 128 keys).
-IoModel fp8_model(const Shape& s, Tiles t, std::int64_t smem, bool quantisation_timed) {
-  IoModel m = fa2_model(s, t, smem, 1.0);
+IoModel fp8_model(const Shape& s, Tiles t, bool quantisation_timed) {
+  IoModel m = fa2_model(s, t, 1.0);
   if (quantisation_timed) {
     const double e = static_cast<double>(element_bytes(s.dtype));
     const double heads = static_cast<double>(s.heads_total());
@@ -100,7 +125,7 @@ IoModel fp8_model(const Shape& s, Tiles t, std::int64_t smem, bool quantisation_
   return m;
 }
 
-IoModel fa1_model(const Shape& s, Tiles t, std::int64_t smem, Fa1StateBytes st) {
+IoModel fa1_model(const Shape& s, Tiles t, Fa1StateBytes st) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double eo = st.o_element > 0 ? st.o_element : e;
@@ -124,15 +149,19 @@ IoModel fa1_model(const Shape& s, Tiles t, std::int64_t smem, Fa1StateBytes st) 
   add(m, "K read (once)", false, heads * N * d * e);
   add(m, "V read (once)", false, heads * N * d * e);
   add(m, "Q read (once per K/V block)", false, heads * q_rows * d * e);
-  add(m, "O, l, m state read (once per K/V block after the first)", false, heads * state_reads * state_row);
-  add(m, "O, l, m state written (once per K/V block but the last)", true, heads * state_writes * state_row);
+  add(m, "O, l, m state read (once per K/V block after the first)", false,
+      heads * state_reads * state_row);
+  add(m, "O, l, m state written (once per K/V block but the last)", true,
+      heads * state_writes * state_row);
   add(m, "O written (once)", true, heads * N * d * e);
+  add(m, "lse written (once, fp32)", true, heads * N * 4.0);
   m.flops_matrix = heads * block_pairs * 4.0 * Br * Bc * d;
   // Per score: scale, max, exp, sum; per row and block: merge with the state (3d).
   m.flops_nonmatrix = heads * block_pairs * (4.0 * Br * Bc + 3.0 * Br * d);
-  m.bytes_compulsory = compulsory(s, false);
-  const double m_elems = static_cast<double>(smem) / e;
-  m.bytes_asymptotic = m_elems > 0 ? heads * double(N) * N * d * d / m_elems * e : 0;
+  m.bytes_compulsory = compulsory(s, true);
+  // kernels/fa1/fa1.cu: two Q buffers, one K and one V tile.
+  m.onchip_budget_bytes = static_cast<double>(2 * Br + 2 * Bc) * d * e;
+  m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;
 }
 
@@ -146,20 +175,20 @@ std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb)
 }
 
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
-                 std::int64_t smem_per_sm_bytes, ModelOptions options) {
+                 std::int64_t /*device_smem_per_sm_bytes*/, ModelOptions options) {
   IoModel m;
   switch (algorithm) {
     case Algorithm::standard:
       m = standard_model(shape);
       break;
     case Algorithm::fa2:
-      m = fa2_model(shape, tiles, smem_per_sm_bytes);
+      m = fa2_model(shape, tiles);
       break;
     case Algorithm::fa1:
-      m = fa1_model(shape, tiles, smem_per_sm_bytes, options.fa1);
+      m = fa1_model(shape, tiles, options.fa1);
       break;
     case Algorithm::fp8:
-      m = fp8_model(shape, tiles, smem_per_sm_bytes, options.fp8_quantisation_timed);
+      m = fp8_model(shape, tiles, options.fp8_quantisation_timed);
       break;
   }
   const double half = shape.causal ? 0.5 : 1.0;

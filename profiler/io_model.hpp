@@ -30,9 +30,15 @@ struct IoModel {
   double bytes_written = 0;
   // Each input read once, each output written once: no algorithm moves less.
   double bytes_compulsory = 0;
-  // The asymptotic seed: standard Theta(N^2 + N d), FlashAttention Theta(N^2 d^2 / M) elements,
-  // with M the shared memory per SM in elements; constants taken as 1.
+  // The seed's law. Standard: N^2 + N d elements per head (constant 1). FlashAttention: the
+  // paper's Theta(N^2 d^2 / M) with its own constants: tiles of B = M / (4 d) rows (its choice
+  // Bc = M/4d), so the re-read operands (K and V for the Q-outer order, Q and the O state for the
+  // K/V-outer one, 2 N d elements a pass) cross HBM N / B times: 8 N^2 d^2 / M elements per head,
+  // with M = onchip_budget_bytes, the shared memory the kernel's tiles really use. Our kernels
+  // keep Br fixed as d grows (docs/io-model.md), so their tile model grows with d, not d^2.
   double bytes_asymptotic = 0;
+  // M of the law above: the shared memory one thread block's tiles occupy (0: not tiled).
+  double onchip_budget_bytes = 0;
   std::vector<ByteTerm> terms;
 
   double bytes() const { return bytes_read + bytes_written; }
@@ -51,8 +57,10 @@ struct ModelOptions {
   bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
 };
 
+// `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's
+// own tile budget instead (IoModel::bytes_asymptotic), so it is recorded by the caller, not used.
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
-                 std::int64_t smem_per_sm_bytes, ModelOptions options = {});
+                 std::int64_t device_smem_per_sm_bytes, ModelOptions options = {});
 
 // K/V blocks the FA2 kernel visits for query block qb (causal stops at the diagonal).
 std::int64_t kv_blocks_for_query_block(const Shape& shape, Tiles tiles, std::int64_t qb);

@@ -43,4 +43,26 @@ RooflinePoint place(double flops, double bytes, double seconds, double peak, dou
   return p;
 }
 
+Placement place_hierarchical(const std::string& basis, double flops, double seconds,
+                             double dram_bytes, double l2_bytes, double peak, double dram_bw,
+                             double l2_bw) {
+  Placement p;
+  p.basis = basis;
+  p.intensity_dram = dram_bytes > 0 ? flops / dram_bytes : 0;
+  p.intensity_l2 = l2_bytes > 0 ? flops / l2_bytes : 0;
+  if (peak <= 0 || dram_bw <= 0 || seconds <= 0 || dram_bytes <= 0) return p;
+  p.attainable_flops_per_s = peak;
+  p.bound = "compute";
+  if (p.intensity_dram * dram_bw < p.attainable_flops_per_s) {
+    p.attainable_flops_per_s = p.intensity_dram * dram_bw;
+    p.bound = "dram";
+  }
+  if (p.intensity_l2 > 0 && l2_bw > 0 && p.intensity_l2 * l2_bw < p.attainable_flops_per_s) {
+    p.attainable_flops_per_s = p.intensity_l2 * l2_bw;
+    p.bound = "l2";
+  }
+  p.fraction = flops / seconds / p.attainable_flops_per_s;
+  return p;
+}
+
 }  // namespace fa

@@ -24,8 +24,9 @@ TEST(Counters, DefaultMetricsExistOnGH100) {
     GTEST_SKIP() << "CUPTI host API unavailable here: " << e.what();
   }
   EXPECT_TRUE(bad.empty()) << bad.front();
-  bad = CounterSession::unsupported(std::string("GH100"),
-                                    {"dram__bytes_read.sum", "nosuch__metric.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"});
+  bad = CounterSession::unsupported(
+      std::string("GH100"),
+      {"dram__bytes_read.sum", "nosuch__metric.sum", "sm__ops_path_tensor_src_fp16_dst_fp32.sum"});
   // The second does not exist anywhere; the third does not exist on GH100 (facts/h200.md).
   ASSERT_EQ(bad.size(), 2u);
   EXPECT_EQ(bad[0], "nosuch__metric.sum");
@@ -45,8 +46,8 @@ TEST(Counters, InterpretSumsTheRightThings) {
   EXPECT_DOUBLE_EQ(m.dram_bytes(), 150);
   EXPECT_DOUBLE_EQ(m.l2_bytes(), 12 * 32);  // sectors of 32 bytes
   EXPECT_DOUBLE_EQ(m.tensor_flops, 1024);
-  EXPECT_DOUBLE_EQ(m.fp32_flops, 15);       // FFMA counts 2
-  EXPECT_DOUBLE_EQ(m.seconds, 2e-3);        // ns
+  EXPECT_DOUBLE_EQ(m.fp32_flops, 15);  // FFMA counts 2
+  EXPECT_DOUBLE_EQ(m.seconds, 2e-3);   // ns
 }
 
 TEST(Counters, MeasuredSetAgainstTheModel) {
@@ -60,7 +61,8 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
   t.stats = summarize(t.samples_ms);
   r.timing = t;
   bench::CounterResult c;
-  c.values = {{"dram__bytes_read.sum", 1.5e9}, {"dram__bytes_write.sum", 0.5e9},
+  c.values = {{"dram__bytes_read.sum", 1.5e9},
+              {"dram__bytes_write.sum", 0.5e9},
               {"lts__t_sectors_srcunit_tex_op_read.sum", 4e9 / 32},
               {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1e12}};
   r.counters = c;
@@ -72,24 +74,43 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
   EXPECT_DOUBLE_EQ(m.tensor_over_model, 1.0);
   EXPECT_DOUBLE_EQ(m.intensity_dram, 500);  // 1e12 / 2e9
   // 1e12 FLOP in 2 ms = 500 TFLOP/s; roof at I=500: min(800, 500 * 4) = 800 TFLOP/s.
-  EXPECT_DOUBLE_EQ(m.roofline_fraction, 500.0 / 800.0);
-  EXPECT_EQ(m.bound, "compute");
+  const Placement p = bench::placement_of(r, roofs, 800e12);
+  EXPECT_EQ(p.basis, "counters");
+  EXPECT_DOUBLE_EQ(p.fraction, 500.0 / 800.0);
+  EXPECT_EQ(p.bound, "compute");
+  // With an L2 roof of 1 TB/s the 4 GB of SM<->L2 traffic (I = 250) caps it at 250 TFLOP/s.
+  roofs.l2_bytes_per_s = 1e12;
+  const Placement h = bench::placement_of(r, roofs, 800e12);
+  EXPECT_EQ(h.bound, "l2");
+  EXPECT_DOUBLE_EQ(h.fraction, 500.0 / 250.0);
+  // Without counters: the compulsory bytes (1 GB, I = 1000), never the model's 4 GB.
+  r.counters->status = "unavailable";
+  roofs.l2_bytes_per_s = 0;
+  const Placement c0 = bench::placement_of(r, roofs, 800e12);
+  EXPECT_EQ(c0.basis, "compulsory");
+  EXPECT_DOUBLE_EQ(c0.intensity_dram, 1000);
+  EXPECT_DOUBLE_EQ(c0.fraction, 500.0 / 800.0);
 }
 
 TEST(Counters, ReadingFollowsTheNumbers) {
   bench::ConfigResult c;
   bench::VariantResult standard, fa2, other;
   standard.variant = "standard";
-  standard.measured = bench::MeasuredDerived{17.45e9, 1.00, 65.0, 19e9, 1.12, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
+  standard.measured =
+      bench::MeasuredDerived{17.45e9, 1.00, 65.0, 19e9, 1.12, 5.5e11, 1.0, 0, 31, 28, 0, ""};
+  standard.placement = Placement{"counters", 31, 28, 1.3e14, 0.88, "dram"};
   fa2.variant = "fa2";
-  fa2.measured = bench::MeasuredDerived{0.26e9, 0.06, 0.96, 4e9, 0.91, 5.5e11, 1.0, 0, 2100, 137, 0.33, "compute"};
+  fa2.measured = bench::MeasuredDerived{0.26e9, 0.06, 0.96, 4e9, 0.91, 5.5e11,
+                                        1.0,    0,    2100, 137, 0.33, "compute"};
   other.variant = "odd";
   other.measured = bench::MeasuredDerived{2e9, 0.7, 3.0, 2e9, 0.7, 5.6e11, 1.02, 0, 0, 0, 0, ""};
   c.results = {standard, fa2, other};
   const std::string text = bench::explain_counters(c);
   EXPECT_NE(text.find("standard: DRAM follows the model (1.00x"), std::string::npos) << text;
-  EXPECT_NE(text.find("memory-bound, 88% of the roof"), std::string::npos) << text;
-  EXPECT_NE(text.find("fa2: DRAM at the compulsory minimum (0.96x of it, 0.06x the model)"), std::string::npos) << text;
+  EXPECT_NE(text.find("dram-bound, 88% of the lowest roof"), std::string::npos) << text;
+  EXPECT_NE(text.find("fa2: DRAM at the compulsory minimum (0.96x of it, 0.06x the model)"),
+            std::string::npos)
+      << text;
   EXPECT_NE(text.find("odd: DRAM 0.70x the model"), std::string::npos) << text;
   EXPECT_NE(text.find("tensor FLOPs 1.020x the model"), std::string::npos) << text;
   bench::ConfigResult none;
@@ -101,11 +122,14 @@ TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
   bench::ConfigResult c;
   bench::VariantResult standard;
   standard.variant = "standard";
-  standard.measured = bench::MeasuredDerived{4e9, 1.00, 15.0, 4e9, 1.0, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
+  standard.measured =
+      bench::MeasuredDerived{4e9, 1.00, 15.0, 4e9, 1.0, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
   bench::CounterResult counters;
   counters.values = {{"dram__bytes_read.sum", 3e9}, {"dram__bytes_write.sum", 1e9}};
-  counters.kernels = {{"S = scale Q K^T (cuBLAS)", {{"dram__bytes_read.sum", 1e9}, {"gpu__time_duration.sum", 250e3}}},
-                      {"P = softmax(S), in place", {{"dram__bytes_read.sum", 2e9}, {"dram__bytes_write.sum", 1e9}}}};
+  counters.kernels = {{"S = scale Q K^T (cuBLAS)",
+                       {{"dram__bytes_read.sum", 1e9}, {"gpu__time_duration.sum", 250e3}}},
+                      {"P = softmax(S), in place",
+                       {{"dram__bytes_read.sum", 2e9}, {"dram__bytes_write.sum", 1e9}}}};
   standard.counters = counters;
   c.results = {standard};
   const std::string text = bench::explain_counters(c);
@@ -126,22 +150,26 @@ TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
   unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().kind, CounterError::no_permission);
-  EXPECT_NE(s.error().message.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos) << s.error().message;
+  EXPECT_NE(s.error().message.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos)
+      << s.error().message;
   setenv("FA_BENCH_FORCE_CUPTI_ERROR", "hardware_busy", 1);
   const CounterSession busy = CounterSession::create(0, counters::default_metrics());
   unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
   EXPECT_EQ(busy.error().kind, CounterError::busy);
-  EXPECT_NE(busy.error().message.find("another profiler"), std::string::npos) << busy.error().message;
+  EXPECT_NE(busy.error().message.find("another profiler"), std::string::npos)
+      << busy.error().message;
 }
 
 TEST(Counters, ReadingOfARealH200Run) {
   // fa-bench --N 1024,4096 --d 64,128 --causal both on the H200 (2026-11-21).
-  const auto run = bench::read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-counters-2026-11-21.json");
+  const auto run = bench::read_result_file(std::string(FA_SOURCE_DIR) +
+                                           "/tests/data/h200-counters-2026-11-21.json");
   for (const auto& c : run.configs) {
     const std::string text = bench::explain_counters(c);
     EXPECT_NE(text.find("standard: DRAM follows the model"), std::string::npos) << text;
     EXPECT_NE(text.find("fa2: DRAM at the compulsory minimum"), std::string::npos) << text;
-    EXPECT_EQ(text.find("tensor FLOPs 1."), std::string::npos) << "tensor FLOPs off the model:\n" << text;
+    EXPECT_EQ(text.find("tensor FLOPs 1."), std::string::npos) << "tensor FLOPs off the model:\n"
+                                                               << text;
   }
 }
 

@@ -6,6 +6,7 @@
 
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
+#include "bench/writers.hpp"
 
 namespace fa::bench {
 namespace {
@@ -51,7 +52,8 @@ RunResult sample_record() {
   t.samples_ms = {1.0, 1.1, 0.9, 1.05};
   t.stats = summarize(t.samples_ms);
   t.sm_clock_before_mhz = 1980;
-  ok.derived = derive(ok.model, t, r.ceilings, tensor_peak_for(r.ceilings, ok.algorithm, c.shape.dtype));
+  ok.derived =
+      derive(ok.model, t, r.ceilings, tensor_peak_for(r.ceilings, ok.algorithm, c.shape.dtype));
   ok.timing = t;
   VariantResult failed = ok;
   failed.variant = "standard";
@@ -83,12 +85,14 @@ TEST(ResultJson, PeerRatioAndKernelBreakdownRoundTrip) {
   EXPECT_EQ(c.results[0].derived->best_peer, "cudnn");
   EXPECT_NEAR(c.results[0].derived->speed_vs_best_peer, 0.5 / 1.025, 1e-12);
   EXPECT_EQ(c.results[3].derived->best_peer, "");  // peers are not compared with themselves
-  EXPECT_FALSE(c.results[1].derived);               // untimed rows get no ratio
+  EXPECT_FALSE(c.results[1].derived);              // untimed rows get no ratio
   CounterResult counters;
   counters.values = {{"dram__bytes_read.sum", 3e6}};
-  counters.kernels = {{"gemm", {{"dram__bytes_read.sum", 1e6}}}, {"softmax", {{"dram__bytes_read.sum", 2e6}}}};
+  counters.kernels = {{"gemm", {{"dram__bytes_read.sum", 1e6}}},
+                      {"softmax", {{"dram__bytes_read.sum", 2e6}}}};
   c.results[0].counters = counters;
-  c.results[3].counters = CounterResult{"ok", "", {{"dram__bytes_read.sum", 1e6}}, 0.1, {}, "per-kernel: failed"};
+  c.results[3].counters =
+      CounterResult{"ok", "", {{"dram__bytes_read.sum", 1e6}}, 0.1, {}, "per-kernel: failed"};
   const RunResult b = from_json_text(to_json_text(a), "mem");
   const auto& r = b.configs[0].results[0];
   ASSERT_EQ(r.counters->kernels.size(), 2u);
@@ -167,6 +171,28 @@ TEST(ResultJson, ReadsFileNamedInEnvironment) {
       EXPECT_EQ(v.timing.has_value(), v.status == Status::ok);
     }
   }
+}
+
+// One row, one placement: the console table, the CSV, the Markdown and the JSON give the same bound
+// and fraction (the report reads the JSON's: tests/python).
+TEST(ResultJson, OnePlacementInEveryWriter) {
+  RunResult a = sample_record();
+  VariantResult& row = a.configs[0].results[0];
+  row.placement = Placement{"counters", 31.5, 12.25, 410e12, 0.4321, "dram"};
+  const std::string label = placement_label(row);
+  EXPECT_EQ(label, "43% dram");
+  EXPECT_NE(format_table(a.configs[0]).find(label), std::string::npos);
+  EXPECT_NE(to_markdown(a).find("| " + label + " |"), std::string::npos);
+  const std::string csv = to_csv(a);
+  EXPECT_NE(csv.find(",counters,31.5,12.25,0.4321,dram,"), std::string::npos) << csv;
+  const RunResult b = from_json_text(to_json_text(a), "mem");
+  ASSERT_TRUE(b.configs[0].results[0].placement);
+  EXPECT_DOUBLE_EQ(b.configs[0].results[0].placement->fraction, 0.4321);
+  EXPECT_EQ(b.configs[0].results[0].placement->bound, "dram");
+  // Without counters the row is placed on the compulsory bytes, and says so everywhere.
+  row.placement = Placement{"compulsory", 800, 0, 700e12, 0.61, "compute"};
+  EXPECT_EQ(placement_label(row), "61% compute (c)");
+  EXPECT_NE(to_csv(a).find(",compulsory,800,,0.61,compute,"), std::string::npos);
 }
 
 }  // namespace

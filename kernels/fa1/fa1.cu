@@ -10,15 +10,17 @@
 //                                    where they start as 0, 0, -inf)
 //               S = Q_i K_j^T (mma.sync), mask, m~ = rowmax S, P~ = exp(S - m~), l~ = rowsum P~
 //               m_new = max(m, m~); l_new = e^(m - m_new) l + e^(m~ - m_new) l~
-//               O_i = (l e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j) / l_new   (normalised every step)
-//               O_i, l_i, m_i -> HBM; at the last K/V block of query block i, O_i goes to the
-//               output in the input type instead (the state is not needed any more).
+//               O_i = (l e^(m - m_new) O_i + e^(m~ - m_new) P~ V_j) / l_new   (normalised every
+//               step) O_i, l_i, m_i -> HBM; at the last K/V block of query block i, O_i goes to the
+//               output in the input type instead (the state is not needed any more), and the
+//               log-sum-exp m + ln l to the lse output.
 //
 // HBM traffic (profiler/io_model.cpp, fa1_model): K, V read once; Q_i read once per (j, i) pair;
 // the fp32 O/l/m state read and written once per pair (less the first read and the last write);
-// O written once. This is the Theta(N^2 d^2 / M) pattern: the state crosses HBM N/Bc times.
+// O and lse written once. This is the Theta(N^2 d^2 / M) pattern: the state crosses HBM N/Bc times.
 #include <string>
 
+#include "kernels/common/fault.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/fa1/fa1.hpp"
 
@@ -35,8 +37,10 @@ struct Fa1Params {
   float* o_state;  // [B, H, N, D] fp32
   float* l_state;  // [B, H, N]
   float* m_state;  // [B, H, N], log2 domain
+  float* lse;      // [B, H, N], natural log
   std::int64_t N;
   float scale_log2;
+  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
 };
 
 template <int D, int BR, int BC>
@@ -44,7 +48,7 @@ constexpr int fa1_smem_bytes() {
   return (2 * BR + 2 * BC) * D * 2;  // two Q buffers, K and V tiles
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T>
+template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Params p) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kNTiles = BC / 8, kDTiles = D / 8;
@@ -67,12 +71,15 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
   float* ls = p.l_state + bh * N;
   float* ms = p.m_state + bh * N;
   const int num_kv = static_cast<int>((N + BC - 1) / BC);
-  const int num_q = static_cast<int>((N + BR - 1) / BR);
+  int num_q = static_cast<int>((N + BR - 1) / BR);
+  if constexpr (FAULTS) {
+    if (p.fault.skip_last_query_block) --num_q;
+  }
 
   for (int j = 0; j < num_kv; ++j) {
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
     load_tile<BC, D, kThreads>(sK, Kh, k0, N);
-    load_tile<BC, D, kThreads>(sV, Vh, k0, N);
+    load_tile<BC, D, kThreads>(sV, Vh, FAULTS ? faulty_v_row<BC>(p.fault, j, num_kv) : k0, N);
     // Causal: query block i has a row at or below this K/V block iff i*BR + BR - 1 >= k0.
     const int i_start = CAUSAL ? static_cast<int>(k0 / BR) : 0;
     load_tile<BR, D, kThreads>(sQ + (i_start & 1) * BR * D, Qh, std::int64_t{i_start} * BR, N);
@@ -96,7 +103,9 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
 
       const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
       const std::int64_t rows[2] = {row_a, row_b};
-      const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
+      const int shift = FAULTS ? p.fault.mask_shift : 0;
+      const bool dropped = FAULTS && j == p.fault.drop_kv_block;
+      const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
 #pragma unroll
       for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
@@ -104,7 +113,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
           float x = s[n][e] * p.scale_log2;
           if (needs_mask) {
             const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
-            if (key >= N || (CAUSAL && key > rows[e >> 1])) x = -INFINITY;
+            if (key >= N || (CAUSAL && key > rows[e >> 1] + shift) || dropped) x = -INFINITY;
           }
           s[n][e] = x;
         }
@@ -139,8 +148,8 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
       warp_pv<D, BC>(pv, s, sV, lane);
 
       // Merge with the state in HBM.
-      const int last_kv = CAUSAL ? min(num_kv - 1, static_cast<int>((min(N, q0 + BR) - 1) / BC))
-                                 : num_kv - 1;
+      const int last_kv =
+          CAUSAL ? min(num_kv - 1, static_cast<int>((min(N, q0 + BR) - 1) / BC)) : num_kv - 1;
       const bool first = (j == 0), last = (j == last_kv);
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
@@ -149,7 +158,9 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
         const float m_old = first ? -INFINITY : ms[row];
         const float l_old = first ? 0.0f : ls[row];
         const float m_new = fmaxf(m_old, m_blk[r]);  // finite: key 0 is in block j = 0
-        const float a = exp2f(m_old - m_new), b = exp2f(m_blk[r] - m_new);
+        // (-inf only when a fault drops block 0: subtract 0 so exp2 gives 0, not NaN)
+        const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
+        const float a = exp2f(m_old - m_sub), b = exp2f(m_blk[r] - m_sub);
         const float l_new = a * l_old + b * l_blk[r];
         const float keep = a * l_old / l_new, add = b / l_new;
 #pragma unroll
@@ -165,9 +176,14 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
             *reinterpret_cast<float2*>(Os + row * D + col) = make_float2(x0, x1);
           }
         }
-        if (!last && t == 0) {
-          ms[row] = m_new;
-          ls[row] = l_new;
+        if (t == 0) {
+          if (last) {
+            constexpr float kLn2 = 0.6931471805599453f;
+            p.lse[bh * N + row] = (m_new + log2f(l_new)) * kLn2;
+          } else {
+            ms[row] = m_new;
+            ls[row] = l_new;
+          }
         }
       }
       // The next prefetch overwrites the Q buffer read here; the next K/V block overwrites sK, sV.
@@ -176,11 +192,12 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
   }
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T>
-std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS = false>
+std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+                       const FaultInjection& fault = {}) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = fa1_smem_bytes<D, BR, BC>();
-  auto kernel = fa1_forward_kernel<D, BR, BC, CAUSAL, T>;
+  auto kernel = fa1_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
   static const cudaError_t attr_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != cudaSuccess) {
@@ -189,8 +206,17 @@ std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   if (s.heads_total() > 0x7fffffff) return "fa1: too many heads for one grid";
   float* state = static_cast<float*>(b.workspace);
   const std::int64_t rows = s.heads_total() * s.N;
-  Fa1Params p{b.q, b.k, b.v, b.o, state, state + rows * D, state + rows * D + rows, s.N,
-              static_cast<float>(s.scale() * 1.4426950408889634)};
+  Fa1Params p{b.q,
+              b.k,
+              b.v,
+              b.o,
+              state,
+              state + rows * D,
+              state + rows * D + rows,
+              b.lse,
+              s.N,
+              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              fault};
   kernel<<<static_cast<unsigned>(s.heads_total()), kThreads, kSmem, stream>>>(p);
   if (auto e = cudaGetLastError(); e != cudaSuccess) {
     return std::string("fa1 launch: ") + cudaGetErrorString(e);
@@ -198,14 +224,15 @@ std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   return "";
 }
 
-template <int D, int BR, int BC>
-std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
+template <int D, int BR, int BC, bool FAULTS = false>
+std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+                     const FaultInjection& f = {}) {
   if (s.dtype == DType::bf16) {
-    return s.causal ? launch_fa1<D, BR, BC, true, __nv_bfloat16>(s, b, stream)
-                    : launch_fa1<D, BR, BC, false, __nv_bfloat16>(s, b, stream);
+    return s.causal ? launch_fa1<D, BR, BC, true, __nv_bfloat16, FAULTS>(s, b, stream, f)
+                    : launch_fa1<D, BR, BC, false, __nv_bfloat16, FAULTS>(s, b, stream, f);
   }
-  return s.causal ? launch_fa1<D, BR, BC, true, __half>(s, b, stream)
-                  : launch_fa1<D, BR, BC, false, __half>(s, b, stream);
+  return s.causal ? launch_fa1<D, BR, BC, true, __half, FAULTS>(s, b, stream, f)
+                  : launch_fa1<D, BR, BC, false, __half, FAULTS>(s, b, stream, f);
 }
 
 // FA1's state traffic falls with Bc (the state crosses HBM N/Bc times) and does not depend on Br:
@@ -220,6 +247,7 @@ std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream
 
 class Fa1Launcher final : public Launcher {
  public:
+  explicit Fa1Launcher(const FaultInjection& fault) : fault_(fault) {}
   // fp32 O state plus l and m per row.
   std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
     return static_cast<std::size_t>(s.heads_total() * s.N) * (s.d + 2) * sizeof(float);
@@ -228,6 +256,14 @@ class Fa1Launcher final : public Launcher {
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
     if (b.workspace_bytes < workspace_bytes(s, t)) return "fa1: workspace too small";
+    if (fault_.any()) {
+      // Faults are compiled into the default tiles only (the tests' shapes).
+      if (s.d == 64 && t == Tiles{128, 64})
+        return dispatch<64, 128, 64, true>(s, b, stream, fault_);
+      if (s.d == 128 && t == Tiles{128, 64})
+        return dispatch<128, 128, 64, true>(s, b, stream, fault_);
+      return "fa1: fault injection is compiled for the default tiles only";
+    }
 #define FA1_DISPATCH(D, BR, BC) \
   if (s.d == D && t.block_q == BR && t.block_kv == BC) return dispatch<D, BR, BC>(s, b, stream);
     FA1_TILE_LIST(FA1_DISPATCH)
@@ -235,6 +271,9 @@ class Fa1Launcher final : public Launcher {
     return "fa1: no kernel compiled for d=" + std::to_string(s.d) + " tiles " +
            std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
   }
+
+ private:
+  FaultInjection fault_;
 };
 
 }  // namespace
@@ -248,6 +287,8 @@ std::vector<Tiles> fa1_tile_options(int d) {
   return out;
 }
 
-std::unique_ptr<Launcher> make_fa1_launcher() { return std::make_unique<Fa1Launcher>(); }
+std::unique_ptr<Launcher> make_fa1_launcher(const LaunchOptions& o) {
+  return std::make_unique<Fa1Launcher>(o.fault);
+}
 
 }  // namespace fa

@@ -19,6 +19,7 @@
 // Tiles (Br x Bc) are a template parameter; fa2_tile_options() lists the compiled ones.
 #include <string>
 
+#include "kernels/common/fault.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/fa2/fa2.hpp"
 
@@ -36,7 +37,9 @@ struct Fa2Params {
   std::int64_t N;
   float scale_log2;  // softmax scale * log2(e): exponentials are taken as exp2
   int num_q_blocks;
-  int heads_fastest;  // 1: blockIdx.x walks heads (heads interleaved), 0: query blocks of a head together
+  int heads_fastest;     // 1: blockIdx.x walks heads (heads interleaved), 0: query blocks of a head
+                         // together
+  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
 };
 
 template <int D, int BR, int BC>
@@ -44,7 +47,7 @@ constexpr int fa2_smem_bytes() {
   return (BR + 4 * BC) * D * 2;  // Q tile + double-buffered K and V tiles, 16-bit elements
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T>
+template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Params p) {
   constexpr int kWarps = BR / 16, kThreads = kWarps * 32;
   constexpr int kNTiles = BC / 8;  // 8-column tiles of S
@@ -81,7 +84,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   load_tile<BR, D, kThreads>(sQ, Qh, q0, N);
   cp_async_commit();
   load_tile<BC, D, kThreads>(sK, Kh, 0, N);
-  load_tile<BC, D, kThreads>(sV, Vh, 0, N);
+  load_tile<BC, D, kThreads>(sV, Vh, FAULTS ? faulty_v_row<BC>(p.fault, 0, total_kv) : 0, N);
   cp_async_commit();
 
   // Q fragments for this warp's 16 rows, kept in registers for the whole K/V loop.
@@ -100,8 +103,10 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   for (int j = 0; j < num_kv; ++j) {
     const int buf = j & 1;
     if (j + 1 < num_kv) {
+      std::int64_t v_row = (j + 1) * std::int64_t{BC};
+      if constexpr (FAULTS) v_row = faulty_v_row<BC>(p.fault, j + 1, total_kv);
       load_tile<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, (j + 1) * std::int64_t{BC}, N);
-      load_tile<BC, D, kThreads>(sV + (buf ^ 1) * BC * D, Vh, (j + 1) * std::int64_t{BC}, N);
+      load_tile<BC, D, kThreads>(sV + (buf ^ 1) * BC * D, Vh, v_row, N);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -113,7 +118,9 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
     warp_qkt<D, BC>(s, qf, sK + buf * BC * D, lane);
 
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
+    const int shift = FAULTS ? p.fault.mask_shift : 0;
+    const bool dropped = FAULTS && j == p.fault.drop_kv_block;
+    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
 #pragma unroll
     for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
@@ -122,7 +129,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
         if (needs_mask) {
           const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
           const std::int64_t row = (e < 2) ? row_a : row_b;
-          if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+          if (key >= N || (CAUSAL && key > row + shift) || dropped) x = -INFINITY;
         }
         s[n][e] = x;
       }
@@ -194,28 +201,38 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   }
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T>
-std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool heads_fastest) {
+template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS = false>
+std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+                       bool heads_fastest, const FaultInjection& fault = {}) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
-  auto kernel = fa2_forward_kernel<D, BR, BC, CAUSAL, T>;
+  auto kernel = fa2_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
   static const cudaError_t attr_status =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   if (attr_status != cudaSuccess) {
     return std::string("fa2: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_status);
   }
-  const std::int64_t q_blocks = (s.N + BR - 1) / BR;
+  const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
+  if (q_blocks == 0) return "";
   const std::int64_t y_extent = heads_fastest ? q_blocks : s.heads_total();
   if (q_blocks > 0x7fffffff || s.heads_total() > 0x7fffffff || y_extent > 65535) {
-    return heads_fastest ? "fa2: grid too large (ceil(N/Br) must be <= 65535 with --fa2-order heads)"
-                         : "fa2: grid too large (B*H must be <= 65535)";
+    return heads_fastest
+               ? "fa2: grid too large (ceil(N/Br) must be <= 65535 with --fa2-order heads)"
+               : "fa2: grid too large (B*H must be <= 65535)";
   }
-  Fa2Params p{b.q, b.k, b.v, b.o, b.lse, s.N,
-              static_cast<float>(s.scale() * 1.4426950408889634), static_cast<int>(q_blocks),
-              heads_fastest ? 1 : 0};
-  const dim3 grid = heads_fastest
-                        ? dim3(static_cast<unsigned>(s.heads_total()), static_cast<unsigned>(q_blocks))
-                        : dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total()));
+  Fa2Params p{b.q,
+              b.k,
+              b.v,
+              b.o,
+              b.lse,
+              s.N,
+              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              static_cast<int>(q_blocks),
+              heads_fastest ? 1 : 0,
+              fault};
+  const dim3 grid =
+      heads_fastest ? dim3(static_cast<unsigned>(s.heads_total()), static_cast<unsigned>(q_blocks))
+                    : dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total()));
   kernel<<<grid, kThreads, kSmem, stream>>>(p);
   if (auto e = cudaGetLastError(); e != cudaSuccess) {
     return std::string("fa2 launch: ") + cudaGetErrorString(e);
@@ -223,14 +240,15 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   return "";
 }
 
-template <int D, int BR, int BC>
-std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool hf) {
+template <int D, int BR, int BC, bool FAULTS = false>
+std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool hf,
+                     const FaultInjection& f = {}) {
   if (s.dtype == DType::bf16) {
-    return s.causal ? launch_fa2<D, BR, BC, true, __nv_bfloat16>(s, b, stream, hf)
-                    : launch_fa2<D, BR, BC, false, __nv_bfloat16>(s, b, stream, hf);
+    return s.causal ? launch_fa2<D, BR, BC, true, __nv_bfloat16, FAULTS>(s, b, stream, hf, f)
+                    : launch_fa2<D, BR, BC, false, __nv_bfloat16, FAULTS>(s, b, stream, hf, f);
   }
-  return s.causal ? launch_fa2<D, BR, BC, true, __half>(s, b, stream, hf)
-                  : launch_fa2<D, BR, BC, false, __half>(s, b, stream, hf);
+  return s.causal ? launch_fa2<D, BR, BC, true, __half, FAULTS>(s, b, stream, hf, f)
+                  : launch_fa2<D, BR, BC, false, __half, FAULTS>(s, b, stream, hf, f);
 }
 
 // The compiled tile shapes; the first of each head dim is the default (fastest measured).
@@ -244,11 +262,21 @@ std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream
 
 class Fa2Launcher final : public Launcher {
  public:
-  explicit Fa2Launcher(bool heads_fastest) : heads_fastest_(heads_fastest) {}
+  Fa2Launcher(bool heads_fastest, const FaultInjection& fault)
+      : heads_fastest_(heads_fastest), fault_(fault) {}
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
-#define FA2_DISPATCH(D, BR, BC) \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) return dispatch<D, BR, BC>(s, b, stream, heads_fastest_);
+    if (fault_.any()) {
+      // Faults are compiled into the default tiles only (the tests' shapes).
+      if (s.d == 64 && t == Tiles{128, 64})
+        return dispatch<64, 128, 64, true>(s, b, stream, heads_fastest_, fault_);
+      if (s.d == 128 && t == Tiles{128, 64})
+        return dispatch<128, 128, 64, true>(s, b, stream, heads_fastest_, fault_);
+      return "fa2: fault injection is compiled for the default tiles only";
+    }
+#define FA2_DISPATCH(D, BR, BC)                        \
+  if (s.d == D && t.block_q == BR && t.block_kv == BC) \
+    return dispatch<D, BR, BC>(s, b, stream, heads_fastest_);
     FA2_TILE_LIST(FA2_DISPATCH)
 #undef FA2_DISPATCH
     return "fa2: no kernel compiled for d=" + std::to_string(s.d) + " tiles " +
@@ -257,6 +285,7 @@ class Fa2Launcher final : public Launcher {
 
  private:
   bool heads_fastest_;
+  FaultInjection fault_;
 };
 
 }  // namespace
@@ -270,8 +299,8 @@ std::vector<Tiles> fa2_tile_options(int d) {
   return out;
 }
 
-std::unique_ptr<Launcher> make_fa2_launcher(bool heads_interleaved) {
-  return std::make_unique<Fa2Launcher>(heads_interleaved);
+std::unique_ptr<Launcher> make_fa2_launcher(const LaunchOptions& o) {
+  return std::make_unique<Fa2Launcher>(o.fa2_heads_interleaved, o.fault);
 }
 
 }  // namespace fa

@@ -10,9 +10,9 @@
 //               the B operand of the PV product needs consecutive keys per d and ldmatrix has no
 //               8-bit transpose.
 //   3 attention grid (ceil(N/Br), B*H), Br/16 warps of 16 rows, K/V blocks of Bc keys, cp.async
-//               double buffer; S = Q8 K8^T (fp32) * descale_Q * descale_K; online softmax in fp32 as
-//               fa2; P8 = e4m3(256 * P) with P = exp2(S - m) <= 1, so P8 <= 256 stays inside E4M3's
-//               448 and small probabilities stay out of its subnormals; O += P8 V8 (fp32);
+//               double buffer; S = Q8 K8^T (fp32) * descale_Q * descale_K; online softmax in fp32
+//               as fa2; P8 = e4m3(256 * P) with P = exp2(S - m) <= 1, so P8 <= 256 stays inside
+//               E4M3's 448 and small probabilities stay out of its subnormals; O += P8 V8 (fp32);
 //               epilogue O * descale_V / 256 / l.
 //
 // The key permutation: the S accumulator of an m16n8 tile gives thread t keys {2t, 2t+1}, but the
@@ -26,9 +26,9 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
-
 #include <string>
 
+#include "kernels/common/fault.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/fp8/fp8.hpp"
 
@@ -41,7 +41,9 @@ constexpr float kE4m3Max = 448.0f;
 constexpr float kPScale = 256.0f;  // P in [0, 1] is quantised as 256 * P
 constexpr int kPad = 128;          // Npad: multiple of every Bc
 
-std::int64_t padded(std::int64_t N) { return (N + kPad - 1) / kPad * kPad; }
+std::int64_t padded(std::int64_t N) {
+  return (N + kPad - 1) / kPad * kPad;
+}
 
 // ---- incoherent processing -------------------------------------------------------------------
 
@@ -102,8 +104,9 @@ __device__ inline void load_row(float (&x)[D / 32], const __nv_bfloat16* row, in
 // ---- stage 1: per-head amax (of the rotated Q and K, of V as it is) ------------------------
 
 template <int D>
-__global__ void __launch_bounds__(256) amax_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                   const __nv_bfloat16* v, std::int64_t N, float* amax) {
+__global__ void __launch_bounds__(256)
+    amax_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
+                std::int64_t N, float* amax) {
   const int tensor = blockIdx.y;  // 0 Q, 1 K, 2 V
   const __nv_bfloat16* src = (tensor == 0 ? q : (tensor == 1 ? k : v)) + blockIdx.x * N * D;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -136,10 +139,9 @@ __device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
 
 // Q and K (blockIdx.y = 0, 1): one warp per row, rotated, scaled, rounded to E4M3, row-major.
 template <int D>
-__global__ void __launch_bounds__(256) quantise_qk_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
-                                                          std::uint8_t* q8, std::uint8_t* k8,
-                                                          const float* amax, std::int64_t rows,
-                                                          std::int64_t N) {
+__global__ void __launch_bounds__(256)
+    quantise_qk_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, std::uint8_t* q8,
+                       std::uint8_t* k8, const float* amax, std::int64_t rows, std::int64_t N) {
   const __nv_bfloat16* src = blockIdx.y == 0 ? q : k;
   std::uint8_t* dst = blockIdx.y == 0 ? q8 : k8;
   const float* am = amax + blockIdx.y * (rows / N);
@@ -167,9 +169,9 @@ __device__ inline int permuted_key(int p) {
 
 // V -> V8 transposed [d][Npad] with permuted keys; one block per (64 keys, batch*head).
 template <int D>
-__global__ void __launch_bounds__(256) quantise_vt_kernel(const __nv_bfloat16* v, std::uint8_t* vt8,
-                                                          const float* amax_v, std::int64_t N,
-                                                          std::int64_t Npad) {
+__global__ void __launch_bounds__(256)
+    quantise_vt_kernel(const __nv_bfloat16* v, std::uint8_t* vt8, const float* amax_v,
+                       std::int64_t N, std::int64_t Npad) {
   __shared__ float tile[64][D + 1];  // +1: the transposed reads hit different banks
   const std::int64_t bh = blockIdx.y;
   const std::int64_t key0 = static_cast<std::int64_t>(blockIdx.x) * 64;
@@ -201,6 +203,7 @@ struct Fp8Params {
   std::int64_t N, Npad, heads;
   float scale_log2;
   int num_q_blocks;
+  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
 };
 
 // Byte offset of (row, byte) in a swizzled tile with rows of ROW_BYTES (64 or 128) bytes: the 8
@@ -240,18 +243,19 @@ __device__ inline void mma_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std:
 #endif
 }
 
-template <int D, int BR, int BC, bool CAUSAL>
+template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
 __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Params p) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kNTiles = BC / 8, kDTiles = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  std::uint8_t* sQ = smem_raw;                   // [BR][D]
-  std::uint8_t* sK = sQ + BR * D;                // [2][BC][D]
-  std::uint8_t* sVt = sK + 2 * BC * D;           // [2][D][BC]
+  std::uint8_t* sQ = smem_raw;          // [BR][D]
+  std::uint8_t* sK = sQ + BR * D;       // [2][BC][D]
+  std::uint8_t* sVt = sK + 2 * BC * D;  // [2][D][BC]
 
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
   const int g = lane >> 2, t = lane & 3;
-  const int qb = CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
+  const int qb =
+      CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
   const std::int64_t bh = blockIdx.y, N = p.N;
   const std::int64_t q0 = static_cast<std::int64_t>(qb) * BR;
   const std::uint8_t* Qh = p.q8 + bh * N * D;
@@ -271,14 +275,16 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
   load_tile_bytes<BR, D, kThreads>(sQ, Qh, q0, N, D);
   cp_async_commit();
   load_tile_bytes<BC, D, kThreads>(sK, Kh, 0, N, D);
-  load_tile_bytes<D, BC, kThreads>(sVt, Vth, 0, D, p.Npad);
+  load_tile_bytes<D, BC, kThreads>(sVt, Vth + (FAULTS ? faulty_v_row<BC>(p.fault, 0, total_kv) : 0),
+                                   0, D, p.Npad);
   cp_async_commit();
   cp_async_wait<1>();
   __syncthreads();
   std::uint32_t qf[D / 32][4];
 #pragma unroll
   for (int kk = 0; kk < D / 32; ++kk) {
-    ldmatrix_x4(qf[kk], smem_u32(sQ + swz_bytes<D>(warp * 16 + (lane & 15), kk * 32 + (lane >> 4) * 16)));
+    ldmatrix_x4(qf[kk],
+                smem_u32(sQ + swz_bytes<D>(warp * 16 + (lane & 15), kk * 32 + (lane >> 4) * 16)));
   }
 
   float o[kDTiles][4];
@@ -290,8 +296,11 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
   for (int j = 0; j < num_kv; ++j) {
     const int buf = j & 1;
     if (j + 1 < num_kv) {
-      load_tile_bytes<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, (j + 1) * std::int64_t{BC}, N, D);
-      load_tile_bytes<D, BC, kThreads>(sVt + (buf ^ 1) * D * BC, Vth + (j + 1) * std::int64_t{BC}, 0, D, p.Npad);
+      load_tile_bytes<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, (j + 1) * std::int64_t{BC}, N,
+                                       D);
+      const std::int64_t v_key =
+          FAULTS ? faulty_v_row<BC>(p.fault, j + 1, total_kv) : (j + 1) * std::int64_t{BC};
+      load_tile_bytes<D, BC, kThreads>(sVt + (buf ^ 1) * D * BC, Vth + v_key, 0, D, p.Npad);
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -310,14 +319,16 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
       for (int np = 0; np < BC / 16; ++np) {
         std::uint32_t b[4];
         ldmatrix_x4(b, smem_u32(sKj + swz_bytes<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                    kk * 32 + ((lane >> 3) & 1) * 16)));
+                                                   kk * 32 + ((lane >> 3) & 1) * 16)));
         mma_e4m3(s[2 * np], qf[kk], b[0], b[1]);
         mma_e4m3(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
     }
 
     const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0);
+    const int shift = FAULTS ? p.fault.mask_shift : 0;
+    const bool dropped = FAULTS && j == p.fault.drop_kv_block;
+    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
 #pragma unroll
     for (int n = 0; n < kNTiles; ++n) {
 #pragma unroll
@@ -326,7 +337,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
         if (needs_mask) {
           const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
           const std::int64_t row = (e < 2) ? row_a : row_b;
-          if (key >= N || (CAUSAL && key > row)) x = -INFINITY;
+          if (key >= N || (CAUSAL && key > row + shift) || dropped) x = -INFINITY;
         }
         s[n][e] = x;
       }
@@ -365,15 +376,19 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
     for (int kc = 0; kc < BC / 32; ++kc) {
       std::uint32_t a[4];
       const int n0 = 4 * kc;
-      a[0] = e4m3x4(kPScale * s[n0][0], kPScale * s[n0][1], kPScale * s[n0 + 1][0], kPScale * s[n0 + 1][1]);
-      a[1] = e4m3x4(kPScale * s[n0][2], kPScale * s[n0][3], kPScale * s[n0 + 1][2], kPScale * s[n0 + 1][3]);
-      a[2] = e4m3x4(kPScale * s[n0 + 2][0], kPScale * s[n0 + 2][1], kPScale * s[n0 + 3][0], kPScale * s[n0 + 3][1]);
-      a[3] = e4m3x4(kPScale * s[n0 + 2][2], kPScale * s[n0 + 2][3], kPScale * s[n0 + 3][2], kPScale * s[n0 + 3][3]);
+      a[0] = e4m3x4(kPScale * s[n0][0], kPScale * s[n0][1], kPScale * s[n0 + 1][0],
+                    kPScale * s[n0 + 1][1]);
+      a[1] = e4m3x4(kPScale * s[n0][2], kPScale * s[n0][3], kPScale * s[n0 + 1][2],
+                    kPScale * s[n0 + 1][3]);
+      a[2] = e4m3x4(kPScale * s[n0 + 2][0], kPScale * s[n0 + 2][1], kPScale * s[n0 + 3][0],
+                    kPScale * s[n0 + 3][1]);
+      a[3] = e4m3x4(kPScale * s[n0 + 2][2], kPScale * s[n0 + 2][3], kPScale * s[n0 + 3][2],
+                    kPScale * s[n0 + 3][3]);
 #pragma unroll
       for (int dp = 0; dp < D / 16; ++dp) {
         std::uint32_t b[4];
         ldmatrix_x4(b, smem_u32(sVj + swz_bytes<BC>(dp * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                     kc * 32 + ((lane >> 3) & 1) * 16)));
+                                                    kc * 32 + ((lane >> 3) & 1) * 16)));
         mma_e4m3(o[2 * dp], a, b[0], b[1]);
         mma_e4m3(o[2 * dp + 1], a, b[2], b[3]);
       }
@@ -425,19 +440,35 @@ Workspace carve(const Shape& s, void* base) {
   return w;
 }
 
-template <int D, int BR, int BC, bool CAUSAL>
-std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuffers& b, cudaStream_t stream) {
+template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
+std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuffers& b,
+                             cudaStream_t stream, const FaultInjection& fault) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = BR * D + 4 * BC * D;
-  auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL>;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
-  if (attr != cudaSuccess) return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
-  const std::int64_t q_blocks = (s.N + BR - 1) / BR;
+  auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL, FAULTS>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess)
+    return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
+  const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
+  if (q_blocks == 0) return "";
   if (s.heads_total() > 65535) return "fp8: grid too large (B*H must be <= 65535)";
-  Fp8Params p{w.q8, w.k8, w.vt8, w.amax, static_cast<__nv_bfloat16*>(b.o), b.lse, s.N, padded(s.N),
-              s.heads_total(), static_cast<float>(s.scale() * 1.4426950408889634), static_cast<int>(q_blocks)};
-  kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total())), kThreads, kSmem, stream>>>(p);
-  if (auto e = cudaGetLastError(); e != cudaSuccess) return std::string("fp8 launch: ") + cudaGetErrorString(e);
+  Fp8Params p{w.q8,
+              w.k8,
+              w.vt8,
+              w.amax,
+              static_cast<__nv_bfloat16*>(b.o),
+              b.lse,
+              s.N,
+              padded(s.N),
+              s.heads_total(),
+              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              static_cast<int>(q_blocks),
+              fault};
+  kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total())), kThreads,
+           kSmem, stream>>>(p);
+  if (auto e = cudaGetLastError(); e != cudaSuccess)
+    return std::string("fp8 launch: ") + cudaGetErrorString(e);
   return "";
 }
 
@@ -447,18 +478,22 @@ std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuf
 
 class Fp8Launcher final : public Launcher {
  public:
-  explicit Fp8Launcher(bool prequantized) : prequantized_(prequantized) {}
+  Fp8Launcher(bool prequantized, const FaultInjection& fault)
+      : prequantized_(prequantized), fault_(fault) {}
 
   std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
-    return static_cast<std::size_t>(2 * s.heads_total() * s.N * s.d + s.heads_total() * s.d * padded(s.N)) +
+    return static_cast<std::size_t>(2 * s.heads_total() * s.N * s.d +
+                                    s.heads_total() * s.d * padded(s.N)) +
            3 * static_cast<std::size_t>(s.heads_total()) * sizeof(float);
   }
 
-  std::string prepare(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) override {
+  std::string prepare(const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                      cudaStream_t stream) override {
     return prequantized_ ? quantise(s, b, stream) : "";
   }
 
-  std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) override {
+  std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                  cudaStream_t stream) override {
     if (b.workspace_bytes < workspace_bytes(s, t)) return "fp8: workspace too small";
     if (!prequantized_) {
       phase_begin("quantise Q, K, V to E4M3 (amax, Q/K, V^T)");
@@ -467,18 +502,24 @@ class Fp8Launcher final : public Launcher {
       if (!e.empty()) return e;
     }
     phase_begin("attention (E4M3 tensor cores)");
-    std::string e = attention(s, t, b, stream);
+    std::string e = attention(s, t, b, stream, fault_);
     phase_end();
     return e;
   }
 
  private:
-  static std::string attention(const Shape& s, const Tiles& t, const DeviceBuffers& b, cudaStream_t stream) {
+  static std::string attention(const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                               cudaStream_t stream, const FaultInjection& f) {
     const Workspace w = carve(s, b.workspace);
-#define FP8_DISPATCH(D, BR, BC)                                                                          \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) {                                              \
-    return s.causal ? launch_attention<D, BR, BC, true>(s, w, b, stream)                               \
-                    : launch_attention<D, BR, BC, false>(s, w, b, stream);                             \
+    // Faults go to a separate instantiation (FAULTS), so the measured kernels are untouched.
+#define FP8_DISPATCH(D, BR, BC)                                                       \
+  if (s.d == D && t.block_q == BR && t.block_kv == BC) {                              \
+    if (f.any()) {                                                                    \
+      return s.causal ? launch_attention<D, BR, BC, true, true>(s, w, b, stream, f)   \
+                      : launch_attention<D, BR, BC, false, true>(s, w, b, stream, f); \
+    }                                                                                 \
+    return s.causal ? launch_attention<D, BR, BC, true, false>(s, w, b, stream, f)    \
+                    : launch_attention<D, BR, BC, false, false>(s, w, b, stream, f);  \
   }
     FP8_TILE_LIST(FP8_DISPATCH)
 #undef FP8_DISPATCH
@@ -493,23 +534,31 @@ class Fp8Launcher final : public Launcher {
     const std::int64_t heads = s.heads_total(), rows = heads * s.N;
     const auto blocks = static_cast<unsigned>(std::min<std::int64_t>((rows + 7) / 8, 8192));
     if (s.d == 64) {
-      amax_kernel<64><<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
-      quantise_qk_kernel<64><<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
+      amax_kernel<64>
+          <<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
+      quantise_qk_kernel<64>
+          <<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
     } else {
-      amax_kernel<128><<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
-      quantise_qk_kernel<128><<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
+      amax_kernel<128>
+          <<<dim3(static_cast<unsigned>(heads), 3), 256, 0, stream>>>(q, k, v, s.N, w.amax);
+      quantise_qk_kernel<128>
+          <<<dim3(blocks, 2), 256, 0, stream>>>(q, k, w.q8, w.k8, w.amax, rows, s.N);
     }
     const dim3 vt_grid(static_cast<unsigned>(padded(s.N) / 64), static_cast<unsigned>(heads));
     if (s.d == 64) {
-      quantise_vt_kernel<64><<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
+      quantise_vt_kernel<64>
+          <<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
     } else {
-      quantise_vt_kernel<128><<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
+      quantise_vt_kernel<128>
+          <<<vt_grid, 256, 0, stream>>>(v, w.vt8, w.amax + 2 * heads, s.N, padded(s.N));
     }
-    if (auto e = cudaGetLastError(); e != cudaSuccess) return std::string("fp8 quantise: ") + cudaGetErrorString(e);
+    if (auto e = cudaGetLastError(); e != cudaSuccess)
+      return std::string("fp8 quantise: ") + cudaGetErrorString(e);
     return "";
   }
 
   bool prequantized_;
+  FaultInjection fault_;
 };
 
 }  // namespace
@@ -523,8 +572,8 @@ std::vector<Tiles> fp8_tile_options(int d) {
   return out;
 }
 
-std::unique_ptr<Launcher> make_fp8_launcher(bool prequantized) {
-  return std::make_unique<Fp8Launcher>(prequantized);
+std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o) {
+  return std::make_unique<Fp8Launcher>(o.fp8_prequantized, o.fault);
 }
 
 }  // namespace fa

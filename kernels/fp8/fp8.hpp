@@ -7,6 +7,7 @@
 
 namespace fa {
 std::vector<Tiles> fp8_tile_options(int d);  // default first
-// prequantized: quantise once in prepare(), so run() times the attention kernel alone.
-std::unique_ptr<Launcher> make_fp8_launcher(bool prequantized);
+// o.fp8_prequantized: quantise once in prepare(), so run() times the attention kernel alone;
+// o.fault: verification tests only.
+std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o = {});
 }  // namespace fa

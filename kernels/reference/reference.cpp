@@ -13,12 +13,43 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-bool masked(bool causal, std::int64_t row, std::int64_t key) { return causal && key > row; }
+bool masked(bool causal, std::int64_t row, std::int64_t key) {
+  return causal && key > row;
+}
 
 double dot(const double* a, const double* b, std::int64_t d) {
   double s = 0.0;
   for (std::int64_t c = 0; c < d; ++c) s += a[c] * b[c];
   return s;
+}
+
+// PlainLse of rounded scores `s` (natural units, -inf where masked) against the exact ones.
+PlainLse lse_against_exact(const Head& h, std::int64_t row, bool causal, double scale,
+                           const std::vector<float>& s) {
+  const std::int64_t d = h.d;
+  std::vector<double> exact(h.N, kNegInf);
+  double m_exact = kNegInf, m_low = kNegInf;
+  for (std::int64_t k = 0; k < h.N; ++k) {
+    if (std::isinf(s[k])) continue;
+    exact[k] = scale * dot(&h.q[row * d], &h.k[k * d], d);
+    m_exact = std::max(m_exact, exact[k]);
+    m_low = std::max(m_low, static_cast<double>(s[k]));
+  }
+  double l_exact = 0, l_low = 0;
+  for (std::int64_t k = 0; k < h.N; ++k) {
+    if (exact[k] == kNegInf) continue;
+    l_exact += std::exp(exact[k] - m_exact);
+    l_low += std::exp(static_cast<double>(s[k]) - m_low);
+  }
+  double first = 0, second = 0;
+  for (std::int64_t k = 0; k < h.N; ++k) {
+    if (exact[k] == kNegInf) continue;
+    const double p = std::exp(exact[k] - m_exact) / l_exact,
+                 e = static_cast<double>(s[k]) - exact[k];
+    first += p * p * e * e;
+    second += p * e * e;
+  }
+  return {m_low + std::log(l_low), std::sqrt(first) + second / 2};
 }
 
 }  // namespace
@@ -50,8 +81,8 @@ double attention_row(const Head& h, std::int64_t row, bool causal, double scale,
   return m + std::log(l);
 }
 
-void plain_lowp_row(const Head& h, std::int64_t row, bool causal, double scale, DType dtype,
-                    double* out) {
+PlainLse plain_lowp_row(const Head& h, std::int64_t row, bool causal, double scale, DType dtype,
+                        double* out) {
   const std::int64_t d = h.d;
   std::vector<float> s(h.N);
   float m = -std::numeric_limits<float>::infinity();
@@ -78,10 +109,12 @@ void plain_lowp_row(const Head& h, std::int64_t row, bool causal, double scale, 
     for (std::int64_t c = 0; c < d; ++c) acc[c] += p * static_cast<float>(h.v[k * d + c]);
   }
   for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c], dtype);
+  return lse_against_exact(h, row, causal, scale, s);
 }
 
 double round_to_e4m3(double x) {
-  const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(static_cast<float>(x), __NV_SATFINITE, __NV_E4M3);
+  const __nv_fp8_storage_t q =
+      __nv_cvt_float_to_fp8(static_cast<float>(x), __NV_SATFINITE, __NV_E4M3);
   const __half_raw h = __nv_cvt_fp8_to_halfraw(q, __NV_E4M3);
   return static_cast<double>(__half2float(__half(h)));
 }
@@ -95,12 +128,13 @@ Fp8Scales fp8_scales(const Head& h) {
   return {448.0 / amax(h.q), 448.0 / amax(h.k), 448.0 / amax(h.v)};
 }
 
-void plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, bool causal, double scale,
-                   double* out) {
+PlainLse plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, bool causal,
+                       double scale, double* out) {
   const std::int64_t d = h.d;
   const double sq = scales.q, sk = scales.k, sv = scales.v;
   std::vector<float> q8(d);
-  for (std::int64_t c = 0; c < d; ++c) q8[c] = static_cast<float>(round_to_e4m3(h.q[row * d + c] * sq));
+  for (std::int64_t c = 0; c < d; ++c)
+    q8[c] = static_cast<float>(round_to_e4m3(h.q[row * d + c] * sq));
   std::vector<float> s(h.N);
   float m = -std::numeric_limits<float>::infinity();
   for (std::int64_t k = 0; k < h.N; ++k) {
@@ -109,7 +143,8 @@ void plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, boo
       continue;
     }
     float acc = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c) acc += q8[c] * static_cast<float>(round_to_e4m3(h.k[k * d + c] * sk));
+    for (std::int64_t c = 0; c < d; ++c)
+      acc += q8[c] * static_cast<float>(round_to_e4m3(h.k[k * d + c] * sk));
     s[k] = static_cast<float>(acc / (sq * sk) * scale);
     m = std::max(m, s[k]);
   }
@@ -120,9 +155,11 @@ void plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, boo
     const float p = std::exp(s[k] - m);
     l += p;
     const float p8 = static_cast<float>(round_to_e4m3(256.0 * p));
-    for (std::int64_t c = 0; c < d; ++c) acc[c] += p8 * static_cast<float>(round_to_e4m3(h.v[k * d + c] * sv));
+    for (std::int64_t c = 0; c < d; ++c)
+      acc[c] += p8 * static_cast<float>(round_to_e4m3(h.v[k * d + c] * sv));
   }
   for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c] / (256.0 * sv) / l, DType::bf16);
+  return lse_against_exact(h, row, causal, scale, s);
 }
 
 std::vector<double> tiled_kv_outer(const Head& h, bool causal, double scale, int block_q,

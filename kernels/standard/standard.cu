@@ -9,8 +9,8 @@
 //                                  P overwrites S in place (the IO model counts S read, P written).
 //   pass 3  O = P V                cuBLAS strided-batched GEMM, fp32 accumulate, O in input type.
 //
-// HBM traffic (profiler/io_model.cpp): Q, K read; S written; S read, P written; P, V read;
-// O written. The log-sum-exp output is not produced by this variant (lse is left untouched).
+// HBM traffic (profiler/io_model.cpp): Q, K read; S written; S read (twice in the two-pass
+// kernel), P written; P, V read; O written; the log-sum-exp (m + ln l per row) written by pass 2.
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -19,6 +19,7 @@
 #include <string>
 #include <type_traits>
 
+#include "kernels/common/fault.hpp"
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
@@ -44,6 +45,30 @@ __device__ inline T from_float(float x) {
   }
 }
 
+// What a softmax kernel works on. The fault fields are read only by the FAULTS instantiations
+// (verification tests): keys [drop_lo, drop_hi) left out, the causal mask shifted.
+template <typename T>
+struct SoftmaxArgs {
+  T* sp;       // S in, P out (in place), [rows][N]
+  float* lse;  // [rows], natural log
+  std::int64_t N;
+  bool causal;
+  int mask_shift;
+  std::int64_t drop_lo, drop_hi;
+};
+
+// Keys of the row that take part: [0, valid) less the dropped range.
+template <bool FAULTS, typename T>
+__device__ inline std::int64_t valid_keys(const SoftmaxArgs<T>& a, std::int64_t row) {
+  if (!a.causal) return a.N;
+  const std::int64_t v = row + 1 + (FAULTS ? a.mask_shift : 0);
+  return v < 0 ? 0 : (v > a.N ? a.N : v);
+}
+template <bool FAULTS, typename T>
+__device__ inline bool key_dropped(const SoftmaxArgs<T>& a, std::int64_t key) {
+  return FAULTS && key >= a.drop_lo && key < a.drop_hi;
+}
+
 // Combines two (max, sum-of-exp) pairs of an online softmax.
 __device__ inline void merge_max_sum(float& m, float& l, float m2, float l2) {
   const float mn = fmaxf(m, m2);
@@ -54,14 +79,14 @@ __device__ inline void merge_max_sum(float& m, float& l, float m2, float l2) {
 
 // Row softmax over S (already scaled). VEC elements per access: 8 (16 bytes) when rows are
 // 16-byte aligned (N % 8 == 0), else 1.
-template <typename T, int VEC>
-__global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, std::int64_t N,
-                                                                       bool causal) {
+template <typename T, int VEC, bool FAULTS>
+__global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(const SoftmaxArgs<T> a) {
+  const std::int64_t N = a.N;
   const std::int64_t row_global = blockIdx.x;  // over B*H*N rows
   const std::int64_t row = row_global % N;     // query position within the head
-  T* srow = sp + row_global * N;
+  T* srow = a.sp + row_global * N;
   // Causal: keys 0..row are valid; everything after is written as 0 without being read.
-  const std::int64_t valid = causal ? row + 1 : N;
+  const std::int64_t valid = valid_keys<FAULTS>(a, row);
 
   float m = -INFINITY, l = 0.0f;
   for (std::int64_t c = threadIdx.x * VEC; c < valid; c += kSoftmaxThreads * VEC) {
@@ -75,7 +100,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, st
     float vmax = -INFINITY;
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (c + e < valid) vmax = fmaxf(vmax, to_float(vals[e]));
+      if (c + e < valid && !key_dropped<FAULTS>(a, c + e)) vmax = fmaxf(vmax, to_float(vals[e]));
     }
     if (vmax > m) {
       l *= __expf(m - vmax);
@@ -83,7 +108,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, st
     }
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      if (c + e < valid) l += __expf(to_float(vals[e]) - m);
+      if (c + e < valid && !key_dropped<FAULTS>(a, c + e)) l += __expf(to_float(vals[e]) - m);
     }
   }
   // Warp, then block reduction of (m, l).
@@ -104,6 +129,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, st
   l = sl[0];
   for (int w = 1; w < kSoftmaxThreads / 32; ++w) merge_max_sum(m, l, sm[w], sl[w]);
   const float inv_l = 1.0f / l;
+  if (threadIdx.x == 0) a.lse[row_global] = m + logf(l);
 
   for (std::int64_t c = threadIdx.x * VEC; c < N; c += kSoftmaxThreads * VEC) {
     T vals[VEC];
@@ -117,7 +143,8 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_kernel(T* sp, st
     }
 #pragma unroll
     for (int e = 0; e < VEC; ++e) {
-      const float p = (c + e < valid) ? __expf(to_float(vals[e]) - m) * inv_l : 0.0f;
+      const bool use = c + e < valid && !key_dropped<FAULTS>(a, c + e);
+      const float p = use ? __expf(to_float(vals[e]) - m) * inv_l : 0.0f;
       vals[e] = from_float<T>(p);
     }
     if constexpr (VEC == 8) {
@@ -147,13 +174,14 @@ __device__ inline float block_reduce(float x, float* scratch) {
 // Row softmax with the row held in registers: one read of S, one exp per element, one write of
 // P. Each thread holds VECS vectors of 8 elements, so rows up to 256 * 8 * VECS elements (N % 8
 // == 0). Measured against the two-pass kernel in docs/perf-notes.md.
-template <typename T, int VECS>
-__global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_in_registers_kernel(T* sp, std::int64_t N,
-                                                                                  bool causal) {
+template <typename T, int VECS, bool FAULTS>
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_rows_in_registers_kernel(const SoftmaxArgs<T> a) {
+  const std::int64_t N = a.N;
   const std::int64_t row_global = blockIdx.x;
   const std::int64_t row = row_global % N;
-  T* srow = sp + row_global * N;
-  const std::int64_t valid = causal ? row + 1 : N;
+  T* srow = a.sp + row_global * N;
+  const std::int64_t valid = valid_keys<FAULTS>(a, row);
   __shared__ float red_max[kSoftmaxThreads / 32], red_sum[kSoftmaxThreads / 32];
 
   float x[VECS][8];
@@ -167,7 +195,7 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_in_registers_ker
     }
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
-      x[i][e] = (c + e < valid) ? to_float(vals[e]) : -INFINITY;
+      x[i][e] = (c + e < valid && !key_dropped<FAULTS>(a, c + e)) ? to_float(vals[e]) : -INFINITY;
       m = fmaxf(m, x[i][e]);
     }
   }
@@ -181,7 +209,9 @@ __global__ void __launch_bounds__(kSoftmaxThreads) softmax_rows_in_registers_ker
       l += x[i][e];
     }
   }
-  const float inv_l = 1.0f / block_reduce<false>(l, red_sum);
+  l = block_reduce<false>(l, red_sum);
+  const float inv_l = 1.0f / l;
+  if (threadIdx.x == 0) a.lse[row_global] = m + logf(l);
 #pragma unroll
   for (int i = 0; i < VECS; ++i) {
     const std::int64_t c = (static_cast<std::int64_t>(i) * kSoftmaxThreads + threadIdx.x) * 8;
@@ -216,6 +246,7 @@ const char* cublas_status_name(cublasStatus_t s) {
 
 class StandardLauncher final : public Launcher {
  public:
+  explicit StandardLauncher(const FaultInjection& fault) : fault_(fault) {}
   ~StandardLauncher() override {
     if (handle_) cublasDestroy(handle_);
   }
@@ -239,7 +270,8 @@ class StandardLauncher final : public Launcher {
     const int batch = static_cast<int>(s.heads_total());
     const long long stride_qkv = static_cast<long long>(s.N) * s.d;
     const long long stride_s = static_cast<long long>(s.N) * s.N;
-    const float alpha_s = static_cast<float>(s.scale()), one = 1.0f, zero = 0.0f;
+    const float alpha_s = static_cast<float>(s.scale() * fault_.scale_multiplier()), one = 1.0f,
+                zero = 0.0f;
 
     // Row-major S[q][k] = sum_c Q[q][c] K[k][c] is column-major S^T = K * Q^T, i.e. with
     // column-major views K^T (d x N, ld d) and Q^T (d x N, ld d): C(N x N) = op_T(K^T) * Q^T.
@@ -255,9 +287,9 @@ class StandardLauncher final : public Launcher {
     if (rows > 0x7fffffffu) return "standard: too many rows for one softmax grid";
     phase_begin("P = softmax(S), in place");
     if (s.dtype == DType::bf16) {
-      launch_softmax<__nv_bfloat16>(s, b.workspace, rows, stream);
+      launch_softmax<__nv_bfloat16>(s, b, rows, stream, fault_);
     } else {
-      launch_softmax<__half>(s, b.workspace, rows, stream);
+      launch_softmax<__half>(s, b, rows, stream, fault_);
     }
     phase_end();
     if (auto e = cudaGetLastError(); e != cudaSuccess) {
@@ -266,9 +298,13 @@ class StandardLauncher final : public Launcher {
 
     // Row-major O[q][c] = sum_k P[q][k] V[k][c] is column-major O^T (d x N) = V^T (d x N) * P^T.
     phase_begin("O = P V (cuBLAS)");
-    st = cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &one, b.v, type, d,
-                                    stride_qkv, b.workspace, type, n, stride_s, &zero, b.o, type,
-                                    d, stride_qkv, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+    // (fault skip_last_query_block: the last 64-row block of O is not computed)
+    const int o_rows = static_cast<int>(
+        fault_.skip_last_query_block ? launched_query_blocks(s.N, 64, fault_) * 64 : n);
+    st =
+        cublasGemmStridedBatchedEx(handle_, CUBLAS_OP_N, CUBLAS_OP_N, d, o_rows, n, &one, b.v, type,
+                                   d, stride_qkv, b.workspace, type, n, stride_s, &zero, b.o, type,
+                                   d, stride_qkv, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
     phase_end();
     if (st != CUBLAS_STATUS_SUCCESS) return std::string("cuBLAS PV: ") + cublas_status_name(st);
     return "";
@@ -276,29 +312,45 @@ class StandardLauncher final : public Launcher {
 
  private:
   template <typename T>
-  static void launch_softmax(const Shape& s, void* sp, unsigned rows, cudaStream_t stream) {
-    T* p = static_cast<T*>(sp);
+  static void launch_softmax(const Shape& s, const DeviceBuffers& b, unsigned rows,
+                             cudaStream_t stream, const FaultInjection& f) {
+    // The drop fault counts blocks of 64 keys (fa2's Bc).
+    const std::int64_t drop_lo = f.drop_kv_block >= 0 ? std::int64_t{64} * f.drop_kv_block : 0;
+    const SoftmaxArgs<T> a{
+        static_cast<T*>(b.workspace),           b.lse, s.N, s.causal, f.mask_shift, drop_lo,
+        f.drop_kv_block >= 0 ? drop_lo + 64 : 0};
+    if (f.in_kernel()) {
+      launch_softmax_kernel<T, true>(s, a, rows, stream);
+    } else {
+      launch_softmax_kernel<T, false>(s, a, rows, stream);
+    }
+  }
+
+  template <typename T, bool FAULTS>
+  static void launch_softmax_kernel(const Shape& s, const SoftmaxArgs<T>& a, unsigned rows,
+                                    cudaStream_t stream) {
     constexpr std::int64_t kPerVec = kSoftmaxThreads * 8;  // elements one vector per thread covers
     if (s.N % 8 == 0 && s.N <= 2 * kPerVec) {
-      softmax_rows_in_registers_kernel<T, 2><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+      softmax_rows_in_registers_kernel<T, 2, FAULTS><<<rows, kSoftmaxThreads, 0, stream>>>(a);
     } else if (s.N % 8 == 0 && s.N <= 4 * kPerVec) {
-      softmax_rows_in_registers_kernel<T, 4><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+      softmax_rows_in_registers_kernel<T, 4, FAULTS><<<rows, kSoftmaxThreads, 0, stream>>>(a);
     } else if (s.N % 8 == 0 && s.N <= 8 * kPerVec) {
-      softmax_rows_in_registers_kernel<T, 8><<<rows, kSoftmaxThreads, 0, stream>>>(p, s.N, s.causal);
+      softmax_rows_in_registers_kernel<T, 8, FAULTS><<<rows, kSoftmaxThreads, 0, stream>>>(a);
     } else if (s.N % 8 == 0) {
-      softmax_rows_kernel<T, 8>
-          <<<rows, kSoftmaxThreads, 0, stream>>>(static_cast<T*>(sp), s.N, s.causal);
+      softmax_rows_kernel<T, 8, FAULTS><<<rows, kSoftmaxThreads, 0, stream>>>(a);
     } else {
-      softmax_rows_kernel<T, 1>
-          <<<rows, kSoftmaxThreads, 0, stream>>>(static_cast<T*>(sp), s.N, s.causal);
+      softmax_rows_kernel<T, 1, FAULTS><<<rows, kSoftmaxThreads, 0, stream>>>(a);
     }
   }
 
   cublasHandle_t handle_ = nullptr;
+  FaultInjection fault_;
 };
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_standard_launcher() { return std::make_unique<StandardLauncher>(); }
+std::unique_ptr<Launcher> make_standard_launcher(const LaunchOptions& o) {
+  return std::make_unique<StandardLauncher>(o.fault);
+}
 
 }  // namespace fa

@@ -5,5 +5,6 @@
 #include "kernels/registry.hpp"
 
 namespace fa {
-std::unique_ptr<Launcher> make_standard_launcher();
+std::unique_ptr<Launcher> make_standard_launcher(
+    const LaunchOptions& o = {});  // o.fault: tests only
 }

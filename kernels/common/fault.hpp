@@ -1,0 +1,49 @@
+// Deliberate faults, injected into a variant's launch by the verification tests (and by nothing
+// else: the CLI has no way to set them). Each one is a bug a real kernel could have; the
+// verification rule (bench/verify.cpp, docs/accuracy.md) must fail every one of them.
+//
+// Kernel-side faults reach the device code as one small struct in the kernel's parameters and
+// are compiled only into a separate instantiation (template flag FAULTS), so the measured
+// kernels are the same code with or without this file.
+#pragma once
+
+#include <cstdint>
+
+namespace fa {
+
+struct FaultInjection {
+  // K/V block (in units of the variant's Bc; standard: 64 keys) whose contribution is dropped
+  // from every row that would see it; -1: none.
+  int drop_kv_block = -1;
+  // K/V block whose V tile is replaced by the next block's (the previous one for the last
+  // block); -1: none. Not for standard (cuBLAS reads V).
+  int wrong_v_block = -1;
+  // Causal mask keeps keys <= row + mask_shift (0 is right; +1 lets one future key in).
+  int mask_shift = 0;
+  // Multiplies the softmax scale (1.05: a wrong scale).
+  float scale_factor = 1.0f;
+  // exp taken where exp2 is meant (the scores, kept in log2 units, are exponentiated in the wrong
+  // base): the effect is a scale multiplied by log2(e).
+  bool natural_exp = false;
+  // The last partial query block (N % Br rows; the last full one when Br divides N) is never
+  // written.
+  bool skip_last_query_block = false;
+
+  bool in_kernel() const { return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0; }
+  bool any() const {
+    return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;
+  }
+  // The factor the launcher applies to the softmax scale.
+  float scale_multiplier() const {
+    return scale_factor * (natural_exp ? 1.4426950408889634f : 1.0f);
+  }
+};
+
+// Query blocks a launcher puts in its grid: all of them, or one fewer (skip_last_query_block).
+inline std::int64_t launched_query_blocks(std::int64_t N, std::int64_t block_q,
+                                          const FaultInjection& f) {
+  const std::int64_t blocks = (N + block_q - 1) / block_q;
+  return f.skip_last_query_block && blocks > 0 ? blocks - 1 : blocks;
+}
+
+}  // namespace fa

@@ -1,0 +1,190 @@
+// Fault injection on the GPU: every deliberately wrong kernel (kernels/common/fault.hpp) must FAIL
+// verification, for every variant it applies to, in bf16, fp16 and fp8, causal and not; the same
+// launches without the fault must pass. Each case prints one "fault-table" line, which
+// scripts/gpu_check.sh collects into the fault x variant table.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "bench/verify.hpp"
+#include "kernels/common/cuda_check.hpp"
+#include "kernels/common/fill.hpp"
+#include "kernels/registry.hpp"
+#include "profiler/device_info.hpp"
+
+namespace fa {
+namespace {
+
+struct NamedFault {
+  std::string name;
+  FaultInjection fault;
+  bool zero_output = false;   // the kernel writes zeros: applied after the launch
+  bool causal_only = false;   // the mask fault means nothing without a mask
+  bool not_standard = false;  // cuBLAS reads V: no V tile to get wrong
+};
+
+// Faults at a shape of `kv_blocks` K/V blocks of the variant's Bc (standard: 64 keys).
+std::vector<NamedFault> faults_for(int kv_blocks) {
+  std::vector<NamedFault> f;
+  auto add = [&](std::string name, auto set) {
+    NamedFault nf;
+    nf.name = std::move(name);
+    set(nf);
+    f.push_back(nf);
+  };
+  add("last K/V block dropped", [&](NamedFault& x) { x.fault.drop_kv_block = kv_blocks - 1; });
+  add("interior K/V block dropped", [&](NamedFault& x) { x.fault.drop_kv_block = kv_blocks / 2; });
+  add("scale x1.05", [](NamedFault& x) { x.fault.scale_factor = 1.05f; });
+  add("exp for exp2", [](NamedFault& x) { x.fault.natural_exp = true; });
+  add("causal mask off by one (+1)", [](NamedFault& x) {
+    x.fault.mask_shift = 1;
+    x.causal_only = true;
+  });
+  add("causal mask off by one (-1)", [](NamedFault& x) {
+    x.fault.mask_shift = -1;
+    x.causal_only = true;
+  });
+  add("wrong V tile (last block)", [&](NamedFault& x) {
+    x.fault.wrong_v_block = kv_blocks - 1;
+    x.not_standard = true;
+  });
+  add("last query block not written", [](NamedFault& x) { x.fault.skip_last_query_block = true; });
+  add("all-zero O", [](NamedFault& x) { x.zero_output = true; });
+  return f;
+}
+
+struct Device {
+  void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *ws = nullptr;
+  std::size_t ws_bytes = 0;
+  ~Device() {
+    for (void* p : {q, k, v, o, lse, ws}) {
+      if (p) cudaFree(p);
+    }
+  }
+};
+
+// Runs `variant` with `nf` (or no fault) on the buffers and returns its verification.
+bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
+                            const bench::ReferenceSample& ref, const NamedFault* nf) {
+  LaunchOptions lo;
+  if (nf) lo.fault = nf->fault;
+  auto launcher = info.make_launcher(lo);
+  const Tiles tiles = info.default_tiles(static_cast<int>(s.d));
+  const std::size_t ws = launcher->workspace_bytes(s, tiles);
+  if (ws > d.ws_bytes) {
+    if (d.ws) cudaFree(d.ws);
+    FA_CUDA_CHECK(cudaMalloc(&d.ws, ws));
+    d.ws_bytes = ws;
+  }
+  FA_CUDA_CHECK(poison_nan16(d.o, s.qkv_elements(), nullptr));
+  FA_CUDA_CHECK(poison_nan32(static_cast<float*>(d.lse), s.heads_total() * s.N, nullptr));
+  if (ws) FA_CUDA_CHECK(cudaMemset(d.ws, 0xff, ws));
+  DeviceBuffers db{d.q, d.k, d.v, d.o, static_cast<float*>(d.lse), d.ws, ws};
+  EXPECT_EQ(launcher->prepare(s, tiles, db, nullptr), "");
+  EXPECT_EQ(launcher->run(s, tiles, db, nullptr), "") << info.name << (nf ? " " + nf->name : "");
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  if (nf && nf->zero_output)
+    FA_CUDA_CHECK(cudaMemset(d.o, 0, static_cast<std::size_t>(s.qkv_elements()) * 2));
+  return ref.check(db, {info.accuracy, info.writes_lse});
+}
+
+struct Grid {
+  int d;
+  DType dtype;
+  bool causal;
+  std::int64_t N;
+};
+
+void run_grid(const Grid& g) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  Shape s;
+  s.B = 1;
+  s.H = 3;
+  s.N = g.N;
+  s.d = g.d;
+  s.causal = g.causal;
+  s.dtype = g.dtype;
+  Device d;
+  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  for (void** p : {&d.q, &d.k, &d.v, &d.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  FA_CUDA_CHECK(cudaMalloc(&d.lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
+  const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
+  FA_CUDA_CHECK(fill_normal(d.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(d.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(d.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
+  const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/s.dtype == DType::bf16);
+  for (const char* name : {"standard", "fa1", "fa2", "fp8"}) {
+    const VariantInfo& info = *find_variant(name);
+    if (!info.unsupported_reason(s).empty() ||
+        !info.unsupported_on_device(device->cc_major, device->cc_minor).empty()) {
+      continue;
+    }
+    const std::string prec =
+        info.algorithm == Algorithm::fp8 ? "fp8" : std::string(to_string(s.dtype));
+    // The true kernel passes on these inputs ...
+    const auto clean = run_one(info, s, d, ref, nullptr);
+    EXPECT_TRUE(clean.passed) << name << ": " << bench::verification_failure_reason(clean);
+    const int bc = info.algorithm == Algorithm::standard
+                       ? 64
+                       : info.default_tiles(static_cast<int>(s.d)).block_kv;
+    const int kv_blocks = static_cast<int>((s.N + bc - 1) / bc);
+    // ... and every fault that applies to it fails.
+    for (const NamedFault& nf : faults_for(kv_blocks)) {
+      if ((nf.causal_only && !s.causal) ||
+          (nf.not_standard && info.algorithm == Algorithm::standard))
+        continue;
+      const auto v = run_one(info, s, d, ref, &nf);
+      EXPECT_FALSE(v.passed) << name << " " << prec << " d=" << s.d << (s.causal ? " causal" : "")
+                             << " N=" << s.N << ": fault '" << nf.name
+                             << "' passed verification (worst row ratio " << v.worst_row_ratio
+                             << ", lse ratio " << v.lse_worst_row_ratio.value_or(0) << ")";
+      std::printf("fault-table | %s | %s | %s | d=%lld | %s | N=%lld | %s | %s\n", nf.name.c_str(),
+                  name, prec.c_str(), static_cast<long long>(s.d), s.causal ? "causal" : "full",
+                  static_cast<long long>(s.N), v.passed ? "PASSED (not caught)" : "caught",
+                  v.passed ? "" : bench::verification_failure_reason(v).c_str());
+    }
+    std::printf(
+        "fault-table | (none: the true kernel) | %s | %s | d=%lld | %s | N=%lld | %s | worst row "
+        "%.2f of tol\n",
+        name, prec.c_str(), static_cast<long long>(s.d), s.causal ? "causal" : "full",
+        static_cast<long long>(s.N), clean.passed ? "passes" : "FAILS", clean.worst_row_ratio);
+  }
+}
+
+class FaultsAreCaught : public testing::TestWithParam<Grid> {};
+
+TEST_P(FaultsAreCaught, ForEveryVariant) {
+  run_grid(GetParam());
+}
+
+std::vector<Grid> grids() {
+  std::vector<Grid> out;
+  for (int d : {64, 128}) {
+    for (DType t : {DType::bf16, DType::fp16}) {
+      for (bool causal : {false, true}) {
+        out.push_back({d, t, causal, 4096});
+        out.push_back({d, t, causal, 1000});  // a partial last block (of 64 and of 128 rows)
+      }
+    }
+  }
+  out.push_back(
+      {64, DType::bf16, false, 32768});  // the all-zero output an absolute bar let through
+  out.push_back({128, DType::bf16, true, 16384});
+  return out;
+}
+
+std::string grid_name(const testing::TestParamInfo<Grid>& p) {
+  return "d" + std::to_string(p.param.d) + "_" + std::string(to_string(p.param.dtype)) +
+         (p.param.causal ? "_causal" : "_full") + "_N" + std::to_string(p.param.N);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, FaultsAreCaught, testing::ValuesIn(grids()), grid_name);
+
+}  // namespace
+}  // namespace fa

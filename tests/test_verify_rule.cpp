@@ -1,0 +1,231 @@
+// The verification rule on the CPU (runs in CI): kernels emulated in fp64 with each fault of
+// kernels/common/fault.hpp, plus the rounding noise a real kernel of that precision adds (the
+// plain same-precision computation's error on the same row), must FAIL the rule; the same
+// emulation without a fault must pass. The GPU half (tests/test_faults_gpu.cpp) runs the real
+// kernels with the same faults.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <map>
+#include <random>
+#include <vector>
+
+#include "bench/verify.hpp"
+#include "kernels/common/fault.hpp"
+#include "kernels/reference/reference.hpp"
+
+namespace fa {
+namespace {
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+reference::Head random_head(std::int64_t N, std::int64_t d, DType dtype, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> normal;
+  reference::Head h;
+  h.N = N;
+  h.d = d;
+  for (auto* v : {&h.q, &h.k, &h.v}) {
+    v->resize(static_cast<std::size_t>(N * d));
+    for (double& x : *v) x = reference::round_to(normal(rng), dtype);
+  }
+  return h;
+}
+
+// What a kernel with `f` computes for one row, in fp64: O (d values) and the lse.
+double faulty_row(const reference::Head& h, std::int64_t row, bool causal, double scale,
+                  const FaultInjection& f, int bc, double* out) {
+  const std::int64_t N = h.N, d = h.d;
+  const double sc = scale * f.scale_multiplier();
+  std::vector<double> s(N, -INFINITY);
+  double m = -INFINITY;
+  for (std::int64_t k = 0; k < N; ++k) {
+    if (causal && k > row + f.mask_shift) continue;
+    if (f.drop_kv_block >= 0 && k / bc == f.drop_kv_block) continue;
+    double dot = 0;
+    for (std::int64_t c = 0; c < d; ++c) dot += h.q[row * d + c] * h.k[k * d + c];
+    s[k] = sc * dot;
+    m = std::max(m, s[k]);
+  }
+  const std::int64_t blocks = (N + bc - 1) / bc;
+  double l = 0;
+  std::fill(out, out + d, 0.0);
+  for (std::int64_t k = 0; k < N; ++k) {
+    if (s[k] == -INFINITY) continue;
+    const double p = std::exp(s[k] - m);
+    l += p;
+    std::int64_t src = k;
+    if (k / bc == f.wrong_v_block) src = k + (k / bc + 1 < blocks ? bc : -bc);
+    for (std::int64_t c = 0; c < d; ++c) out[c] += p * (src < N ? h.v[src * d + c] : 0.0);
+  }
+  for (std::int64_t c = 0; c < d; ++c) out[c] /= l;
+  return m + std::log(l);
+}
+
+struct Emulated {
+  // (bh, row) -> O row and lse
+  std::map<std::pair<std::int64_t, std::int64_t>, std::vector<double>> o;
+  std::map<std::pair<std::int64_t, std::int64_t>, double> lse;
+};
+
+// A kernel of `precision` with fault `f` (zero: writes zeros), block sizes (br, bc): the faulty
+// fp64 result plus the plain computation's rounding error on that row.
+Emulated emulate(const Shape& s, const std::vector<reference::Head>& heads,
+                 const bench::ReferenceSample& ref, AccuracyRule rule, const FaultInjection& f,
+                 bool zero, int br, int bc) {
+  Emulated e;
+  const std::int64_t d = s.d;
+  const std::int64_t last_block_first = (s.N - 1) / br * br;
+  for (std::int64_t bh : ref.sampled_heads()) {
+    const auto& h = heads[static_cast<std::size_t>(bh)];
+    const auto scales = reference::fp8_scales(h);
+    for (std::int64_t row : ref.sampled_rows(bh)) {
+      std::vector<double> exact(d), plain(d), faulty(d);
+      const double lse_exact = reference::attention_row(h, row, s.causal, s.scale(), exact.data());
+      const double lse_plain =
+          rule == AccuracyRule::fp8_rmse
+              ? reference::plain_fp8_row(h, scales, row, s.causal, s.scale(), plain.data()).lse
+              : reference::plain_lowp_row(h, row, s.causal, s.scale(), s.dtype, plain.data()).lse;
+      const double lse_faulty = faulty_row(h, row, s.causal, s.scale(), f, bc, faulty.data());
+      std::vector<double> out(d);
+      for (std::int64_t c = 0; c < d; ++c) out[c] = faulty[c] + (plain[c] - exact[c]);
+      if (zero) std::fill(out.begin(), out.end(), 0.0);
+      if (f.skip_last_query_block && row >= last_block_first)
+        std::fill(out.begin(), out.end(), kNaN);
+      e.o[{bh, row}] = out;
+      e.lse[{bh, row}] = lse_faulty + (lse_plain - lse_exact);
+    }
+  }
+  return e;
+}
+
+bench::Verification judge(const bench::ReferenceSample& ref, const Emulated& e, AccuracyRule rule) {
+  std::int64_t nonfinite = 0;
+  for (const auto& [key, row] : e.o) {
+    for (double x : row) nonfinite += std::isfinite(x) ? 0 : 1;
+  }
+  const bench::ReferenceSample::OutputAt o = [&](std::int64_t bh, std::int64_t row,
+                                                 std::int64_t c) {
+    return e.o.at({bh, row})[static_cast<std::size_t>(c)];
+  };
+  const bench::ReferenceSample::LseAt lse = [&](std::int64_t bh, std::int64_t row) {
+    return e.lse.at({bh, row});
+  };
+  return ref.judge(o, &lse, nonfinite, {rule, true});
+}
+
+struct Case {
+  DType dtype;
+  bool fp8;
+  bool causal;
+};
+
+class RuleCatchesFaults : public testing::TestWithParam<Case> {};
+
+TEST_P(RuleCatchesFaults, AtN4096) {
+  const Case c = GetParam();
+  Shape s;
+  s.B = 1;
+  s.H = 2;
+  s.N = 4096;
+  s.d = 64;
+  s.causal = c.causal;
+  s.dtype = c.dtype;
+  std::vector<reference::Head> heads;
+  for (std::int64_t bh = 0; bh < s.heads_total(); ++bh)
+    heads.push_back(random_head(s.N, s.d, s.dtype, 100 + bh));
+  const bench::ReferenceSample ref(
+      s, [&](std::int64_t bh) { return heads[static_cast<std::size_t>(bh)]; }, 7, c.fp8);
+  const AccuracyRule rule = c.fp8 ? AccuracyRule::fp8_rmse : AccuracyRule::same_precision;
+  const int br = 128, bc = c.fp8 ? 128 : 64;  // fa2's and fp8's default tiles
+  const int blocks = static_cast<int>(s.N / bc);
+
+  const auto clean = judge(ref, emulate(s, heads, ref, rule, {}, false, br, bc), rule);
+  EXPECT_TRUE(clean.passed) << bench::verification_failure_reason(clean);
+
+  struct Named {
+    const char* name;
+    FaultInjection f;
+    bool zero = false;
+  };
+  std::vector<Named> faults;
+  faults.push_back({"last K/V block dropped", {}});
+  faults.back().f.drop_kv_block = blocks - 1;
+  faults.push_back({"interior K/V block dropped", {}});
+  faults.back().f.drop_kv_block = blocks / 2;
+  faults.push_back({"scale x1.05", {}});
+  faults.back().f.scale_factor = 1.05f;
+  faults.push_back({"exp for exp2", {}});
+  faults.back().f.natural_exp = true;
+  faults.push_back({"wrong V tile (last block)", {}});
+  faults.back().f.wrong_v_block = blocks - 1;
+  faults.push_back({"last query block not written", {}});
+  faults.back().f.skip_last_query_block = true;
+  faults.push_back({"all-zero O", {}, true});
+  if (c.causal) {
+    faults.push_back({"causal mask off by one (+1)", {}});
+    faults.back().f.mask_shift = 1;
+    faults.push_back({"causal mask off by one (-1)", {}});
+    faults.back().f.mask_shift = -1;
+  }
+  for (const auto& nf : faults) {
+    const auto v = judge(ref, emulate(s, heads, ref, rule, nf.f, nf.zero, br, bc), rule);
+    EXPECT_FALSE(v.passed) << nf.name << ": worst row ratio " << v.worst_row_ratio << ", lse ratio "
+                           << v.lse_worst_row_ratio.value_or(0);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Precisions, RuleCatchesFaults,
+    testing::Values(Case{DType::bf16, false, false}, Case{DType::bf16, false, true},
+                    Case{DType::fp16, false, false}, Case{DType::fp16, false, true},
+                    Case{DType::bf16, true, false}, Case{DType::bf16, true, true}),
+    [](const testing::TestParamInfo<Case>& p) {
+      return std::string(p.param.fp8 ? "fp8" : to_string(p.param.dtype)) +
+             (p.param.causal ? "_causal" : "_full");
+    });
+
+// Above N ~ 27k an all-zero output passed the old absolute RMSE bar of 1e-2 (RMS(O) ~ 0.009 at
+// N = 32768); relative to each row's size it is a 100% error.
+TEST(RuleCatchesFaults, AllZeroOutputAtN32768) {
+  Shape s;
+  s.N = 32768;
+  s.d = 64;
+  std::vector<reference::Head> heads{random_head(s.N, s.d, s.dtype, 5)};
+  const bench::ReferenceSample ref(
+      s, [&](std::int64_t) { return heads[0]; }, 3, /*fp8_baseline=*/false);
+  Emulated zero;
+  for (std::int64_t row : ref.sampled_rows(0)) {
+    zero.o[{0, row}] = std::vector<double>(static_cast<std::size_t>(s.d), 0.0);
+    std::vector<double> o(static_cast<std::size_t>(s.d));
+    zero.lse[{0, row}] = reference::attention_row(heads[0], row, false, s.scale(), o.data());
+  }
+  const auto v = judge(ref, zero, AccuracyRule::same_precision);
+  EXPECT_FALSE(v.passed);
+  EXPECT_GT(v.worst_row_ratio, 10.0);
+}
+
+TEST(VerificationRows, CoverEveryBlockEdgeAndThePartialLastBlock) {
+  const auto rows = bench::verification_rows(1000, 1);
+  auto has = [&](std::int64_t r) { return std::find(rows.begin(), rows.end(), r) != rows.end(); };
+  for (std::int64_t b = 0; b < 1000 / 64; ++b) {
+    EXPECT_TRUE(has(b * 64)) << b;
+    EXPECT_TRUE(has(b * 64 + 63)) << b;
+  }
+  EXPECT_TRUE(has(960) && has(961) && has(896) && has(897) && has(999) && has(998));
+  const auto small = bench::verification_rows(17, 1);
+  EXPECT_EQ(small.size(), 17u);
+  const auto big = bench::verification_rows(65536, 1);
+  EXPECT_TRUE(std::find(big.begin(), big.end(), 65535) != big.end());
+  EXPECT_LT(big.size(), 600u);  // a spread past N = 16384 keeps the fp64 reference affordable
+}
+
+TEST(VerificationRows, UlpOfTheDtype) {
+  EXPECT_DOUBLE_EQ(bench::ulp_of(1.0, DType::bf16), std::ldexp(1.0, -7));
+  EXPECT_DOUBLE_EQ(bench::ulp_of(0.03, DType::bf16), std::ldexp(1.0, -6 - 7));
+  EXPECT_DOUBLE_EQ(bench::ulp_of(1.0, DType::fp16), std::ldexp(1.0, -10));
+}
+
+}  // namespace
+}  // namespace fa
