@@ -6,6 +6,10 @@
 # Usage: scripts/gpu_check.sh OUTDIR [extra fa-bench sweep args]
 #   FA_PREBUILT=DIR   use DIR/fa-bench, DIR/fa_tests_gpu, DIR/fa_tests_cpu instead of building
 #   FA_QUICK=1        skip the memory-skip case (a 172 GB configuration)
+#   FA_NO_SANITIZER=1 skip compute-sanitizer (a quick check between full ones)
+#   FA_GTEST_FILTER=F run only the GPU tests matching F
+# The fault-injection tests' table (fault x variant x precision: caught or not) goes to
+# OUTDIR/fault_table.txt.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 out=${1:?usage: scripts/gpu_check.sh OUTDIR}
@@ -40,16 +44,21 @@ else
 fi
 
 section "gpu tests"
-timeout 420 "$bin/fa_tests_gpu" >>"$log" 2>&1  # full output: a hang shows its test
-note "gpu tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)  \]' "$log" | tail -2 | tr '\n' ' ')"
-grep -E '^\[  FAILED  \]' "$log" | head -20
+timeout 480 "$bin/fa_tests_gpu" --gtest_filter="${FA_GTEST_FILTER:-*}" >"$out/.gpu_tests.txt" 2>&1  # full output: a hang shows its test
+rc=$?
+cat "$out/.gpu_tests.txt" >>"$log"
+note "gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED)  \]' "$out/.gpu_tests.txt" | tail -2 | tr '\n' ' ')"
+grep -E '^\[  FAILED  \]' "$out/.gpu_tests.txt" | head -20
+grep '^fault-table' "$out/.gpu_tests.txt" | cut -d'|' -f2- >"$out/fault_table.txt"
+note "fault injection: $(grep -c '| caught' "$out/fault_table.txt") caught, $(grep -c 'not caught' "$out/fault_table.txt") NOT caught; true kernels: $(grep -c '| passes' "$out/fault_table.txt") pass, $(grep -c '| FAILS' "$out/fault_table.txt") fail"
+rm -f "$out/.gpu_tests.txt"
 section "cpu tests"
 timeout 120 "$bin/fa_tests_cpu" --gtest_brief=1 >>"$log" 2>&1
 note "cpu tests: rc=$?"
 
 # Our kernels only: the cuDNN peer is the library's business (and compiles graphs slowly under the tools).
 small=(--N 130 --batch 2 --heads 3 --d 64,128 --causal both --variants standard,fa1,fa2,fp8 --warmup 0 --repetitions 1 --warm --no-counters --datasheet-roofs)
-for tool in memcheck racecheck; do
+for tool in $([ -n "${FA_NO_SANITIZER:-}" ] || echo memcheck racecheck); do
   for dtype in bf16 fp16; do
     section "sanitizer $tool $dtype"
     tlog="$out/.sanitize.tmp"
@@ -101,7 +110,7 @@ cat "$out/.bench.txt" >>"$log"
 fi
 if [ $# -gt 0 ]; then
   section "sweep $*"
-  timeout 200 "$bin/fa-bench" "$@" --json "$out/sweep.json" >"$out/.bench.txt" 2>&1
+  timeout 300 "$bin/fa-bench" "$@" --json "$out/sweep.json" >"$out/.bench.txt" 2>&1
   note "sweep ($*): rc=$?"
   cat "$out/.bench.txt" >>"$log"
 fi
