@@ -33,8 +33,8 @@ inline constexpr const char* kCalibrationKey = "gate_calibration";
 inline constexpr const char* kCalibrationSchema = "fa-bench-gate-calibration/1";
 // Calibrated tolerance = max(floor, kCalibrationFactor x the largest change between two runs).
 inline constexpr double kCalibrationFactor = 2.0;
-inline constexpr double kCalibrationFloorTime = 0.01;
-inline constexpr double kCalibrationFloorCounter = 0.01;
+inline constexpr double kCalibrationFloorTime = 0.02;
+inline constexpr double kCalibrationFloorCounter = 0.02;
 
 struct GateOptions {
   std::string baseline_path, current_path;
