@@ -30,8 +30,8 @@ TEST(CountersGpu, CopyAndGemmCountWhatTheyDo) {
     FA_CUDA_CHECK(cudaDeviceSynchronize());
   };
 
-  // 4 GiB: writes still dirty in the L2 when the range ends are not counted (up to ~25 MB seen
-  // on the H200 for a 512 MB copy, 4.4%); at 4 GiB they stay under 1%.
+  // 4 GiB. Before the write-back collection (profiler/cupti_range.hpp), writes still dirty in the
+  // L2 when the range ended were not counted (~25 MB of a 512 MB copy on the H200, 4.4%).
   const std::size_t bytes = std::size_t{4} << 30;
   void *src = nullptr, *dst = nullptr;
   FA_CUDA_CHECK(cudaMalloc(&src, bytes));
