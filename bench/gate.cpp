@@ -1,13 +1,16 @@
-// The gate's decisions: row matching, the noise-aware time rule, the counter rule, the exit code.
-// Outputs (table, Markdown, JUnit, exports) are in bench/gate_outputs.cpp; the command line in
-// bench/gate_cli.cpp.
+// The gate's decisions: row matching, the time rule (Mann-Whitney U and a bootstrap interval of
+// the median ratio, in time and in SM cycles, against an effect-size tolerance), the counter
+// rule, peers as sentinels, calibration, the exit code. Outputs (table, Markdown, JUnit, exports)
+// are in bench/gate_outputs.cpp; the command line in bench/gate_cli.cpp.
 #include "bench/gate.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <nlohmann/json.hpp>
 #include <set>
+#include <stdexcept>
 #include <tuple>
 
 #include "profiler/counters.hpp"
@@ -48,6 +51,8 @@ const char* to_string(RowOutcome o) {
       return "ERROR";
     case RowOutcome::new_row:
       return "new";
+    case RowOutcome::environment:
+      return "env change";
   }
   return "?";
 }
@@ -57,14 +62,68 @@ int GateReport::count(RowOutcome o) const {
       std::count_if(rows.begin(), rows.end(), [&](const GateRow& r) { return r.outcome == o; }));
 }
 
-namespace {}  // namespace
+std::string row_key(const Shape& s, const std::string& variant) {
+  return fmt::format("{} B={} H={} N={} d={} causal={} {}", variant, s.B, s.H, s.N, s.d,
+                     s.causal ? 1 : 0, to_string(s.dtype));
+}
 
-TimeSide side_of(const Timing& t) {
-  TimeSide s;
+namespace {
+
+double pct(double x) {
+  return 100.0 * x;
+}
+
+std::vector<double> usable_samples(const Timing& t) {
   std::vector<double> xs;
+  xs.reserve(t.samples_ms.size());
   for (double x : t.samples_ms) {
     if (std::isfinite(x) && x > 0) xs.push_back(x);
   }
+  return xs;
+}
+
+// The type-7 median (as profiler/stats.cpp); reorders xs.
+double median_inplace(std::vector<double>& xs) {
+  const std::size_t n = xs.size();
+  const std::size_t k = n / 2;
+  std::nth_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k), xs.end());
+  const double hi = xs[k];
+  if (n % 2) return hi;
+  const double lo = *std::max_element(xs.begin(), xs.begin() + static_cast<std::ptrdiff_t>(k));
+  return 0.5 * (lo + hi);
+}
+
+double quantile_sorted(const std::vector<double>& xs, double q) {
+  const double pos = q * static_cast<double>(xs.size() - 1);
+  const auto lo = static_cast<std::size_t>(pos);
+  const std::size_t hi = std::min(lo + 1, xs.size() - 1);
+  return xs[lo] + (xs[hi] - xs[lo]) * (pos - static_cast<double>(lo));
+}
+
+// SplitMix64: a small, fully specified generator, so the bootstrap is the same on every machine.
+struct SplitMix64 {
+  std::uint64_t state;
+  std::uint64_t next() {
+    std::uint64_t z = (state += 0x9e3779b97f4a7c15ull);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+  }
+  std::size_t below(std::size_t n) {  // uniform in [0, n), from the top 53 bits
+    const double u = static_cast<double>(next() >> 11) * 0x1.0p-53;
+    return std::min(static_cast<std::size_t>(u * static_cast<double>(n)), n - 1);
+  }
+};
+
+bool clock_known(int mhz) {
+  return mhz > 0;
+}
+
+}  // namespace
+
+TimeSide side_of(const Timing& t) {
+  TimeSide s;
+  std::vector<double> xs = usable_samples(t);
   s.n = static_cast<int>(xs.size());
   if (s.n > 0) {
     const SampleStats st = summarize(xs);
@@ -75,80 +134,206 @@ TimeSide side_of(const Timing& t) {
     s.dispersion = st.median > 0 ? (st.q3 - st.q1) / st.median : 0;
   }
   const int a = t.sm_clock_before_mhz, b = t.sm_clock_after_mhz;
-  if (a > 0 && b > 0) {
-    s.clock_mhz = std::min(a, b);
-  } else if (a > 0 || b > 0) {
+  if (clock_known(a) && clock_known(b)) {
+    s.clock_mhz = 0.5 * (a + b);  // the average over the timed loop, if the clock moved linearly
+  } else if (clock_known(a) || clock_known(b)) {
     s.clock_mhz = std::max(a, b);
   }
   return s;
 }
 
+double mann_whitney_p(const std::vector<double>& a, const std::vector<double>& b) {
+  const std::size_t n1 = a.size(), n2 = b.size();
+  if (n1 == 0 || n2 == 0) return 1.0;
+  std::vector<std::pair<double, int>> all;
+  all.reserve(n1 + n2);
+  for (double x : a) all.push_back({x, 0});
+  for (double x : b) all.push_back({x, 1});
+  std::sort(all.begin(), all.end(), [](const auto& l, const auto& r) { return l.first < r.first; });
+  const std::size_t n = all.size();
+  double rank_sum_a = 0, tie_term = 0;
+  for (std::size_t i = 0; i < n;) {
+    std::size_t j = i;
+    while (j < n && all[j].first == all[i].first) ++j;
+    const double avg_rank = 0.5 * static_cast<double>(i + 1 + j);  // ranks i+1 .. j
+    for (std::size_t k = i; k < j; ++k) {
+      if (all[k].second == 0) rank_sum_a += avg_rank;
+    }
+    const double t = static_cast<double>(j - i);
+    tie_term += t * t * t - t;
+    i = j;
+  }
+  const double dn1 = static_cast<double>(n1), dn2 = static_cast<double>(n2);
+  const double u = rank_sum_a - dn1 * (dn1 + 1) / 2;  // pairs with a > b
+  if (tie_term == 0 && n1 * n2 <= 2500) {
+    // Exact null distribution of U: p(m, n; u) = m/(m+n) p(m-1, n; u-n) + n/(m+n) p(m, n-1; u)
+    // (the largest of the m+n values is an a, above all n b's, or a b).
+    std::vector<std::vector<double>> prev(n2 + 1, std::vector<double>{1.0});  // m = 0
+    for (std::size_t m = 1; m <= n1; ++m) {
+      std::vector<std::vector<double>> cur(n2 + 1);
+      cur[0] = {1.0};
+      for (std::size_t k = 1; k <= n2; ++k) {
+        std::vector<double> p(m * k + 1, 0.0);
+        const double wa = static_cast<double>(m) / static_cast<double>(m + k);
+        const double wb = static_cast<double>(k) / static_cast<double>(m + k);
+        for (std::size_t v = 0; v < prev[k].size(); ++v) p[v + k] += wa * prev[k][v];
+        for (std::size_t v = 0; v < cur[k - 1].size(); ++v) p[v] += wb * cur[k - 1][v];
+        cur[k] = std::move(p);
+      }
+      prev = std::move(cur);
+    }
+    const std::vector<double>& dist = prev[n2];
+    const auto ui = static_cast<std::size_t>(std::llround(u));
+    double le = 0, ge = 0;
+    for (std::size_t v = 0; v < dist.size(); ++v) {
+      if (v <= ui) le += dist[v];
+      if (v >= ui) ge += dist[v];
+    }
+    return std::min(1.0, 2 * std::min(le, ge));
+  }
+  const double mean = dn1 * dn2 / 2;
+  const double var = dn1 * dn2 / 12 *
+                     ((static_cast<double>(n) + 1) - tie_term / (static_cast<double>(n) * (n - 1)));
+  if (!(var > 0)) return 1.0;  // every value equal
+  const double z = std::max(0.0, std::fabs(u - mean) - 0.5) / std::sqrt(var);
+  return std::min(1.0, std::erfc(z / std::sqrt(2.0)));
+}
+
+std::pair<double, double> bootstrap_median_ratio(const std::vector<double>& base,
+                                                 const std::vector<double>& cur, double confidence,
+                                                 int resamples, std::uint64_t seed) {
+  if (base.empty() || cur.empty() || resamples < 1) return {NAN, NAN};
+  SplitMix64 rng{seed};
+  std::vector<double> rb(base.size()), rc(cur.size()), ratios;
+  ratios.reserve(static_cast<std::size_t>(resamples));
+  for (int i = 0; i < resamples; ++i) {
+    for (auto& x : rb) x = base[rng.below(base.size())];
+    for (auto& x : rc) x = cur[rng.below(cur.size())];
+    ratios.push_back(median_inplace(rc) / median_inplace(rb));
+  }
+  std::sort(ratios.begin(), ratios.end());
+  const double tail = (1 - confidence) / 2;
+  return {quantile_sorted(ratios, tail), quantile_sorted(ratios, 1 - tail)};
+}
+
 namespace {
 
-double pct(double x) {
-  return 100.0 * x;
+RatioTest ratio_test(const std::vector<double>& base, const std::vector<double>& cur,
+                     const GateOptions& o, double tol) {
+  RatioTest r;
+  std::vector<double> b = base, c = cur;
+  r.ratio = median_inplace(c) / median_inplace(b);
+  // Fewer resamples for very long sample lists (thousands per row under --min-time), so a file
+  // of many such rows is judged in seconds; the interval is then narrow anyway.
+  const double n = static_cast<double>(base.size() + cur.size());
+  const int resamples = std::clamp(static_cast<int>(2e7 / n), std::min(200, o.bootstrap_resamples),
+                                   o.bootstrap_resamples);
+  std::tie(r.lo, r.hi) = bootstrap_median_ratio(base, cur, o.confidence, resamples);
+  r.p = mann_whitney_p(base, cur);
+  r.slower_confirmed = r.p < o.alpha && r.lo > 1 + tol;
+  r.faster_confirmed = r.p < o.alpha && r.hi < 1 - tol;
+  return r;
+}
+
+std::string interval(const RatioTest& t) {
+  return fmt::format("[{:+.1f}%, {:+.1f}%]", pct(t.lo - 1), pct(t.hi - 1));
+}
+
+// The repetitions that would narrow the interval enough: the width shrinks about as 1/sqrt(n).
+int suggested_repetitions(int n) {
+  const int want = std::max(100, 4 * n);
+  return (want + 99) / 100 * 100;
 }
 
 }  // namespace
 
-TimeComparison compare_time(const Timing& base, const Timing& cur, const GateOptions& o) {
+TimeComparison compare_time(const Timing& base, const Timing& cur, const GateOptions& o,
+                            double tolerance) {
   TimeComparison c;
   c.base = side_of(base);
   c.cur = side_of(cur);
-  const double tol = o.time_tolerance;
-  const double limit = o.max_dispersion < 0 ? tol : o.max_dispersion;
-  if (c.base.clock_mhz > 0 && c.cur.clock_mhz > 0) {
-    c.clock_diff = static_cast<double>(c.cur.clock_mhz) / c.base.clock_mhz - 1;
+  const double tol = tolerance >= 0 ? tolerance : o.time_tolerance;
+  c.tolerance = tol;
+  const double limit = o.max_dispersion < 0 ? 0.05 : o.max_dispersion;
+  const bool clocks = c.base.clock_mhz > 0 && c.cur.clock_mhz > 0;
+  if (clocks) {
+    c.clock_diff = c.cur.clock_mhz / c.base.clock_mhz - 1;
     c.clock_flag = std::fabs(c.clock_diff) > o.clock_tolerance;
   }
-  if (c.base.n == 0 || c.cur.n == 0 || c.base.median <= 0) {
-    c.verdict = TimeVerdict::ambiguous;
+  if (c.base.n == 0 || c.cur.n == 0) {
+    c.verdict = TimeVerdict::not_compared;
     c.why = "no usable timing samples";
+    return c;
+  }
+  if (c.base.n < o.min_samples || c.cur.n < o.min_samples) {
+    c.verdict = TimeVerdict::not_compared;
+    c.why = fmt::format("too few samples ({} and {}; {} or more needed)", c.base.n, c.cur.n,
+                        o.min_samples);
     return c;
   }
   c.gap = c.cur.median / c.base.median - 1;
   c.noisy = c.base.dispersion > limit || c.cur.dispersion > limit;
-  if (c.base.n < o.min_samples || c.cur.n < o.min_samples) {
-    c.verdict = TimeVerdict::ambiguous;
-    c.why = fmt::format("too few samples ({} and {}; want {} or more)", c.base.n, c.cur.n,
-                        o.min_samples);
-    return c;
+  const std::vector<double> xb = usable_samples(base), xc = usable_samples(cur);
+  c.time = ratio_test(xb, xc, o, tol);
+  if (clocks) {
+    // Cycles = time x SM clock: the clock ratio scales every current sample.
+    const double k = c.cur.clock_mhz / c.base.clock_mhz;
+    std::vector<double> xk = xc;
+    for (auto& x : xk) x *= k;
+    c.cycles = ratio_test(xb, xk, o, tol);
   }
-  const std::string noise = fmt::format("spread (IQR/median) {:.1f}% / {:.1f}% above {:.1f}%",
-                                        pct(c.base.dispersion), pct(c.cur.dispersion), pct(limit));
-  const std::string clock = fmt::format("SM clock {} -> {} MHz", c.base.clock_mhz, c.cur.clock_mhz);
-  if (c.gap > tol) {
-    c.separated = c.cur.min > c.base.q3;  // every current sample slower than 3/4 of the baseline's
-    if (c.separated && !c.noisy && !c.clock_flag) {
+  // A slowdown must show in time and in cycles (a lower clock explains only its share; a clock
+  // reading higher in the current file cannot make a regression of an unchanged time).
+  const double slow = c.cycles ? std::min(c.time.ratio, c.cycles->ratio) : c.time.ratio;
+  const double fast = c.cycles ? std::max(c.time.ratio, c.cycles->ratio) : c.time.ratio;
+  const bool slow_confirmed = c.time.slower_confirmed && (!c.cycles || c.cycles->slower_confirmed);
+  const bool fast_confirmed = c.time.faster_confirmed && (!c.cycles || c.cycles->faster_confirmed);
+  const std::string measures =
+      c.cycles ? fmt::format("time {:+.1f}%, cycles {:+.1f}%", pct(c.time.ratio - 1),
+                             pct(c.cycles->ratio - 1))
+               : fmt::format("time {:+.1f}% (clocks unknown)", pct(c.time.ratio - 1));
+  const int reps = suggested_repetitions(std::max(c.base.n, c.cur.n));
+  // The measure that decides (the one nearer to no change).
+  const RatioTest& deciding =
+      c.cycles && (slow > 1 ? c.cycles->ratio < c.time.ratio : c.cycles->ratio > c.time.ratio)
+          ? *c.cycles
+          : c.time;
+  if (slow > 1 + tol) {
+    c.effect = slow - 1;
+    if (slow_confirmed) {
       c.verdict = TimeVerdict::slower;
-      c.why = fmt::format("median +{:.1f}% > {:.1f}%, current min above baseline q3", pct(c.gap),
-                          pct(tol));
+      c.why = fmt::format("{}: {:.0f}% interval {} above +{:.1f}%, p = {:.2g}", measures,
+                          pct(o.confidence), interval(deciding), pct(tol), deciding.p);
     } else {
       c.verdict = TimeVerdict::ambiguous;
-      c.why = fmt::format("median +{:.1f}% but ", pct(c.gap)) +
-              (c.noisy        ? noise
-               : !c.separated ? "the [min, q3] intervals overlap"
-                              : clock);
+      const RatioTest& weak = !c.time.slower_confirmed ? c.time : *c.cycles;
+      c.why = fmt::format(
+          "{} but not confirmed: {}", measures,
+          weak.p >= o.alpha
+              ? fmt::format("p = {:.2g} (not significant at {:.0f}%)", weak.p, pct(o.alpha))
+              : fmt::format("the {:.0f}% interval {} reaches below +{:.1f}%", pct(o.confidence),
+                            interval(weak), pct(tol)));
+      c.rerun = fmt::format("rerun baseline and current with --repetitions {}", reps);
     }
-  } else if (c.gap < -tol) {
-    c.separated =
-        c.cur.q3 < c.base.min;  // 3/4 of the current samples faster than every baseline one
-    if (c.separated && !c.noisy && !c.clock_flag) {
+  } else if (fast < 1 - tol) {
+    c.effect = fast - 1;
+    if (fast_confirmed) {
       c.verdict = TimeVerdict::faster;
-      c.why = fmt::format("median {:.1f}%, current q3 below baseline min", pct(c.gap));
+      c.why = fmt::format("{}: {:.0f}% interval {} below -{:.1f}%", measures, pct(o.confidence),
+                          interval(deciding), pct(tol));
     } else {
       c.verdict = TimeVerdict::maybe_faster;
-      c.why = fmt::format("median {:.1f}% but ", pct(c.gap)) +
-              (c.noisy        ? noise
-               : !c.separated ? "the [min, q3] intervals overlap"
-                              : clock);
+      c.why = fmt::format("{} but not confirmed (interval {}, p = {:.2g})", measures,
+                          interval(deciding), deciding.p);
     }
-  } else if (c.noisy) {
-    c.verdict = TimeVerdict::ambiguous;
-    c.why = fmt::format("median {:+.1f}% but ", pct(c.gap)) + noise;
   } else {
+    c.effect = slow > 1 ? slow - 1 : fast < 1 ? fast - 1 : 0;
     c.verdict = TimeVerdict::same;
-    c.why = fmt::format("median {:+.1f}% within {:.1f}%", pct(c.gap), pct(tol));
+    c.why = fmt::format("{} within {:.1f}%", measures, pct(tol));
+    if (deciding.hi > 1 + tol) {
+      c.why += fmt::format(" (interval reaches {:+.1f}%: --repetitions {} would narrow it)",
+                           pct(deciding.hi - 1), reps);
+    }
   }
   return c;
 }
@@ -187,6 +372,32 @@ std::map<std::string, double> gated_counters(const VariantResult& r) {
   return out;
 }
 
+std::string impossible_values(const VariantResult& r) {
+  if (r.status != Status::ok) return "";
+  if (!r.timing) return "status ok but no timing";
+  const Timing& t = *r.timing;
+  if (t.samples_ms.empty()) return "status ok but no timing samples";
+  for (std::size_t i = 0; i < t.samples_ms.size(); ++i) {
+    const double x = t.samples_ms[i];
+    if (!std::isfinite(x) || x <= 0) {
+      return fmt::format("timing sample {} is {} ms (a time must be finite and positive)", i, x);
+    }
+  }
+  for (const int mhz : {t.sm_clock_before_mhz, t.sm_clock_after_mhz}) {
+    if (mhz != -1 && (mhz < 1 || mhz > 100000)) {
+      return fmt::format("SM clock {} MHz (-1 = unknown, else 1 to 100000)", mhz);
+    }
+  }
+  if (r.counters && r.counters->status == "ok") {
+    for (const auto& [name, value] : r.counters->values) {
+      if (std::isnan(value) || value < 0) {
+        return fmt::format("counter {} is {} (counts are finite and >= 0)", name, value);
+      }
+    }
+  }
+  return "";
+}
+
 namespace {
 
 using Key =
@@ -209,15 +420,21 @@ bool measured_run(const RunResult& r) {
   return r.device.has_value() && !r.settings.model_only;
 }
 
-// The counters' order in every output.
-const char* const kCounterOrder[] = {"dram_bytes", "l2_bytes", "tensor_flops", "instructions"};
+bool has_counters(const RunResult& r) {
+  for (const auto& c : r.configs) {
+    for (const auto& v : c.results) {
+      if (!gated_counters(v).empty()) return true;
+    }
+  }
+  return false;
+}
 
 void finish_row(GateRow& row, bool any_error, bool any_failed) {
   bool regression = false, improved = false, warning = false;
   if (row.time) {
     regression |= row.time->verdict == TimeVerdict::slower;
     improved |= row.time->verdict == TimeVerdict::faster;
-    warning |= row.time->verdict == TimeVerdict::ambiguous || row.time->clock_flag;
+    warning |= row.time->verdict == TimeVerdict::ambiguous;
   }
   for (const auto& c : row.counters) {
     regression |= c.regressed;
@@ -238,12 +455,76 @@ void finish_row(GateRow& row, bool any_error, bool any_failed) {
   }
 }
 
+// A peer (cuDNN) row that is not gated: whatever changed, the environment changed.
+void as_sentinel(GateRow& row) {
+  if (row.outcome == RowOutcome::pass) return;
+  std::string what;
+  if (row.time && row.time->verdict != TimeVerdict::same &&
+      row.time->verdict != TimeVerdict::not_compared) {
+    what += fmt::format("time {:+.1f}% ({})", pct(row.time->gap), to_string(row.time->verdict));
+  }
+  for (const auto& c : row.counters) {
+    if (c.regressed || c.improved) {
+      what += fmt::format("{}{} {:+.1f}%", what.empty() ? "" : ", ", c.name, pct(c.change));
+    }
+  }
+  for (const auto& p : row.problems) what += (what.empty() ? "" : "; ") + p;
+  row.problems.clear();
+  row.notes.insert(row.notes.begin(),
+                   fmt::format("peer changed ({}): a change of the environment (driver, library, "
+                               "clocks), not of our kernels; not gated (--gate-peers fails on it)",
+                               what.empty() ? to_string(row.outcome) : what));
+  row.outcome = RowOutcome::environment;
+}
+
+double calibrated(const GateOptions& o, const std::string& key, const std::string& metric,
+                  bool given, double fallback, bool* used) {
+  *used = false;
+  if (given || !o.calibration) return fallback;
+  auto r = o.calibration->tolerances.find(key);
+  if (r == o.calibration->tolerances.end()) return fallback;
+  auto m = r->second.find(metric);
+  if (m == r->second.end()) return fallback;
+  *used = true;
+  return m->second;
+}
+
+// Rows of one file that share (configuration, variant): the gate cannot tell which to compare.
+void check_duplicates(const RunResult& r, const std::string& src,
+                      std::vector<std::string>* problems) {
+  std::set<Key> seen;
+  for (const auto& c : r.configs) {
+    for (const auto& v : c.results) {
+      if (!seen.insert(key_of(c.shape, v.variant)).second) {
+        problems->push_back(fmt::format(
+            "{}: duplicate row {} {}: one configuration and variant appear twice; the gate "
+            "cannot tell which to compare (merge or rerun)",
+            src, v.variant, config_label(c.shape)));
+      }
+    }
+  }
+}
+
+void environment_diff(const RunResult& base, const RunResult& cur, GateReport* rep) {
+  if (!base.device || !cur.device) return;
+  auto diff = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) rep->environment.push_back(fmt::format("{} {} -> {}", what, a, b));
+  };
+  diff("driver", base.device->driver_version, cur.device->driver_version);
+  diff("CUDA driver API", std::to_string(base.device->cuda_driver_version),
+       std::to_string(cur.device->cuda_driver_version));
+  diff("CUDA runtime", std::to_string(base.device->cuda_runtime_version),
+       std::to_string(cur.device->cuda_runtime_version));
+  diff("GPU", base.device->uuid, cur.device->uuid);
+}
+
 }  // namespace
 
 GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptions& o,
                     const std::string& base_source, const std::string& cur_source) {
   GateReport rep;
   rep.strict = o.strict;
+  rep.calibrated = o.calibration.has_value();
   rep.baseline_source = base_source;
   rep.current_source = cur_source;
   rep.device_base = device_name(base);
@@ -284,19 +565,48 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
           cur.settings.fp8_prequantized ? "true" : "false");
   if (!cur.complete)
     rep.file_notes.push_back(cur_source + ": the run was interrupted (complete: false)");
-  bool base_has_counters = false;
-  for (const auto& c : base.configs) {
-    for (const auto& v : c.results) base_has_counters |= !gated_counters(v).empty();
+  check_duplicates(base, base_source, &rep.file_problems);
+  check_duplicates(cur, cur_source, &rep.file_problems);
+  environment_diff(base, cur, &rep);
+
+  const bool base_counters = has_counters(base), cur_counters = has_counters(cur);
+  bool counters_on = false;
+  if (o.time_only) {
+    rep.file_notes.push_back("--time-only: bytes and FLOPs are not gated");
+  } else if (measured_run(base) && measured_run(cur)) {
+    if (base_counters && !cur_counters) {
+      rep.file_problems.push_back(fmt::format(
+          "{}: no counters (run with --no-counters, or counters unavailable), but the baseline "
+          "has them: rerun with counters, or pass --time-only to gate time alone",
+          cur_source));
+    } else if (!base_counters && cur_counters) {
+      rep.file_problems.push_back(fmt::format(
+          "{}: the baseline has no counters, the current run has: bytes and FLOPs cannot be "
+          "gated; refresh the baseline from a run with counters (--update-baseline), or pass "
+          "--time-only",
+          base_source));
+    } else if (!base_counters && !cur_counters) {
+      rep.file_problems.push_back(
+          "neither file has counters (--no-counters, or counters unavailable): bytes and FLOPs "
+          "cannot be gated; run with counters, or pass --time-only to gate time alone");
+    } else {
+      counters_on = true;
+    }
   }
-  if (measured_run(base) && !base_has_counters) {
+  if (o.calibration) {
     rep.file_notes.push_back(
-        "the baseline has no counters (--no-counters?): bytes and FLOPs are not gated");
+        fmt::format("tolerances per row from the baseline's calibration ({} runs){}",
+                    o.calibration->runs.size(),
+                    o.time_tolerance_given || o.counter_tolerance_given
+                        ? "; tolerances given on the command line take precedence"
+                        : ""));
   }
 
   // ---- rows ----
   // Mapped rows (--map-variant) first: they take the place of a current row of the baseline's name.
   std::map<Key, const VariantResult*> cur_rows;
   std::map<Key, std::string> cur_names;
+  std::set<Key> mapped_keys;
   std::set<std::pair<std::string, std::string>> shadowed;  // (row, config) not compared
   for (const bool mapped_pass : {true, false}) {
     for (const auto& c : cur.configs) {
@@ -311,16 +621,17 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
             rep.file_problems.push_back(
                 fmt::format("{}: two rows map to baseline row {} {} (--map-variant)", cur_source,
                             as, config_label(c.shape)));
-          } else {
+          } else if (mapped_keys.count(k)) {
             rep.file_notes.push_back(
                 fmt::format("current row {} {} not compared: {} takes its place", v.variant,
                             config_label(c.shape), cur_names[k]));
             shadowed.insert({v.variant, config_label(c.shape)});
-          }
+          }  // else: a duplicate, reported above
           continue;
         }
         cur_rows[k] = &v;
         cur_names[k] = v.variant;
+        if (mapped) mapped_keys.insert(k);
       }
     }
   }
@@ -332,13 +643,28 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
       row.base_variant = bv.variant;
       row.variant = bv.variant;
       row.shape = bc.shape;
+      row.peer = bv.peer;
       row.config_label = config_label(bc.shape);
+      const std::string rkey = row_key(bc.shape, bv.variant);
       bool error = false, failed = false;
+      bool hard_error = false;  // impossible values or too few samples: exit 2 even for peers
       const Key k = key_of(bc.shape, bv.variant);
       auto it = cur_rows.find(k);
       if (it != cur_rows.end()) {
         matched[k] = true;
         row.variant = cur_names[k];
+        row.peer = row.peer || it->second->peer;
+      }
+      auto done = [&] {
+        finish_row(row, error, failed);
+        if (row.peer && !o.gate_peers && !hard_error) as_sentinel(row);
+        rep.rows.push_back(std::move(row));
+      };
+      if (const std::string why = impossible_values(bv); !why.empty()) {
+        row.problems.push_back(fmt::format("the baseline row cannot be trusted: {}", why));
+        error = hard_error = true;
+        done();
+        continue;
       }
       if (bv.status != Status::ok) {
         if (bv.status == Status::failed || bv.status == Status::error) {
@@ -350,8 +676,7 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
               fmt::format("not compared: the baseline row is {}", to_string(bv.status)));
           if (it == cur_rows.end()) continue;  // e.g. unsupported on both sides: nothing to say
         }
-        finish_row(row, error, failed);
-        rep.rows.push_back(std::move(row));
+        done();
         continue;
       }
       if (it == cur_rows.end()) {
@@ -359,15 +684,22 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
         if (o.allow_missing) {
           row.notes.push_back(msg + " (--allow-missing)");
           row.outcome = RowOutcome::warning;
+          rep.rows.push_back(std::move(row));
         } else {
           row.problems.push_back(msg +
                                  ": run the baseline's command line, or pass --allow-missing");
-          row.outcome = RowOutcome::error;
+          error = true;
+          done();
         }
-        rep.rows.push_back(std::move(row));
         continue;
       }
       const VariantResult& cv = *it->second;
+      if (const std::string why = impossible_values(cv); !why.empty()) {
+        row.problems.push_back(fmt::format("the current row cannot be trusted: {}", why));
+        error = hard_error = true;
+        done();
+        continue;
+      }
       if (cv.status == Status::failed || cv.status == Status::error) {
         row.problems.push_back(
             fmt::format("the current run's {} {}{}", cv.variant,
@@ -395,18 +727,40 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
           row.notes.push_back(fmt::format("block order {} -> {}", bv.block_order, cv.block_order));
         }
         row.cur_time = side_of(*cv.timing);
-        row.cur_counters = gated_counters(cv);
-        if (bv.timing && cv.timing) {
-          row.time = compare_time(*bv.timing, *cv.timing, o);
-          if (row.time->clock_flag) {
-            row.notes.push_back(fmt::format(
-                "SM clock differs: {} MHz (baseline) vs {} MHz (current), {:+.1f}%",
-                row.time->base.clock_mhz, row.time->cur.clock_mhz, pct(row.time->clock_diff)));
-          }
+        if (counters_on) row.cur_counters = gated_counters(cv);
+        bool cal = false;
+        const double ttol =
+            calibrated(o, rkey, "time", o.time_tolerance_given, o.time_tolerance, &cal);
+        row.time = compare_time(*bv.timing, *cv.timing, o, ttol);
+        row.time->calibrated = cal;
+        const TimeComparison& t = *row.time;
+        if (t.base.n < o.min_samples) {
+          row.problems.push_back(fmt::format(
+              "{} timing samples in the baseline, {} or more needed: refresh the baseline from a "
+              "run with --repetitions 100",
+              t.base.n, o.min_samples));
+          error = hard_error = true;
         }
-        const auto bcnt = gated_counters(bv);
-        const auto ccnt = gated_counters(cv);
-        for (const char* name : kCounterOrder) {
+        if (t.cur.n < o.min_samples) {
+          row.problems.push_back(fmt::format(
+              "{} timing samples in the current run, {} or more needed to decide: rerun with "
+              "--repetitions 100 (under --min-time a slow row gets few samples)",
+              t.cur.n, o.min_samples));
+          error = hard_error = true;
+        }
+        if (t.clock_flag) {
+          row.notes.push_back(fmt::format(
+              "SM clock differs: {:.0f} MHz (baseline) vs {:.0f} MHz (current), {:+.1f}%; "
+              "judged in cycles as well as time",
+              t.base.clock_mhz, t.cur.clock_mhz, pct(t.clock_diff)));
+        }
+        if (t.noisy) {
+          row.notes.push_back(fmt::format("spread (IQR/median) {:.1f}% / {:.1f}%: a noisy machine?",
+                                          pct(t.base.dispersion), pct(t.cur.dispersion)));
+        }
+        const auto bcnt = counters_on ? gated_counters(bv) : std::map<std::string, double>{};
+        const auto ccnt = counters_on ? gated_counters(cv) : std::map<std::string, double>{};
+        for (const char* name : kGateCounters) {
           auto b = bcnt.find(name);
           if (b == bcnt.end()) continue;
           auto c = ccnt.find(name);
@@ -426,18 +780,19 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
           cc.name = name;
           cc.base = b->second;
           cc.cur = c->second;
+          cc.tolerance = calibrated(o, rkey, name, o.counter_tolerance_given, o.tolerance_for(name),
+                                    &cc.calibrated);
           if (cc.base > 0) {
             cc.change = cc.cur / cc.base - 1;
-            cc.regressed = cc.change > o.tolerance_for(name);
-            cc.improved = cc.change < -o.tolerance_for(name);
+            cc.regressed = cc.change > cc.tolerance;
+            cc.improved = cc.change < -cc.tolerance;
           } else {
             cc.regressed = cc.cur > 0;  // from nothing to something
           }
           row.counters.push_back(cc);
         }
       }
-      finish_row(row, error, failed);
-      rep.rows.push_back(std::move(row));
+      done();
     }
   }
   if (can_compare) {
@@ -450,14 +805,23 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
         GateRow row;
         row.variant = row.base_variant = v.variant;
         row.shape = c.shape;
+        row.peer = v.peer;
         row.config_label = config_label(c.shape);
         row.outcome = RowOutcome::new_row;
         if (v.timing) row.cur_time = side_of(*v.timing);
-        row.cur_counters = gated_counters(v);
+        if (counters_on) row.cur_counters = gated_counters(v);
         row.notes.push_back("not in the baseline: not gated (refresh the baseline to gate it)");
         rep.rows.push_back(std::move(row));
       }
     }
+  }
+  if (const int n = rep.count(RowOutcome::environment)) {
+    std::string env;
+    for (const auto& e : rep.environment) env += (env.empty() ? "" : ", ") + e;
+    rep.file_notes.push_back(fmt::format(
+        "{} peer row(s) changed: the environment moved ({}); our rows are judged on their own", n,
+        env.empty() ? "driver and runtime versions recorded equal: library, clocks or load?"
+                    : env));
   }
 
   // ---- exit code ----
@@ -465,10 +829,227 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
   for (const auto& r : rep.rows) {
     errors |= r.outcome == RowOutcome::error && !r.problems.empty();
     fails |= r.outcome == RowOutcome::regression || r.outcome == RowOutcome::failed;
-    fails |= o.strict && r.time && r.time->verdict == TimeVerdict::ambiguous;
+    fails |= o.strict && r.outcome == RowOutcome::warning && r.time &&
+             r.time->verdict == TimeVerdict::ambiguous;
   }
   rep.exit_code = errors ? 2 : fails ? 1 : 0;
   return rep;
+}
+
+// ---- calibration ----
+
+namespace {
+
+using json = nlohmann::json;
+
+struct RowRef {
+  const ConfigResult* config;
+  const VariantResult* row;
+};
+
+std::map<std::string, RowRef> rows_by_key(const RunResult& r) {
+  std::map<std::string, RowRef> out;
+  for (const auto& c : r.configs) {
+    for (const auto& v : c.results) out[row_key(c.shape, v.variant)] = {&c, &v};
+  }
+  return out;
+}
+
+bool known_metric(const std::string& m) {
+  if (m == "time") return true;
+  for (const char* c : kGateCounters) {
+    if (m == c) return true;
+  }
+  return false;
+}
+
+}  // namespace
+
+Calibration calibrate(const std::vector<RunResult>& runs, const std::vector<std::string>& sources) {
+  auto bad = [](const std::string& s) { throw std::invalid_argument(s); };
+  if (runs.size() < 2 || sources.size() != runs.size()) {
+    bad("--calibrate needs at least two result files of one build (three or more recommended)");
+  }
+  Calibration cal;
+  cal.runs = sources;
+  const RunResult& first = runs[0];
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const RunResult& r = runs[i];
+    if (!measured_run(r)) bad(sources[i] + ": no measurements (taken without a GPU)");
+    if (!r.complete) bad(sources[i] + ": the run was interrupted");
+    if (r.device->name != first.device->name) {
+      bad(fmt::format("{}: GPU {} differs from {} in {}", sources[i], r.device->name,
+                      first.device->name, sources[0]));
+    }
+    if (r.git_revision != first.git_revision) {
+      bad(fmt::format("{}: revision {} differs from {} in {}: calibrate on runs of one build",
+                      sources[i], r.git_revision, first.git_revision, sources[0]));
+    }
+    if (r.settings.l2 != first.settings.l2 || r.settings.inputs != first.settings.inputs ||
+        r.settings.fp8_prequantized != first.settings.fp8_prequantized) {
+      bad(fmt::format("{}: settings (l2, inputs, fp8_prequantized) differ from {}", sources[i],
+                      sources[0]));
+    }
+    if (has_counters(r) != has_counters(first)) {
+      bad(fmt::format("{}: counters in some runs and not in others ({} {})", sources[i], sources[0],
+                      has_counters(first) ? "has them" : "has none"));
+    }
+    std::vector<std::string> dup;
+    check_duplicates(r, sources[i], &dup);
+    if (!dup.empty()) bad(dup.front());
+  }
+  std::vector<std::map<std::string, RowRef>> maps;
+  for (const auto& r : runs) maps.push_back(rows_by_key(r));
+  GateOptions o;
+  for (const auto& [key, ref0] : maps[0]) {
+    if (ref0.row->status != Status::ok) continue;
+    std::vector<const VariantResult*> rows;
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+      auto it = maps[i].find(key);
+      if (it == maps[i].end() || it->second.row->status != Status::ok) {
+        bad(
+            fmt::format("{}: row {} missing or not measured: calibration needs every row in every "
+                        "run (same command line)",
+                        sources[i], key));
+      }
+      if (const std::string why = impossible_values(*it->second.row); !why.empty()) {
+        bad(fmt::format("{}: row {}: {}", sources[i], key, why));
+      }
+      const TimeSide s = side_of(*it->second.row->timing);
+      if (s.n < o.min_samples) {
+        bad(fmt::format("{}: row {}: {} timing samples, {} or more needed (--repetitions 100)",
+                        sources[i], key, s.n, o.min_samples));
+      }
+      rows.push_back(it->second.row);
+    }
+    std::map<std::string, double> observed;
+    observed["time"] = 0;
+    for (std::size_t a = 0; a < rows.size(); ++a) {
+      for (std::size_t b = 0; b < rows.size(); ++b) {
+        if (a == b) continue;
+        const TimeSide sa = side_of(*rows[a]->timing), sb = side_of(*rows[b]->timing);
+        double t = sb.median / sa.median, slow = t, fast = t;
+        if (sa.clock_mhz > 0 && sb.clock_mhz > 0) {
+          const double c = t * sb.clock_mhz / sa.clock_mhz;
+          slow = std::min(t, c);
+          fast = std::max(t, c);
+        }
+        // What the gate would compare with the tolerance, in either direction.
+        const double e = slow > 1 ? slow - 1 : fast < 1 ? 1 - fast : 0;
+        observed["time"] = std::max(observed["time"], e);
+      }
+    }
+    std::vector<std::map<std::string, double>> counts;
+    for (const auto* r : rows) counts.push_back(gated_counters(*r));
+    for (const char* name : kGateCounters) {
+      bool all = true, zero = false;
+      for (const auto& m : counts) {
+        auto it = m.find(name);
+        all = all && it != m.end();
+        zero = zero || (it != m.end() && it->second <= 0);
+      }
+      if (!all || zero) continue;  // not in every run, or zero somewhere: the default applies
+      double worst = 0;
+      for (const auto& ma : counts) {
+        for (const auto& mb : counts)
+          worst = std::max(worst, std::fabs(mb.at(name) / ma.at(name) - 1));
+      }
+      observed[name] = worst;
+    }
+    for (const auto& [metric, v] : observed) {
+      const double floor = metric == "time" ? kCalibrationFloorTime : kCalibrationFloorCounter;
+      cal.tolerances[key][metric] = std::max(floor, kCalibrationFactor * v);
+      cal.observed[key][metric] = v;
+    }
+  }
+  if (cal.tolerances.empty()) bad(sources[0] + ": no measured rows to calibrate");
+  return cal;
+}
+
+std::string calibrated_baseline(const std::string& first_run_text, const Calibration& c) {
+  nlohmann::ordered_json doc = nlohmann::ordered_json::parse(first_run_text);
+  nlohmann::ordered_json cal;
+  cal["schema"] = kCalibrationSchema;
+  cal["rule"] = fmt::format(
+      "tolerance = max(floor, {:g} x the largest change between any two of the runs); floors: "
+      "time {:g}%, counters {:g}%; time changes as the gate measures them (median ratio, the "
+      "smaller of time and cycles)",
+      kCalibrationFactor, pct(kCalibrationFloorTime), pct(kCalibrationFloorCounter));
+  cal["runs"] = c.runs;
+  nlohmann::ordered_json rows = nlohmann::ordered_json::array();
+  for (const auto& [key, tol] : c.tolerances) {
+    nlohmann::ordered_json row;
+    row["row"] = key;
+    row["tolerances"] = tol;
+    auto obs = c.observed.find(key);
+    if (obs != c.observed.end()) row["observed"] = obs->second;
+    rows.push_back(row);
+  }
+  cal["rows"] = rows;
+  doc[kCalibrationKey] = cal;
+  return doc.dump(1) + "\n";
+}
+
+std::optional<Calibration> read_calibration(const std::string& json_text,
+                                            const std::string& source) {
+  json doc;
+  try {
+    doc = json::parse(json_text);
+  } catch (const json::exception& e) {
+    throw std::invalid_argument(source + ": not valid JSON: " + e.what());
+  }
+  if (!doc.is_object() || !doc.contains(kCalibrationKey)) return std::nullopt;
+  const std::string at = source + ": " + kCalibrationKey;
+  auto bad = [&](const std::string& where, const std::string& what) {
+    throw std::invalid_argument(at + where + ": " + what +
+                                " (rewrite it with fa-bench gate --calibrate)");
+  };
+  const json& cal = doc[kCalibrationKey];
+  if (!cal.is_object()) bad("", "not an object");
+  if (!cal.contains("schema") || !cal["schema"].is_string()) bad(".schema", "missing");
+  if (cal["schema"].get<std::string>() != kCalibrationSchema) {
+    bad(".schema", "unknown version " + cal["schema"].dump() + "; this gate understands " +
+                       kCalibrationSchema);
+  }
+  Calibration c;
+  if (cal.contains("runs")) {
+    if (!cal["runs"].is_array()) bad(".runs", "not an array");
+    for (const auto& r : cal["runs"]) {
+      if (!r.is_string()) bad(".runs", "not an array of file names");
+      c.runs.push_back(r.get<std::string>());
+    }
+  }
+  if (!cal.contains("rows") || !cal["rows"].is_array()) bad(".rows", "missing or not an array");
+  for (std::size_t i = 0; i < cal["rows"].size(); ++i) {
+    const json& row = cal["rows"][i];
+    const std::string where = fmt::format(".rows[{}]", i);
+    if (!row.is_object()) bad(where, "not an object");
+    if (!row.contains("row") || !row["row"].is_string()) bad(where + ".row", "missing");
+    const std::string key = row["row"].get<std::string>();
+    if (c.tolerances.count(key)) bad(where + ".row", "duplicate row " + key);
+    for (const char* part : {"tolerances", "observed"}) {
+      if (!row.contains(part)) {
+        if (std::string(part) == "tolerances") bad(where + ".tolerances", "missing");
+        continue;
+      }
+      const json& m = row[part];
+      if (!m.is_object()) bad(where + "." + part, "not an object");
+      for (const auto& [metric, v] : m.items()) {
+        if (!known_metric(metric)) {
+          bad(where + "." + part + "." + metric,
+              "unknown metric (accepted: time, dram_bytes, l2_bytes, tensor_flops, instructions)");
+        }
+        if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < 0 ||
+            v.get<double>() >= 10) {
+          bad(where + "." + part + "." + metric, "not a fraction in [0, 10): " + v.dump());
+        }
+        (std::string(part) == "tolerances" ? c.tolerances : c.observed)[key][metric] =
+            v.get<double>();
+      }
+    }
+    c.tolerances[key];  // a row with no metrics still exists
+  }
+  return c;
 }
 
 }  // namespace fa::bench

@@ -18,12 +18,7 @@ double pct(double x) {
 }
 
 std::string time_cell(const GateRow& r) {
-  if (!r.time) return "-";
-  if (r.time->verdict == TimeVerdict::ambiguous && r.time->base.n && r.time->cur.n &&
-      r.time->base.median > 0) {
-    return fmt::format("{:+.1f}% ambiguous", pct(r.time->gap));
-  }
-  if (r.time->base.median <= 0) return to_string(r.time->verdict);
+  if (!r.time || r.time->verdict == TimeVerdict::not_compared) return "-";
   return fmt::format("{:+.1f}% {}", pct(r.time->gap), to_string(r.time->verdict));
 }
 
@@ -51,17 +46,22 @@ std::string shorten(const std::string& s, std::size_t n) {
 std::vector<std::string> details(const GateRow& r, const GateOptions& o) {
   std::vector<std::string> out;
   for (const auto& p : r.problems) out.push_back("error: " + p);
-  if (r.time && r.time->verdict != TimeVerdict::same) {
-    out.push_back(
-        fmt::format("time: {} (n = {} / {})", r.time->why, r.time->base.n, r.time->cur.n));
+  if (r.time && r.time->verdict != TimeVerdict::same &&
+      r.time->verdict != TimeVerdict::not_compared) {
+    out.push_back(fmt::format("time: {} (n = {} / {}, tolerance {:.1f}%{})", r.time->why,
+                              r.time->base.n, r.time->cur.n, pct(r.time->tolerance),
+                              r.time->calibrated ? " calibrated" : ""));
+    if (!r.time->rerun.empty()) out.push_back("to decide: " + r.time->rerun);
   }
   for (const auto& c : r.counters) {
     if (c.regressed || c.improved) {
-      out.push_back(fmt::format("{}: {:.6g} -> {:.6g} ({:+.2f}%, tolerance {:.1f}%)", c.name,
-                                c.base, c.cur, pct(c.change), pct(o.tolerance_for(c.name))));
+      out.push_back(fmt::format("{}: {:.6g} -> {:.6g} ({:+.2f}%, tolerance {:.1f}%{})", c.name,
+                                c.base, c.cur, pct(c.change), pct(c.tolerance),
+                                c.calibrated ? " calibrated" : ""));
     }
   }
   for (const auto& n : r.notes) out.push_back("note: " + n);
+  (void)o;
   return out;
 }
 
@@ -72,33 +72,46 @@ std::string heading(const GateReport& r) {
 }
 
 std::string rule_line(const GateOptions& o) {
-  const double limit = o.max_dispersion < 0 ? o.time_tolerance : o.max_dispersion;
   return fmt::format(
-      "time: medians, [min, q3] intervals, tolerance {:.1f}%, spread limit {:.1f}%, >= {} samples, "
-      "SM clock flag {:.1f}%; counters: tolerance {:.1f}%{}",
-      pct(o.time_tolerance), pct(limit), o.min_samples, pct(o.clock_tolerance),
-      pct(o.counter_tolerance), [&] {
-        std::string s;
-        for (const auto& [name, t] : o.counter_tolerance_for) {
-          s += fmt::format(", {} {:.1f}%", name, pct(t));
-        }
-        return s;
-      }());
+             "time: median ratio in time and in SM cycles, Mann-Whitney U p < {:g} and the {:.0f}% "
+             "bootstrap interval beyond the tolerance {:.1f}%{}, >= {} samples; counters: "
+             "tolerance "
+             "{:.1f}%{}{}{}",
+             o.alpha, 100 * o.confidence, pct(o.time_tolerance),
+             o.calibration && !o.time_tolerance_given ? " (or the row's calibrated one)" : "",
+             o.min_samples, pct(o.counter_tolerance),
+             [&] {
+               std::string s;
+               for (const auto& [name, t] : o.counter_tolerance_for) {
+                 s += fmt::format(", {} {:.1f}%", name, pct(t));
+               }
+               return s;
+             }(),
+             o.calibration && !o.counter_tolerance_given ? " (or the row's calibrated ones)" : "",
+             o.time_only ? " (not compared: --time-only)" : "") +
+         (o.gate_peers ? "; peers gated (--gate-peers)" : "; peers not gated (sentinels)");
 }
 
 int ambiguous_count(const GateReport& r) {
   int n = 0;
-  for (const auto& row : r.rows) n += row.time && row.time->verdict == TimeVerdict::ambiguous;
+  for (const auto& row : r.rows) {
+    n += row.outcome == RowOutcome::warning && row.time &&
+         row.time->verdict == TimeVerdict::ambiguous;
+  }
   return n;
 }
 
 std::string summary_counts(const GateReport& r) {
   std::string s = fmt::format("{} rows", r.rows.size());
   const std::pair<RowOutcome, const char*> parts[] = {
-      {RowOutcome::regression, "regressed"}, {RowOutcome::failed, "failed"},
-      {RowOutcome::error, "errors"},         {RowOutcome::warning, "warnings"},
-      {RowOutcome::improved, "improved"},    {RowOutcome::pass, "pass"},
-      {RowOutcome::new_row, "new"}};
+      {RowOutcome::regression, "regressed"},
+      {RowOutcome::failed, "failed"},
+      {RowOutcome::error, "errors"},
+      {RowOutcome::warning, "warnings"},
+      {RowOutcome::improved, "improved"},
+      {RowOutcome::pass, "pass"},
+      {RowOutcome::new_row, "new"},
+      {RowOutcome::environment, "environment changes (peers)"}};
   for (const auto& [o, name] : parts) {
     if (const int n = r.count(o)) s += fmt::format(", {} {}", n, name);
   }
@@ -120,7 +133,9 @@ std::string md_cell(const std::string& s) {
 }
 
 std::string row_name(const GateRow& r) {
-  return r.variant == r.base_variant ? r.variant : r.variant + " (as " + r.base_variant + ")";
+  const std::string name =
+      r.variant == r.base_variant ? r.variant : r.variant + " (as " + r.base_variant + ")";
+  return r.peer ? name + " (peer)" : name;
 }
 
 }  // namespace
@@ -130,12 +145,20 @@ std::string gate_verdict_line(const GateReport& r) {
     return "ERROR (exit 2): the comparison cannot be made; see the errors above";
   }
   const int amb = ambiguous_count(r);
-  const std::string rerun = amb ? fmt::format(
-                                      "; {} ambiguous: rerun both files with more repetitions "
-                                      "(--repetitions 200) on a quiet "
-                                      "runner, see docs/ci-gates.md",
-                                      amb)
-                                : "";
+  std::string rerun;
+  if (amb) {
+    std::string how = "rerun baseline and current with more repetitions";
+    for (const auto& row : r.rows) {
+      if (row.outcome == RowOutcome::warning && row.time && !row.time->rerun.empty()) {
+        how = row.time->rerun;
+        break;
+      }
+    }
+    rerun = fmt::format(
+        "; {} ambiguous (the data cannot tell): {}, back to back on a quiet "
+        "runner (docs/ci-gates.md)",
+        amb, how);
+  }
   if (r.exit_code == 1) {
     std::string why;
     if (const int n = r.count(RowOutcome::regression)) why += fmt::format("{} regressed", n);
@@ -152,6 +175,7 @@ std::string gate_table(const GateReport& r, const GateOptions& o) {
   std::string out = "fa-bench gate: " + heading(r) + "\n" + rule_line(o) + "\n";
   for (const auto& p : r.file_problems) out += "error: " + p + "\n";
   for (const auto& n : r.file_notes) out += "note: " + n + "\n";
+  for (const auto& e : r.environment) out += "environment: " + e + "\n";
   if (!r.rows.empty()) {
     out += fmt::format("\n{:<34} {:<14} {:>9} {:>9}  {:<18} {:>8} {:>8} {:>8} {:>8}  {}\n",
                        "config", "variant", "base ms", "cur ms", "time", "DRAM", "L2", "tensor",
@@ -178,7 +202,8 @@ std::string gate_markdown(const GateReport& r, const GateOptions& o) {
   out += md_cell(heading(r)) + "\n\n" + md_cell(rule_line(o)) + "\n\n";
   for (const auto& p : r.file_problems) out += "- **error:** " + md_cell(p) + "\n";
   for (const auto& n : r.file_notes) out += "- note: " + md_cell(n) + "\n";
-  if (!r.file_problems.empty() || !r.file_notes.empty()) out += "\n";
+  for (const auto& e : r.environment) out += "- environment: " + md_cell(e) + "\n";
+  if (!r.file_problems.empty() || !r.file_notes.empty() || !r.environment.empty()) out += "\n";
   if (!r.rows.empty()) {
     out += "| config | variant | base ms | cur ms | time |";
     for (const char* t : kCounterTitles) out += fmt::format(" {} |", t);
@@ -258,7 +283,8 @@ std::string gate_junit(const GateReport& r, const GateOptions& o) {
     const std::string first = d.empty() ? std::string(to_string(row.outcome)) : d.front();
     cases += fmt::format("    <testcase classname=\"fa-bench.gate.{}\" name=\"{}\">\n",
                          xml_escape(row.config_label), xml_escape(row_name(row)));
-    const bool strict_fail = o.strict && row.time && row.time->verdict == TimeVerdict::ambiguous;
+    const bool strict_fail = o.strict && row.outcome == RowOutcome::warning && row.time &&
+                             row.time->verdict == TimeVerdict::ambiguous;
     if (row.outcome == RowOutcome::error) {
       ++errors;
       cases += fmt::format("      <error message=\"{}\" type=\"cannot compare\">{}</error>\n",

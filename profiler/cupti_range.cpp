@@ -16,9 +16,12 @@
 #include <cupti_result.h>
 #include <cupti_target.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <utility>
+
+#include "profiler/timer.hpp"
 
 namespace fa {
 namespace {
@@ -42,7 +45,7 @@ CounterError::Kind kind_of(CUptiResult r) {
       return CounterError::no_permission;
     case CUPTI_ERROR_INVALID_METRIC_NAME:
       return CounterError::unsupported_metric;
-    case CUPTI_ERROR_HARDWARE_BUSY:                     // another client holds the counters
+    case CUPTI_ERROR_HARDWARE_BUSY:                       // another client holds the counters
     case CUPTI_ERROR_MULTIPLE_SUBSCRIBERS_NOT_SUPPORTED:  // run under nsys / ncu / cuda-gdb
     case CUPTI_ERROR_OLD_PROFILER_API_INITIALIZED:
       return CounterError::busy;
@@ -126,9 +129,9 @@ CUcontext primary_context(int device) {
   using CtxGetCurrent = CUresult (*)(CUcontext*);
   void* fn = nullptr;
   cudaDriverEntryPointQueryResult found{};
-  check_cuda(cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault,
-                                              &found),
-             "cudaGetDriverEntryPointByVersion(cuCtxGetCurrent)");
+  check_cuda(
+      cudaGetDriverEntryPointByVersion("cuCtxGetCurrent", &fn, 12000, cudaEnableDefault, &found),
+      "cudaGetDriverEntryPointByVersion(cuCtxGetCurrent)");
   if (found != cudaDriverEntryPointSuccess || fn == nullptr) {
     fail(CounterError::other, "cuCtxGetCurrent not found in the driver");
   }
@@ -429,11 +432,41 @@ CounterSession CounterSession::create(int device, const std::vector<std::string>
 
     s.profiler_ = enable_range_profiler(s.context_);
     s.counter_data_ = counter_data_image(s.profiler_, metrics);
+    s.setup_write_back(availability);
   } catch (const CounterFailure& f) {
     s.release();
     s.error_ = f.error;
   }
   return s;
+}
+
+namespace {
+const char* const kDramWrite = "dram__bytes_write.sum";
+}  // namespace
+
+void CounterSession::setup_write_back(const std::vector<std::uint8_t>& availability) {
+  if (std::find(metrics_.begin(), metrics_.end(), kDramWrite) == metrics_.end()) return;
+  try {
+    wb_config_image_ = config_image(chip_, availability, {kDramWrite});
+    wb_passes_ = num_passes(wb_config_image_);
+    wb_counter_data_ = counter_data_image(profiler_, {kDramWrite});
+    int l2 = 0;
+    check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_),
+               "cudaDeviceGetAttribute(L2 size)");
+    if (l2 <= 0) fail(CounterError::other, "the device reports no L2 cache");
+    evictor_ = std::make_unique<L2Flusher>(2 * static_cast<std::size_t>(l2));  // reads 4x the L2
+    wb_ready_ = write_back_ = true;
+    wb_why_not_.clear();
+  } catch (const std::exception& e) {  // counters still work, with the in-range write count
+    wb_why_not_ = e.what();
+    wb_ready_ = write_back_ = false;
+  }
+}
+
+void CounterSession::evict_l2() {
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (before the L2 write-back)");
+  evictor_->flush(nullptr);
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize (L2 write-back)");
 }
 
 std::map<std::string, double> CounterSession::measure(const std::string& name,
@@ -454,8 +487,8 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
       before_pass);
 }
 
-std::map<std::string, double> CounterSession::measure_within(const RangeWork& work,
-                                                             const std::function<void()>& before_pass) {
+std::map<std::string, double> CounterSession::measure_within(
+    const RangeWork& work, const std::function<void()>& before_pass) {
   if (!ok()) throw CounterFailure(error_);
   try {
     return measure_range(work, before_pass);
@@ -465,28 +498,60 @@ std::map<std::string, double> CounterSession::measure_within(const RangeWork& wo
   }
 }
 
-std::map<std::string, double> CounterSession::measure_range(const RangeWork& work,
-                                                            const std::function<void()>& before_pass) {
+std::map<std::string, double> CounterSession::measure_range(
+    const RangeWork& work, const std::function<void()>& before_pass) {
   check_cuda(cudaSetDevice(device_), "cudaSetDevice");  // work goes to the profiled context
+  std::map<std::string, double> out =
+      collect(config_image_, counter_data_, metrics_, passes_, work, before_pass, false);
+  if (write_back_) {
+    if (wb_cost_bytes_ < 0) {  // what the eviction writes on its own, with nothing before it
+      const RangeWork nothing = [](const std::function<void(const char*)>& push,
+                                   const std::function<void()>& pop) {
+        push("l2-write-back-cost");
+        pop();
+      };
+      wb_cost_bytes_ =
+          collect(wb_config_image_, wb_counter_data_, {kDramWrite}, wb_passes_, nothing, {}, true)
+              .at(kDramWrite);
+    }
+    const double written = collect(wb_config_image_, wb_counter_data_, {kDramWrite}, wb_passes_,
+                                   work, before_pass, true)
+                               .at(kDramWrite);
+    out[kDramWrite] = std::max(0.0, written - wb_cost_bytes_);
+  }
+  return out;
+}
 
+std::map<std::string, double> CounterSession::collect(std::vector<std::uint8_t>& config,
+                                                      std::vector<std::uint8_t>& counter_data,
+                                                      const std::vector<std::string>& metrics,
+                                                      int passes, const RangeWork& work,
+                                                      const std::function<void()>& before_pass,
+                                                      bool evict) {
   // 1. Empty counter data image, configuration for one user range replayed by us.
-  reset_counter_data(profiler_, counter_data_);
-  set_config(profiler_, config_image_, counter_data_);
+  reset_counter_data(profiler_, counter_data);
+  set_config(profiler_, config, counter_data);
 
-  // 2. Passes: each programs a different set of counters around the same work.
-  const int max_passes = 2 * passes_ + 4;  // CUPTI decides; this only guards against a loop
+  // 2. Passes: each programs a different set of counters around the same work. With `evict`, the
+  //    L2 is written back before the range and, inside it, after the work.
+  const int max_passes = 2 * passes + 4;  // CUPTI decides; this only guards against a loop
   bool all_submitted = false;
   for (int pass = 0; !all_submitted; ++pass) {
     if (pass == max_passes) {
       fail(CounterError::other, "cuptiRangeProfilerStop: not all passes submitted after " +
-                                    std::to_string(pass) + " passes (" +
-                                    std::to_string(passes_) + " expected)");
+                                    std::to_string(pass) + " passes (" + std::to_string(passes) +
+                                    " expected)");
     }
     if (before_pass) before_pass();
+    if (evict) evict_l2();
     start(profiler_);
     int pushed = 0;
     try {
-      work([&](const char* range) { push_range(profiler_, range), ++pushed; }, [&] { pop_range(profiler_); });
+      work([&](const char* range) { push_range(profiler_, range), ++pushed; },
+           [&] {
+             if (evict) evict_l2();
+             pop_range(profiler_);
+           });
     } catch (...) {  // close the pass, then pass the caller's error on
       try {
         stop(profiler_);
@@ -496,21 +561,22 @@ std::map<std::string, double> CounterSession::measure_range(const RangeWork& wor
     }
     all_submitted = stop(profiler_);
     if (pushed != 1) {
-      fail(CounterError::other, "one user range per pass expected, the work pushed " + std::to_string(pushed));
+      fail(CounterError::other,
+           "one user range per pass expected, the work pushed " + std::to_string(pushed));
     }
   }
 
   // 3. Counters off the GPU, then metric values for the one range.
   decode(profiler_);
-  const size_t ranges = ranges_in(counter_data_);
+  const size_t ranges = ranges_in(counter_data);
   if (ranges != 1) {
     fail(CounterError::other, "cuptiRangeProfilerGetCounterDataInfo: " + std::to_string(ranges) +
                                   " ranges in the counter data, expected 1");
   }
-  const std::vector<double> values = evaluate(evaluator_, counter_data_, 0, metrics_);
+  const std::vector<double> values = evaluate(evaluator_, counter_data, 0, metrics);
 
   std::map<std::string, double> out;
-  for (size_t i = 0; i < metrics_.size(); ++i) out[metrics_[i]] = values[i];
+  for (size_t i = 0; i < metrics.size(); ++i) out[metrics[i]] = values[i];
   return out;
 }
 
@@ -519,6 +585,7 @@ void CounterSession::restart_profiler() {
     disable_range_profiler(std::exchange(profiler_, nullptr));
     profiler_ = enable_range_profiler(context_);
     counter_data_ = counter_data_image(profiler_, metrics_);
+    if (wb_ready_) wb_counter_data_ = counter_data_image(profiler_, {kDramWrite});
   } catch (const CounterFailure& f) {
     error_ = f.error;  // the session is unusable from here on, and says why
   }
@@ -548,7 +615,9 @@ void CounterSession::release() noexcept {
   host_deinitialize(std::exchange(evaluator_, nullptr));
 }
 
-CounterSession::CounterSession(CounterSession&& other) noexcept { *this = std::move(other); }
+CounterSession::CounterSession(CounterSession&& other) noexcept {
+  *this = std::move(other);
+}
 
 CounterSession& CounterSession::operator=(CounterSession&& other) noexcept {
   if (this != &other) {
@@ -562,11 +631,22 @@ CounterSession& CounterSession::operator=(CounterSession&& other) noexcept {
     config_image_ = std::move(other.config_image_);
     counter_data_ = std::move(other.counter_data_);
     passes_ = other.passes_;
+    write_back_ = other.write_back_;
+    wb_ready_ = std::exchange(other.wb_ready_, false);
+    other.write_back_ = false;
+    wb_why_not_ = std::move(other.wb_why_not_);
+    wb_config_image_ = std::move(other.wb_config_image_);
+    wb_counter_data_ = std::move(other.wb_counter_data_);
+    wb_passes_ = other.wb_passes_;
+    evictor_ = std::move(other.evictor_);
+    wb_cost_bytes_ = other.wb_cost_bytes_;
     error_ = std::exchange(other.error_, {CounterError::other, "CounterSession was moved from"});
   }
   return *this;
 }
 
-CounterSession::~CounterSession() { release(); }
+CounterSession::~CounterSession() {
+  release();
+}
 
 }  // namespace fa

@@ -9,6 +9,15 @@
 //   if (!s.ok()) { puts(s.error().message.c_str()); return; }
 //   auto v = s.measure("copy", [&] { copy<<<g, b>>>(dst, src, n); }, [&] { flusher.flush(0); });
 //
+// DRAM writes that repeat: a line the work wrote may still be dirty in the L2 when the range
+// ends, and its write-back then lands outside every range (two identical collections on the H200
+// differed by -87% in DRAM write bytes). So when the metrics include dram__bytes_write.sum, a
+// second collection (one pass, that metric only) runs the work with the L2 evicted before the
+// range and again inside it, after the work (a read of 4x the L2 size from a buffer of its own:
+// clean lines only, so the eviction writes nothing of its own); its count replaces
+// dram__bytes_write.sum, less what the eviction alone writes (measured once per session, ~0).
+// set_dram_write_back(false) turns this off.
+//
 // Link: libcupti (CMake: CUDA::cupti). At run time libcupti loads libnvperf_host.so, which
 // must sit beside it or on the loader's path. One session per process at a time.
 #pragma once
@@ -17,6 +26,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -27,6 +37,8 @@ struct CUpti_Profiler_Host_Object;
 struct CUpti_RangeProfiler_Object;
 
 namespace fa {
+
+class L2Flusher;  // profiler/timer.hpp
 
 struct CounterError {
   enum Kind { none, no_permission, unsupported_metric, busy, other } kind = none;
@@ -59,6 +71,14 @@ class CounterSession {
   const std::string& chip() const { return chip_; }  // e.g. "GH100"
   int passes_needed() const { return passes_; }      // replays of `work` one measurement takes
 
+  // The write-back collection for dram__bytes_write.sum (on by default when that metric is
+  // collected and the session could set it up; why_not says otherwise).
+  bool dram_write_back() const { return write_back_; }
+  void set_dram_write_back(bool on) { write_back_ = on && wb_ready_; }
+  const std::string& dram_write_back_why_not() const { return wb_why_not_; }
+  // DRAM bytes the eviction pass writes on its own (subtracted); -1 until first measured.
+  double write_back_cost_bytes() const { return wb_cost_bytes_; }
+
   // Measures `work` (enqueues GPU work on the device's primary context; called once per pass)
   // inside one user range named `name`. `before_pass` (may be empty) runs before each pass,
   // outside the range. Returns metric name -> value. Throws CounterFailure.
@@ -68,8 +88,10 @@ class CounterSession {
   // The same, with the range placed by the work: `work(push, pop)` must push exactly one range
   // per pass, around part of what it runs (one kernel of a multi-kernel variant: on the H200
   // with CUDA 13.0 several user ranges in one pass lose the last one, one range never does).
-  using RangeWork = std::function<void(const std::function<void(const char*)>& push, const std::function<void()>& pop)>;
-  std::map<std::string, double> measure_within(const RangeWork& work, const std::function<void()>& before_pass);
+  using RangeWork = std::function<void(const std::function<void(const char*)>& push,
+                                       const std::function<void()>& pop)>;
+  std::map<std::string, double> measure_within(const RangeWork& work,
+                                               const std::function<void()>& before_pass);
 
   CounterSession(CounterSession&& other) noexcept;
   CounterSession& operator=(CounterSession&& other) noexcept;
@@ -81,7 +103,15 @@ class CounterSession {
   CounterSession() = default;
   void release() noexcept;
   void restart_profiler();  // after a failed measurement: disable and enable the range profiler
-  std::map<std::string, double> measure_range(const RangeWork& work, const std::function<void()>& before_pass);
+  std::map<std::string, double> measure_range(const RangeWork& work,
+                                              const std::function<void()>& before_pass);
+  std::map<std::string, double> collect(std::vector<std::uint8_t>& config,
+                                        std::vector<std::uint8_t>& counter_data,
+                                        const std::vector<std::string>& metrics, int passes,
+                                        const RangeWork& work,
+                                        const std::function<void()>& before_pass, bool evict);
+  void evict_l2();  // the write-back pass: every dirty line of the L2 to DRAM
+  void setup_write_back(const std::vector<std::uint8_t>& availability);
 
   int device_ = -1;
   CUctx_st* context_ = nullptr;
@@ -93,6 +123,13 @@ class CounterSession {
   std::vector<std::uint8_t> counter_data_;           // where decoded counters land (one range)
   int passes_ = 0;
   CounterError error_;
+  // The write-back collection (dram__bytes_write.sum only).
+  bool write_back_ = false, wb_ready_ = false;
+  std::string wb_why_not_ = "dram__bytes_write.sum not collected";
+  std::vector<std::uint8_t> wb_config_image_, wb_counter_data_;
+  int wb_passes_ = 0;
+  std::unique_ptr<L2Flusher> evictor_;
+  double wb_cost_bytes_ = -1;
 };
 
 }  // namespace fa

@@ -23,6 +23,7 @@ DATA = REPO / "tests" / "data"
 SOURCE = "h200-counters-2026-11-21.json"  # has counters (CUPTI) for every row
 OTHER_RUN = "h200-sweep-4variants-2026-11-21.json"  # a second real run, same day, no counters
 FA2_ORDER_RUN = "h200-fa2-order-2026-11-21.json"  # same build as SOURCE, fa2 only, counters
+FULL_RUN = "h200-gate-base-2026-11-21.json"  # N=4096 d=64,128, all variants incl. the cudnn peer
 
 
 def quantile(sorted_xs: list[float], q: float) -> float:
@@ -87,10 +88,18 @@ def rows(doc: dict, variant: str | None = None):
                 yield c, r
 
 
-def label(doc: dict, source: str, transform: str) -> dict:
+def scale_counters(row: dict, factor: float) -> None:
+    """Every byte and work counter x factor (the raw values the gate reads)."""
+    vals = row["counters"]["values"]
+    for k in list(vals):
+        if k.startswith(("dram__bytes", "lts__t_sectors", "sm__ops_path_tensor", "sm__inst")):
+            vals[k] *= factor
+
+
+def label(doc: dict, source: str, transform: str, rows: str = "N=4096 d=64 (causal off and on) only") -> dict:
     doc["derived_from"] = {
         "file": f"tests/data/{source}",
-        "rows": "N=4096 d=64 (causal off and on) only",
+        "rows": rows,
         "transform": transform,
         "maker": "scripts/make_gate_fixtures.py",
     }
@@ -126,8 +135,8 @@ def fixtures() -> dict[str, str]:
         return lambda doc: [retime(r, scale) for _, r in rows(doc)]
 
     variant("gate-time-fa2-x1.10.json", "fa2 timing samples x1.10 (a 10% slowdown)", fa2_time(1.10))
-    variant("gate-time-all-x1.03.json", "every timing sample x1.03", all_time(lambda i: 1.03))
-    variant("gate-time-all-x0.97.json", "every timing sample x0.97", all_time(lambda i: 0.97))
+    variant("gate-time-all-x1.02.json", "every timing sample x1.02", all_time(lambda i: 1.02))
+    variant("gate-time-all-x0.98.json", "every timing sample x0.98", all_time(lambda i: 0.98))
     rng = random.Random(7)
     jitter3 = [rng.uniform(0.97, 1.03) for _ in range(1000)]
     variant("gate-time-jitter3.json", "every timing sample x U(0.97, 1.03), seed 7",
@@ -200,6 +209,76 @@ def fixtures() -> dict[str, str]:
         doc["schema"] = "fa-bench/2"
 
     variant("gate-schema-unknown.json", "schema set to an unknown version", schema2)
+
+    # ---- the issue-12 cases: regressions the old rule passed, and what must not pass ----
+    rng = random.Random(12)
+    jitter6 = [rng.uniform(0.94, 1.06) for _ in range(1000)]
+    variant("gate-time-fa2-x1.30-jitter6.json",
+            "fa2 timing samples x1.30 x U(0.94, 1.06), seed 12 (30% slower on a jittery machine)",
+            lambda doc: [retime(r, lambda i: 1.30 * jitter6[i]) for _, r in rows(doc, "fa2")])
+
+    def clock6(doc: dict) -> None:
+        for _, r in rows(doc, "fa2"):
+            retime(r, lambda i: 1.10)
+            clk = r["timing"]["sm_clock_mhz"]
+            r["timing"]["sm_clock_mhz"] = {k: round(v * 0.94) for k, v in clk.items()}
+
+    variant("gate-time-fa2-x1.10-clock-6.json",
+            "fa2 timing samples x1.10 and its SM clock readings x0.94 (10% slower, clock 6% lower)",
+            clock6)
+    variant("gate-time-fa2-x1.15-3old.json",
+            "fa2 timing samples x1.15 except the first 3, left at the old speed",
+            lambda doc: [retime(r, lambda i: 1.0 if i < 3 else 1.15) for _, r in rows(doc, "fa2")])
+
+    def fa1_nine(doc: dict) -> None:
+        for _, r in rows(doc, "fa1"):
+            r["timing"]["samples_ms"] = r["timing"]["samples_ms"][:9]
+            retime(r, lambda i: 1.50)
+
+    variant("gate-time-fa1-x1.50-9samples.json",
+            "fa1 timing samples: the first 9 kept, x1.50 (as --min-time gives a slow row)", fa1_nine)
+
+    def fa2_four(doc: dict) -> None:
+        for _, r in rows(doc, "fa2"):
+            r["timing"]["samples_ms"] = r["timing"]["samples_ms"][:4]
+            restat(r["timing"])
+
+    variant("gate-time-fa2-4samples.json", "fa2 timing samples: the first 4 kept (too few)", fa2_four)
+    variant("gate-counters-fa2-x1.50.json", "fa2 byte and work counters (raw values) x1.50",
+            lambda doc: [scale_counters(r, 1.50) for _, r in rows(doc, "fa2")])
+
+    def no_counters(doc: dict) -> None:
+        for _, r in rows(doc):
+            r["counters"] = {"status": "skipped", "reason": "--no-counters (derived fixture)",
+                             "values": {}, "collect_seconds": 0.0}
+            r["measured"] = None
+
+    variant("gate-no-counters.json", "every row's counters removed (as --no-counters)", no_counters)
+
+    def duplicate(doc: dict) -> None:
+        c = next(c for c in doc["configs"] if not c["causal"])
+        c["results"].append(copy.deepcopy(next(r for r in c["results"] if r["variant"] == "fa2")))
+
+    variant("gate-duplicate-row.json", "the fa2 row (causal off) appears twice", duplicate)
+
+    def impossible(doc: dict) -> None:
+        for _, r in rows(doc, "fa2"):
+            r["timing"]["samples_ms"][5] = -r["timing"]["samples_ms"][5]
+
+    variant("gate-negative-sample.json", "one fa2 timing sample made negative", impossible)
+
+    full = json.loads((DATA / FULL_RUN).read_text())
+    all_rows = "N=4096 d=64 and d=128, causal off, all variants (the real file)"
+
+    def peer_slower(doc: dict) -> None:
+        for _, r in rows(doc, "cudnn"):
+            retime(r, lambda i: 1.20)
+            scale_counters(r, 1.10)
+
+    doc = copy.deepcopy(full)
+    peer_slower(doc)
+    out["gate-peer-cudnn-x1.20.json"] = label(
+        doc, FULL_RUN, "cudnn (peer) timing samples x1.20 and its counters x1.10", all_rows)
 
     text = {k: json.dumps(v, indent=1, sort_keys=True) + "\n" for k, v in out.items()}
     # A file cut short, as a killed copy leaves it.

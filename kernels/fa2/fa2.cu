@@ -17,6 +17,7 @@
 // HBM traffic (profiler/io_model.cpp): Q read once; K and V read once per query block
 // (ceil(N/Br) times; causal: the blocks up to the diagonal); O and lse written once.
 // Tiles (Br x Bc) are a template parameter; fa2_tile_options() lists the compiled ones.
+#include <algorithm>
 #include <string>
 
 #include "kernels/common/fault.cuh"
@@ -54,6 +55,9 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   constexpr int kDTiles = D / 8;   // 8-column tiles of O
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
+#ifdef FA_TEST_FA2_SLOWDOWN  // test builds only (scripts/gate_h200.sh): see the end of the kernel
+  const long long test_t0 = clock64();
+#endif
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + BR * D;      // [2][BC][D]
   T* sV = sK + 2 * BC * D;  // [2][BC][D]
@@ -199,6 +203,13 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
     if (row_a < N) lse_h[row_a] = (m_run[0] + log2f(l_run[0])) * kLn2;
     if (row_b < N) lse_h[row_b] = (m_run[1] + log2f(l_run[1])) * kLn2;
   }
+#ifdef FA_TEST_FA2_SLOWDOWN  // each block holds its SM slot 5% longer: a ~5% slower kernel
+  if (threadIdx.x == 0) {
+    const long long until = clock64() + (clock64() - test_t0) / 20;
+    while (clock64() < until) {
+    }
+  }
+#endif
 }
 
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS = false>
@@ -296,6 +307,9 @@ std::vector<Tiles> fa2_tile_options(int d) {
   if (d == D) out.push_back({BR, BC});
   FA2_TILE_LIST(FA2_OPTION)
 #undef FA2_OPTION
+#ifdef FA_TEST_FA2_SMALL_TILE  // test builds only (scripts/gate_h200.sh): last tile = default
+  if (!out.empty()) std::rotate(out.begin(), out.end() - 1, out.end());
+#endif
   return out;
 }
 

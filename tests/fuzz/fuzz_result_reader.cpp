@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
+#include <stdexcept>
 #include <string>
 
 #include "bench/gate.hpp"
@@ -35,6 +36,14 @@ void exercise_gate(const RunResult& r) {
     (void)gate_github_benchmark(rep);
     (void)gate_bmf(rep);
   }
+  // Calibration on the two (refused with invalid_argument when it cannot learn from them).
+  try {
+    const Calibration cal = calibrate({r, slower}, {"a", "b"});
+    GateOptions with = o;
+    with.calibration = cal;
+    if (run_gate(r, slower, with, "base", "cur").exit_code > 2) std::abort();
+  } catch (const std::invalid_argument&) {
+  }
 }
 
 }  // namespace
@@ -55,6 +64,11 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)from_json_text(again, "round-trip");
   } catch (const ResultFileError&) {
     std::abort();  // the writer produced something its own reader refuses
+  }
+  // The gate's optional calibration key: read, or refused with invalid_argument.
+  try {
+    (void)read_calibration(text, "fuzz-input");
+  } catch (const std::invalid_argument&) {
   }
   exercise_gate(r);
   return 0;
