@@ -1,10 +1,11 @@
 #include "bench/result_json.hpp"
 
-
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace fa::bench {
 namespace {
@@ -12,7 +13,9 @@ namespace {
 using json = nlohmann::json;
 
 // NaN/inf are not JSON: they are written as null and read back as NaN.
-json num(double x) { return std::isfinite(x) ? json(x) : json(nullptr); }
+json num(double x) {
+  return std::isfinite(x) ? json(x) : json(nullptr);
+}
 
 json device_json(const DeviceInfo& d) {
   return json{{"index", d.index},
@@ -35,7 +38,8 @@ json device_json(const DeviceInfo& d) {
 
 json model_json(const model::IoModel& m) {
   json terms = json::array();
-  for (const auto& t : m.terms) terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
+  for (const auto& t : m.terms)
+    terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
   return json{{"flops_matrix", m.flops_matrix},         {"flops_convention", m.flops_convention},
               {"flops_nonmatrix", m.flops_nonmatrix},   {"bytes_read", m.bytes_read},
               {"bytes_written", m.bytes_written},       {"bytes_compulsory", m.bytes_compulsory},
@@ -72,18 +76,19 @@ json result_json(const VariantResult& r) {
     const auto& t = *r.timing;
     json samples = json::array();
     for (double s : t.samples_ms) samples.push_back(num(s));
-    j["timing"] = {{"l2", t.l2},
-                   {"warmup", t.warmup},
-                   {"samples_ms", samples},
-                   {"median_ms", t.stats.median},
-                   {"q1_ms", t.stats.q1},
-                   {"q3_ms", t.stats.q3},
-                   {"min_ms", t.stats.min},
-                   {"max_ms", t.stats.max},
-                   {"mean_ms", t.stats.mean},
-                   {"stddev_ms", t.stats.stddev},
-                   {"relative_iqr", t.stats.relative_iqr()},
-                   {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
+    j["timing"] = {
+        {"l2", t.l2},
+        {"warmup", t.warmup},
+        {"samples_ms", samples},
+        {"median_ms", t.stats.median},
+        {"q1_ms", t.stats.q1},
+        {"q3_ms", t.stats.q3},
+        {"min_ms", t.stats.min},
+        {"max_ms", t.stats.max},
+        {"mean_ms", t.stats.mean},
+        {"stddev_ms", t.stats.stddev},
+        {"relative_iqr", t.stats.relative_iqr()},
+        {"sm_clock_mhz", {{"before", t.sm_clock_before_mhz}, {"after", t.sm_clock_after_mhz}}}};
   } else {
     j["timing"] = nullptr;
   }
@@ -102,7 +107,8 @@ json result_json(const VariantResult& r) {
         kernels.push_back({{"name", k.name}, {"values", kv}});
       }
       j["counters"]["kernels"] = kernels;
-      if (!r.counters->kernels_reason.empty()) j["counters"]["kernels_reason"] = r.counters->kernels_reason;
+      if (!r.counters->kernels_reason.empty())
+        j["counters"]["kernels_reason"] = r.counters->kernels_reason;
     }
   } else {
     j["counters"] = nullptr;
@@ -169,6 +175,16 @@ struct Reader {
     if (!v.is_number()) fail(path + "." + key, "expected a number");
     return v.get<double>();
   }
+  // Counts, bytes, FLOPs, rates, ratios: a finite number >= 0 (null, i.e. NaN, is refused).
+  double nonnegative(const json& j, const std::string& path, const char* key) const {
+    const double x = number(j, path, key);
+    if (!std::isfinite(x) || x < 0)
+      fail(path + "." + key, impossible(at(j, path, key), "a finite number >= 0"));
+    return x;
+  }
+  std::string impossible(const json& v, const char* accepted) const {
+    return "impossible value " + v.dump() + " (accepted: " + accepted + ")";
+  }
   std::int64_t integer(const json& j, const std::string& path, const char* key) const {
     const json& v = at(j, path, key);
     if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
@@ -176,7 +192,8 @@ struct Reader {
   }
   // An optional integer key: `fallback` when absent; never converted from a float (a value such
   // as 1e30 read as int is undefined behaviour; the fuzzer found it).
-  std::int64_t optional_integer(const json& j, const std::string& path, const char* key, std::int64_t fallback) const {
+  std::int64_t optional_integer(const json& j, const std::string& path, const char* key,
+                                std::int64_t fallback) const {
     if (!j.is_object() || !j.contains(key)) return fallback;
     return integer(j, path, key);
   }
@@ -193,6 +210,14 @@ Algorithm parse_algorithm(const Reader& rd, const std::string& s, const std::str
   if (s == "fa2") return Algorithm::fa2;
   if (s == "fp8") return Algorithm::fp8;
   rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2, fp8)");
+}
+
+// A hardware counter: a count, finite and >= 0.
+double counter_value(const Reader& rd, const json& v, const std::string& path) {
+  if (!v.is_number()) rd.fail(path, "expected a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) rd.fail(path, rd.impossible(v, "a count >= 0"));
+  return x;
 }
 
 VariantResult read_result(const Reader& rd, const json& j, const std::string& p) {
@@ -213,20 +238,20 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   r.block_order = j.value("block_order", "");
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";
-  r.model.flops_matrix = rd.number(m, mp, "flops_matrix");
-  r.model.flops_convention = rd.number(m, mp, "flops_convention");
-  r.model.flops_nonmatrix = rd.number(m, mp, "flops_nonmatrix");
-  r.model.bytes_read = rd.number(m, mp, "bytes_read");
-  r.model.bytes_written = rd.number(m, mp, "bytes_written");
-  r.model.bytes_compulsory = rd.number(m, mp, "bytes_compulsory");
-  r.model.bytes_asymptotic = rd.number(m, mp, "bytes_asymptotic");
+  r.model.flops_matrix = rd.nonnegative(m, mp, "flops_matrix");
+  r.model.flops_convention = rd.nonnegative(m, mp, "flops_convention");
+  r.model.flops_nonmatrix = rd.nonnegative(m, mp, "flops_nonmatrix");
+  r.model.bytes_read = rd.nonnegative(m, mp, "bytes_read");
+  r.model.bytes_written = rd.nonnegative(m, mp, "bytes_written");
+  r.model.bytes_compulsory = rd.nonnegative(m, mp, "bytes_compulsory");
+  r.model.bytes_asymptotic = rd.nonnegative(m, mp, "bytes_asymptotic");
   if (m.contains("terms")) {
     const json& terms = m["terms"];
     if (!terms.is_array()) rd.fail(mp + ".terms", "expected an array");
     for (std::size_t i = 0; i < terms.size(); ++i) {
       const std::string tp = mp + ".terms[" + std::to_string(i) + "]";
       r.model.terms.push_back({rd.str(terms[i], tp, "name"), rd.boolean(terms[i], tp, "write"),
-                               rd.number(terms[i], tp, "bytes")});
+                               rd.nonnegative(terms[i], tp, "bytes")});
     }
   }
   const json& v = rd.at(j, p, "verification");
@@ -237,6 +262,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.passed = rd.boolean(v, vp, "passed");
     ver.all_finite = rd.boolean(v, vp, "all_finite");
     ver.nonfinite_count = rd.integer(v, vp, "nonfinite_count");
+    if (ver.nonfinite_count < 0)
+      rd.fail(vp + ".nonfinite_count", rd.impossible(v["nonfinite_count"], "a count >= 0"));
     ver.max_abs_error = rd.number(v, vp, "max_abs_error");
     ver.rmse = rd.number(v, vp, "rmse");
     ver.baseline_max_abs_error = rd.number(v, vp, "baseline_max_abs_error");
@@ -244,7 +271,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.baseline_rmse = v.contains("baseline_rmse") ? rd.number(v, vp, "baseline_rmse") : 0.0;
     ver.rows_checked = rd.integer(v, vp, "rows_checked");
     ver.heads_checked = rd.integer(v, vp, "heads_checked");
-    if (v.contains("lse_max_abs_error")) ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
+    if (v.contains("lse_max_abs_error"))
+      ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
     r.verification = ver;
   }
   const json& t = rd.at(j, p, "timing");
@@ -255,10 +283,16 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     tm.warmup = static_cast<int>(rd.integer(t, tp, "warmup"));
     const json& samples = rd.at(t, tp, "samples_ms");
     if (!samples.is_array()) rd.fail(tp + ".samples_ms", "expected an array");
-    for (const auto& s : samples) {
-      if (!s.is_number()) rd.fail(tp + ".samples_ms", "expected numbers");
-      tm.samples_ms.push_back(s.get<double>());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const json& s = samples[i];
+      const std::string sp = tp + ".samples_ms[" + std::to_string(i) + "]";
+      if (!s.is_number()) rd.fail(sp, "expected a number");
+      const double ms = s.get<double>();
+      if (!std::isfinite(ms) || ms <= 0) rd.fail(sp, rd.impossible(s, "a time in ms > 0"));
+      tm.samples_ms.push_back(ms);
     }
+    if (tm.samples_ms.empty())
+      rd.fail(tp + ".samples_ms", "empty (a timed row has at least one sample)");
     tm.stats = summarize(tm.samples_ms);
     const json& clk = rd.at(t, tp, "sm_clock_mhz");
     tm.sm_clock_before_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "before"));
@@ -269,16 +303,16 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   if (!d.is_null()) {
     const std::string dp = p + ".derived";
     Derived dv;
-    dv.tflops_convention = rd.number(d, dp, "tflops_convention");
-    dv.tflops_model = rd.number(d, dp, "tflops_model");
-    dv.effective_gbps = rd.number(d, dp, "effective_gbps");
-    dv.arithmetic_intensity = rd.number(d, dp, "arithmetic_intensity");
-    dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
-    dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
+    dv.tflops_convention = rd.nonnegative(d, dp, "tflops_convention");
+    dv.tflops_model = rd.nonnegative(d, dp, "tflops_model");
+    dv.effective_gbps = rd.nonnegative(d, dp, "effective_gbps");
+    dv.arithmetic_intensity = rd.nonnegative(d, dp, "arithmetic_intensity");
+    dv.roofline_attainable_tflops = rd.nonnegative(d, dp, "roofline_attainable_tflops");
+    dv.roofline_fraction = rd.nonnegative(d, dp, "roofline_fraction");
     dv.bound = rd.str(d, dp, "bound");
     if (d.contains("best_peer")) {
       dv.best_peer = rd.str(d, dp, "best_peer");
-      dv.speed_vs_best_peer = rd.number(d, dp, "speed_vs_best_peer");
+      dv.speed_vs_best_peer = rd.nonnegative(d, dp, "speed_vs_best_peer");
     }
     r.derived = dv;
   }
@@ -291,9 +325,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     c.collect_seconds = cj.value("collect_seconds", 0.0);
     const json& vals = rd.at(cj, cp, "values");
     if (!vals.is_object()) rd.fail(cp + ".values", "expected an object");
-    for (auto it = vals.begin(); it != vals.end(); ++it) {
-      c.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
-    }
+    for (auto it = vals.begin(); it != vals.end(); ++it)
+      c.values[it.key()] = counter_value(rd, it.value(), cp + ".values." + it.key());
     if (cj.contains("kernels")) {
       const json& ks = cj["kernels"];
       if (!ks.is_array()) rd.fail(cp + ".kernels", "expected an array");
@@ -304,9 +337,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
         k.name = rd.str(ks[i], kp, "name");
         const json& kv = rd.at(ks[i], kp, "values");
         if (!kv.is_object()) rd.fail(kp + ".values", "expected an object");
-        for (auto it = kv.begin(); it != kv.end(); ++it) {
-          k.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
-        }
+        for (auto it = kv.begin(); it != kv.end(); ++it)
+          k.values[it.key()] = counter_value(rd, it.value(), kp + ".values." + it.key());
         c.kernels.push_back(std::move(k));
       }
     }
@@ -317,17 +349,17 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     const json& mj = j["measured"];
     const std::string mp = p + ".measured";
     MeasuredDerived m;
-    m.dram_bytes = rd.number(mj, mp, "dram_bytes");
-    m.dram_over_model = rd.number(mj, mp, "dram_over_model");
-    m.dram_over_compulsory = rd.number(mj, mp, "dram_over_compulsory");
-    m.l2_bytes = rd.number(mj, mp, "l2_bytes");
-    m.l2_over_model = rd.number(mj, mp, "l2_over_model");
-    m.tensor_flops = rd.number(mj, mp, "tensor_flops");
-    m.tensor_over_model = rd.number(mj, mp, "tensor_over_model");
-    m.fp32_flops = rd.number(mj, mp, "fp32_flops");
-    m.intensity_dram = rd.number(mj, mp, "intensity_dram");
-    m.intensity_l2 = rd.number(mj, mp, "intensity_l2");
-    m.roofline_fraction = rd.number(mj, mp, "roofline_fraction");
+    m.dram_bytes = rd.nonnegative(mj, mp, "dram_bytes");
+    m.dram_over_model = rd.nonnegative(mj, mp, "dram_over_model");
+    m.dram_over_compulsory = rd.nonnegative(mj, mp, "dram_over_compulsory");
+    m.l2_bytes = rd.nonnegative(mj, mp, "l2_bytes");
+    m.l2_over_model = rd.nonnegative(mj, mp, "l2_over_model");
+    m.tensor_flops = rd.nonnegative(mj, mp, "tensor_flops");
+    m.tensor_over_model = rd.nonnegative(mj, mp, "tensor_over_model");
+    m.fp32_flops = rd.nonnegative(mj, mp, "fp32_flops");
+    m.intensity_dram = rd.nonnegative(mj, mp, "intensity_dram");
+    m.intensity_l2 = rd.nonnegative(mj, mp, "intensity_l2");
+    m.roofline_fraction = rd.nonnegative(mj, mp, "roofline_fraction");
     m.bound = rd.str(mj, mp, "bound");
     r.measured = m;
   }
@@ -357,7 +389,8 @@ std::string to_json_text(const RunResult& r) {
                        {"results", results}});
   }
   json doc{{"schema", kSchema},
-           {"tool", {{"name", "fa-bench"}, {"version", r.tool_version}, {"git_revision", r.git_revision}}},
+           {"tool",
+            {{"name", "fa-bench"}, {"version", r.tool_version}, {"git_revision", r.git_revision}}},
            {"created_utc", r.created_utc},
            {"command_line", r.command_line},
            {"complete", r.complete},
@@ -402,7 +435,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
     throw ResultFileError(source + ": not valid JSON (" + e.what() + ")");
   }
   if (!doc.is_object()) rd.fail("(document)", "expected a JSON object");
-  if (!doc.contains("schema")) rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
+  if (!doc.contains("schema"))
+    rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
   if (!doc["schema"].is_string() || doc["schema"].get<std::string>() != kSchema) {
     rd.fail("schema", "unknown version " + doc["schema"].dump() + " (this reader understands \"" +
                           kSchema + "\")");
@@ -429,10 +463,12 @@ RunResult read_document(const std::string& text, const std::string& source) {
     d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
     d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
     d.smem_per_sm_bytes = rd.integer(dev, "device", "smem_per_sm_bytes");
-    d.smem_per_block_optin_bytes = rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
+    d.smem_per_block_optin_bytes =
+        rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
     d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, "device", "memory_bus_bits", 0));
     d.sm_clock_max_mhz = static_cast<int>(rd.integer(dev, "device", "sm_clock_max_mhz"));
-    d.mem_clock_max_mhz = static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
+    d.mem_clock_max_mhz =
+        static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
     d.driver_version = rd.str(dev, "device", "driver_version");
     d.cuda_driver_version = static_cast<int>(rd.integer(dev, "device", "cuda_driver_version"));
     d.cuda_runtime_version = static_cast<int>(rd.integer(dev, "device", "cuda_runtime_version"));
@@ -449,7 +485,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.inputs = s.value("inputs", "normal");
   r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
-  r.settings.model_smem_per_sm_bytes = rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
+  r.settings.model_smem_per_sm_bytes =
+      rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
   const json& c = rd.at(doc, "", "ceilings");
   r.ceilings.source = rd.str(c, "ceilings", "source");
   r.ceilings.dram_bytes_per_s = rd.number(c, "ceilings", "dram_bytes_per_s");
@@ -467,6 +504,9 @@ RunResult read_document(const std::string& text, const std::string& source) {
   }
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>,
+           std::size_t>
+      seen;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const json& cj = configs[i];
     const std::string cp = "configs[" + std::to_string(i) + "]";
@@ -482,6 +522,13 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const std::string dt = rd.str(cj, cp, "dtype");
     if (!parse_dtype(dt, &cr.shape.dtype)) rd.fail(cp + ".dtype", "unknown dtype '" + dt + "'");
     cr.seed = static_cast<std::uint64_t>(rd.integer(cj, cp, "seed"));
+    // A configuration appears once: with two, which one a comparison uses would depend on order.
+    const auto key = std::tuple{cr.shape.B, cr.shape.H,      cr.shape.N,
+                                cr.shape.d, cr.shape.causal, static_cast<int>(cr.shape.dtype)};
+    if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
+      rd.fail(cp, "the same configuration as configs[" + std::to_string(it->second) +
+                      "] (B, H, N, d, causal, dtype)");
+    }
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");
     for (std::size_t k = 0; k < results.size(); ++k) {
