@@ -15,7 +15,8 @@ rc=0
 # The log without its list of tests that did not run (those are summarised below).
 awk '/^The following tests did not run:/ {skip = 1; next}
      skip && /\((Skipped|Disabled)\)$/ {next}
-     {skip = 0; print}' "$build/ctest.log" | grep -vE '^ *[0-9]+/[0-9]+ Test +#[0-9]+: .* (Passed|\*\*\*Skipped) ' || true
+     {skip = 0; print}' "$build/ctest.log" |
+  grep -vE '^ *Start +[0-9]+: |^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(Passed|\*\*\*Skipped) +[0-9.]+ sec$|^$' || true
 python3 - "$build/ctest-junit.xml" <<'PY'
 # One line: how many tests were skipped, grouped by the reason the test gave (GTEST_SKIP).
 import collections, re, sys, xml.etree.ElementTree as ET
@@ -31,7 +32,8 @@ for c in cases:
     text = (c.findtext("system-out") or "")
     m = re.search(r": Skipped\n(.+)", text)
     reason = m.group(1).strip() if m else (c.find("skipped").get("message", "") if c.find("skipped") is not None else "")
-    reason = re.sub(r"\s+", " ", reason)[:100] or "no reason given"
+    reason = re.sub(r"\s+", " ", reason) or "no reason given"
+    reason = reason if len(reason) <= 110 else reason[:110] + "..."
     reasons[reason] += 1
 skipped = sum(reasons.values())
 if skipped:
