@@ -264,8 +264,7 @@ int run(int argc, char** argv) {
     return kExitOutputFailed;
   }
   if (!write_error.empty()) {
-    std::fprintf(stderr, "error: %s (the table above is all that is left of this run)\n",
-                 write_error.c_str());
+    std::fprintf(stderr, "error: %s (the table above shows the run)\n", write_error.c_str());
     return kExitOutputFailed;
   }
   if (!record.complete) {
