@@ -1,8 +1,10 @@
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <charconv>
+#include <cmath>
+#include <limits>
 #include <sstream>
 #include <tuple>
 
@@ -26,7 +28,9 @@ bool parse_int(std::string_view s, std::int64_t* out) {
   return ec == std::errc() && p == s.data() + s.size();
 }
 
-bool is_pow2(std::int64_t x) { return x > 0 && (x & (x - 1)) == 0; }
+bool is_pow2(std::int64_t x) {
+  return x > 0 && (x & (x - 1)) == 0;
+}
 
 std::vector<std::string> split(const std::string& s, char sep) {
   std::vector<std::string> out;
@@ -36,11 +40,14 @@ std::vector<std::string> split(const std::string& s, char sep) {
   return out;
 }
 
-// "4096", "1024,2048,4096" or a power-of-two range "1024:16384" (also "1024..16384").
-std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string& text) {
-  const std::string accepted =
-      "accepted: a positive integer, a list like 1024,2048,4096, or a power-of-two range like "
-      "1024:16384";
+// "4096", "1024,2048,4096" or a power-of-two range "1024:16384" (also "1024..16384"). Values
+// above `max` are refused; repeated values are dropped (first occurrence kept).
+std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string& text,
+                                      std::int64_t max = std::numeric_limits<std::int64_t>::max()) {
+  const std::string accepted = fmt::format(
+      "accepted: a positive integer{}, a list like 1024,2048,4096, or a range of powers of two "
+      "like 1024:16384",
+      max < std::numeric_limits<std::int64_t>::max() ? fmt::format(" up to {}", max) : "");
   std::vector<std::int64_t> out;
   std::string range = text;
   if (auto pos = range.find(".."); pos != std::string::npos) range.replace(pos, 2, ":");
@@ -49,9 +56,15 @@ std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string
     std::int64_t lo = 0, hi = 0;
     if (parts.size() != 2 || !parse_int(parts[0], &lo) || !parse_int(parts[1], &hi) ||
         !is_pow2(lo) || !is_pow2(hi) || lo > hi) {
-      throw BadInput{fmt::format("{}: '{}' is not a power-of-two range ({})", flag, text, accepted)};
+      throw BadInput{
+          fmt::format("{}: '{}' is not a power-of-two range ({})", flag, text, accepted)};
     }
-    for (std::int64_t v = lo; v <= hi; v *= 2) out.push_back(v);
+    if (hi > max) throw BadInput{fmt::format("{}: {} is too large ({})", flag, hi, accepted)};
+    // Doubling stops at hi, so it never overflows (hi <= 2^62).
+    for (std::int64_t v = lo;; v *= 2) {
+      out.push_back(v);
+      if (v >= hi) break;
+    }
     return out;
   }
   for (const auto& item : split(text, ',')) {
@@ -59,7 +72,8 @@ std::vector<std::int64_t> parse_sizes(const std::string& flag, const std::string
     if (!parse_int(item, &v) || v <= 0) {
       throw BadInput{fmt::format("{}: '{}' is not a positive integer ({})", flag, item, accepted)};
     }
-    out.push_back(v);
+    if (v > max) throw BadInput{fmt::format("{}: {} is too large ({})", flag, v, accepted)};
+    if (std::find(out.begin(), out.end(), v) == out.end()) out.push_back(v);
   }
   if (out.empty()) throw BadInput{fmt::format("{}: empty value ({})", flag, accepted)};
   return out;
@@ -81,9 +95,12 @@ std::string list_variants_text() {
     s += fmt::format(
         "{}{}\n  algorithm:     {}\n  loop order:    {}\n  tiles:         {}\n  head dims:     {}\n"
         "  dtypes:        {}\n  hardware path: {}\n",
-        v.name, std::string(v.peer ? " (peer)" : "") + (v.in_all ? "" : " (run by name only)"), v.summary, v.loop_order,
-        !tiles.empty() ? tiles : v.peer ? "the library's (not visible)" : "none (library GEMMs)", dims, types,
-        v.hardware_path);
+        v.name, std::string(v.peer ? " (peer)" : "") + (v.in_all ? "" : " (run by name only)"),
+        v.summary, v.loop_order,
+        !tiles.empty() ? tiles
+        : v.peer       ? "the library's (not visible)"
+                       : "none (library GEMMs)",
+        dims, types, v.hardware_path);
     if (v.availability) s += fmt::format("  available:     {}\n", v.availability());
   }
   return s;
@@ -101,8 +118,12 @@ bool checked_product(std::initializer_list<std::int64_t> xs, std::int64_t* out) 
 
 }  // namespace
 
-std::int64_t default_batch(std::int64_t N) { return std::max<std::int64_t>(1, 16384 / N); }
-std::int64_t default_heads(std::int64_t d) { return std::max<std::int64_t>(1, 2048 / d); }
+std::int64_t default_batch(std::int64_t N) {
+  return std::max<std::int64_t>(1, 16384 / N);
+}
+std::int64_t default_heads(std::int64_t d) {
+  return std::max<std::int64_t>(1, 2048 / d);
+}
 
 ParseOutcome parse_cli(int argc, const char* const* argv) {
   ParseOutcome out;
@@ -120,35 +141,45 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   }
   o.command_line = "fa-bench" + (o.command_line.empty() ? "" : " " + o.command_line);
 
-  CLI::App app{"fa-bench: attention variants side by side, verified, timed and set against the "
-               "IO model and the roofline"};
+  CLI::App app{
+      "fa-bench: attention variants side by side, verified, timed and set against the "
+      "IO model and the roofline",
+      "fa-bench"};
   app.set_version_flag("--version", std::string(kVersionString));
   std::string n_text = "4096", d_text = "64", causal_text = "off", dtype_text = "bf16",
               variants_text = "all";
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false;
-  app.add_option("--N", n_text, "sequence lengths: 4096 | 1024,2048 | 1024:16384 (powers of two)");
+  app.add_option("--N", n_text,
+                 "sequence lengths: any positive integer (4096, 1000), a list (1024,2048), or a "
+                 "range of powers of two (1024:16384 = 1024,2048,...,16384)");
   app.add_option("--d", d_text, "head dims: 64, 128, 256 (a list)");
   app.add_option("--batch", batch, "batch size (default max(1, 16384/N))");
   app.add_option("--heads", heads, "heads (default 2048/d)");
   app.add_option("--causal", causal_text, "off | on | both");
   app.add_option("--dtype", dtype_text, "bf16 | fp16");
-  app.add_option("--variants", variants_text, "all, or a comma-separated list (see --list-variants)");
+  app.add_option("--variants", variants_text,
+                 "all, or a comma-separated list of names and 'all' (all,cudnn-fp8; see "
+                 "--list-variants)");
   app.add_flag("--list-variants", list, "describe each variant and exit");
   std::string block_q_text, block_kv_text;
-  app.add_option("--block-q", block_q_text, "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
+  app.add_option("--block-q", block_q_text,
+                 "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
   app.add_option("--block-kv", block_kv_text, "key/value rows per block (Bc) for fa1/fa2: a list");
-  app.add_option("--fa2-order", o.fa2_order,
-                 "fa2 thread-block order: blocks (query blocks of a head together, default) | heads "
-                 "(heads interleaved) | both");
+  app.add_option(
+      "--fa2-order", o.fa2_order,
+      "fa2 thread-block order: blocks (query blocks of a head together, default) | heads "
+      "(heads interleaved) | both");
   app.add_option("--seed", o.seed, "seed of the random inputs");
-  app.add_option("--inputs", o.inputs, "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
+  app.add_option("--inputs", o.inputs,
+                 "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
   app.add_option("--warmup", o.warmup, "untimed launches before timing (default 10)");
   app.add_option("--repetitions", o.repetitions,
-                 "timed launches per variant (default: as many as --min-time needs)");
-  app.add_option("--min-time", o.min_time_s, "seconds of timed launches per variant (default 0.2)");
+                 "timed launches per variant, 1 or more (default: as many as --min-time needs)");
+  app.add_option("--min-time", o.min_time_s,
+                 "seconds of timed launches per variant, finite and > 0 (default 0.2)");
   app.add_flag("--cold", cold, "flush L2 before every timed launch (default)");
   app.add_flag("--warm", warm, "do not flush L2 between timed launches");
   app.add_option("--device", o.device, "CUDA device index (default 0)");
@@ -160,20 +191,27 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   std::string metrics_text;
   app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
   bool no_kernel_breakdown = false;
-  app.add_flag("--no-kernel-breakdown", no_kernel_breakdown,
-               "count multi-kernel variants (standard, fp8) as a whole only, not also kernel by kernel");
+  app.add_flag(
+      "--no-kernel-breakdown", no_kernel_breakdown,
+      "count multi-kernel variants (standard, fp8) as a whole only, not also kernel by kernel");
   app.add_option("--metrics", metrics_text,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
-  app.add_flag("--remeasure", o.remeasure_ceilings, "measure the roofline ceilings again (ignore the cache)");
-  app.add_flag("--datasheet-roofs", o.datasheet_roofs,
-               "use the vendor's roofs, measure nothing (e.g. under a sanitizer, which slows everything)");
+  app.add_flag("--remeasure", o.remeasure_ceilings,
+               "measure the roofline ceilings again (ignore the cache)");
+  app.add_flag(
+      "--datasheet-roofs", o.datasheet_roofs,
+      "use the vendor's roofs, measure nothing (e.g. under a sanitizer, which slows everything)");
   app.add_flag("--require-gpu", o.require_gpu, "exit 3 when no usable GPU is found");
   app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
                  "shared memory per SM (bytes) for the asymptotic model (default: the device's)");
-  app.footer("Flags starting with --benchmark_ go to Google Benchmark.\n"
-             "Exit codes: 0 ok, 1 a variant failed or errored, 2 bad input, 3 no GPU with "
-             "--require-gpu, 130 interrupted.");
+  app.footer(
+      "Flags starting with --benchmark_ go to Google Benchmark.\n"
+      "fa-bench gate --baseline BASE.json --current CUR.json: compare two result files, the "
+      "CI performance gate (fa-bench gate --help).\n"
+      "Exit codes: 0 ok, 1 a variant failed or errored, 2 bad input, 3 no GPU with "
+      "--require-gpu, 4 an output (result file, stdout) could not be written, "
+      "130 interrupted.");
 
   try {
     std::vector<std::string> rev(ours.rbegin(), ours.rend());
@@ -181,6 +219,7 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   } catch (const CLI::CallForHelp&) {
     out.action = ParseOutcome::Action::exit;
     out.output = app.help();
+    if (out.output.empty() || out.output.back() != '\n') out.output += '\n';
     return out;
   } catch (const CLI::CallForVersion&) {
     out.action = ParseOutcome::Action::exit;
@@ -208,11 +247,13 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       }
     }
     if (app.count("--batch")) {
-      if (batch <= 0) throw BadInput{fmt::format("--batch: {} (accepted: a positive integer)", batch)};
+      if (batch <= 0)
+        throw BadInput{fmt::format("--batch: {} (accepted: a positive integer)", batch)};
       o.batch = batch;
     }
     if (app.count("--heads")) {
-      if (heads <= 0) throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", heads)};
+      if (heads <= 0)
+        throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", heads)};
       o.heads = heads;
     }
     if (causal_text == "off") {
@@ -229,25 +270,36 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
     }
     std::string known;
     for (const auto& v : variant_registry()) known += (known.empty() ? "" : ", ") + v.name;
-    if (variants_text == "all") {
-      for (const auto& v : variant_registry()) {
-        if (v.in_all) o.variants.push_back(v.name);
-      }
-    } else {
-      for (const auto& name : split(variants_text, ',')) {
-        if (!find_variant(name)) {
-          throw BadInput{fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
+    // "all" expands to the variants in `all` (registry order); names add themselves; each
+    // variant once, where it first appears.
+    auto add_variant = [&](const std::string& name) {
+      if (std::find(o.variants.begin(), o.variants.end(), name) == o.variants.end())
+        o.variants.push_back(name);
+    };
+    for (const auto& name : split(variants_text, ',')) {
+      if (name.empty()) {
+        throw BadInput{
+            fmt::format("--variants: empty name in '{}' (accepted: all, {}, comma-separated)",
+                        variants_text, known)};
+      } else if (name == "all") {
+        for (const auto& v : variant_registry()) {
+          if (v.in_all) add_variant(v.name);
         }
-        if (std::find(o.variants.begin(), o.variants.end(), name) == o.variants.end()) {
-          o.variants.push_back(name);
-        }
+      } else if (find_variant(name)) {
+        add_variant(name);
+      } else {
+        throw BadInput{
+            fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
       }
-      if (o.variants.empty()) throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
     }
+    if (o.variants.empty())
+      throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
+    // Tile sizes: compiled shapes are at most a few hundred rows; anything past 65536 is a typo
+    // (and past 2^31 would wrap to another size as an int).
     for (auto [flag, text, list] : {std::tuple{"--block-q", &block_q_text, &o.block_q},
-                                     std::tuple{"--block-kv", &block_kv_text, &o.block_kv}}) {
+                                    std::tuple{"--block-kv", &block_kv_text, &o.block_kv}}) {
       if (text->empty()) continue;
-      for (auto v : parse_sizes(flag, *text)) list->push_back(static_cast<int>(v));
+      for (auto v : parse_sizes(flag, *text, 65536)) list->push_back(static_cast<int>(v));
     }
     if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
       throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
@@ -263,8 +315,10 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
     if (!metrics_text.empty()) {
       for (const auto& m : split(metrics_text, ',')) {
         if (m.empty() || m.find_first_of(" \t") != std::string::npos) {
-          throw BadInput{fmt::format("--metrics: '{}' is not a metric name (accepted: names like "
-                                     "dram__bytes_read.sum, comma-separated)", m)};
+          throw BadInput{
+              fmt::format("--metrics: '{}' is not a metric name (accepted: names like "
+                          "dram__bytes_read.sum, comma-separated)",
+                          m)};
         }
         o.extra_metrics.push_back(m);
       }
@@ -273,17 +327,19 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       throw BadInput{fmt::format("--inputs: '{}' (accepted: normal, outliers)", o.inputs)};
     }
     if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
-    if (o.repetitions < 0) {
+    if (app.count("--repetitions") && o.repetitions < 1) {
       throw BadInput{fmt::format("--repetitions: {} (accepted: 1 or more)", o.repetitions)};
     }
-    if (!(o.min_time_s > 0)) {
-      throw BadInput{fmt::format("--min-time: {} (accepted: seconds > 0)", o.min_time_s)};
+    if (!(o.min_time_s > 0) || !std::isfinite(o.min_time_s)) {
+      throw BadInput{
+          fmt::format("--min-time: {} (accepted: a finite number of seconds > 0)", o.min_time_s)};
     }
     if (cold && warm) throw BadInput{"--cold and --warm: choose one"};
     o.cold_l2 = !warm;
     if (o.device < 0) throw BadInput{fmt::format("--device: {} (accepted: 0 or more)", o.device)};
     if (o.model_smem_per_sm < 0) {
-      throw BadInput{fmt::format("--model-smem-per-sm: {} (accepted: bytes > 0)", o.model_smem_per_sm)};
+      throw BadInput{
+          fmt::format("--model-smem-per-sm: {} (accepted: bytes > 0)", o.model_smem_per_sm)};
     }
     // Every buffer a variant may allocate must be addressable with 64-bit indices: Q/K/V/O are
     // B*H*N*d elements, standard's S/P is B*H*N*N, all of 2-byte elements.

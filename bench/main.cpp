@@ -4,10 +4,15 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <chrono>
 #include <csignal>
-#include <ctime>
 #include <cstdio>
+#include <cstring>
+#include <ctime>
 #include <exception>
+#include <filesystem>
+#include <iterator>
 #include <set>
 #include <utility>
 
@@ -30,12 +35,86 @@ extern "C" void on_sigint(int) {
   }
 }
 
-std::string default_result_path() { return utc_time("results/fa-bench-%Y%m%d-%H%M%S.json"); }
+std::string default_result_path() {
+  return utc_time("results/fa-bench-%Y%m%d-%H%M%S.json");
+}
 
-void write_outputs(const RunResult& r, const Options& o, const std::string& json_path) {
-  write_file_atomically(json_path, to_json_text(r));
-  if (!o.csv_path.empty()) write_file_atomically(o.csv_path, to_csv(r));
-  if (!o.markdown_path.empty()) write_file_atomically(o.markdown_path, to_markdown(r));
+// The output files, each with its flag. Checkpoints (after every row) rewrite only those written
+// atomically: a FIFO, a terminal or /dev/stdout gets the record once, at the end.
+void write_outputs(const RunResult& r, const Options& o, const std::string& json_path,
+                   bool final_write) {
+  const std::pair<const std::string*, std::string (*)(const RunResult&)> outputs[] = {
+      {&json_path, &to_json_text}, {&o.csv_path, &to_csv}, {&o.markdown_path, &to_markdown}};
+  for (const auto& [path, render] : outputs) {
+    if (path->empty()) continue;
+    if (!final_write && !fa::resolve_output(*path).atomic) continue;
+    write_file_atomically(*path, render(r));
+  }
+}
+
+// Every output path must be writable before anything runs; two flags may not name one file.
+std::string output_paths_problem(const Options& o, const std::string& json_path) {
+  const std::pair<const char*, const std::string*> outputs[] = {
+      {"--json", &json_path}, {"--csv", &o.csv_path}, {"--markdown", &o.markdown_path}};
+  for (std::size_t i = 0; i < std::size(outputs); ++i) {
+    const auto& [flag, path] = outputs[i];
+    if (path->empty()) continue;
+    if (std::string why = fa::output_problem(*path); !why.empty()) {
+      return fmt::format("{}: {}: {} (accepted: a file path that can be written)", flag, *path,
+                         why);
+    }
+    for (std::size_t k = 0; k < i; ++k) {
+      const auto& [other_flag, other] = outputs[k];
+      const fa::OutputTarget a = fa::resolve_output(*path), b = fa::resolve_output(*other);
+      std::error_code ec;
+      const bool same = a.path == b.path || std::filesystem::equivalent(a.path, b.path, ec);
+      if (!other->empty() && same && a.atomic) {
+        return fmt::format("{}: {} is also the {} file (accepted: a different file)", flag, *path,
+                           other_flag);
+      }
+    }
+  }
+  return "";
+}
+
+// Google Benchmark's own flags. It prints its complaint about a value (e.g. "abc is expected to
+// be a double") itself and leaves the flag unconsumed; that text is captured so the error is one
+// line that says what was wrong. Returns "" or the error line.
+std::string initialize_google_benchmark(const Options& o) {
+  std::vector<std::string> gb_args{"fa-bench"};
+  gb_args.insert(gb_args.end(), o.benchmark_args.begin(), o.benchmark_args.end());
+  std::vector<char*> gb_argv;
+  for (auto& a : gb_args) gb_argv.push_back(a.data());
+  int gb_argc = static_cast<int>(gb_argv.size());
+  std::fflush(stderr);
+  std::FILE* capture = std::tmpfile();
+  const int saved = capture ? ::dup(STDERR_FILENO) : -1;
+  if (saved >= 0) ::dup2(::fileno(capture), STDERR_FILENO);
+  benchmark::Initialize(&gb_argc, gb_argv.data());
+  std::string said;
+  if (saved >= 0) {
+    std::fflush(stderr);
+    ::dup2(saved, STDERR_FILENO);
+    ::close(saved);
+    std::rewind(capture);
+    char buf[512];
+    while (std::fgets(buf, sizeof buf, capture)) said += buf;
+  }
+  if (capture) std::fclose(capture);
+  if (gb_argc <= 1) {
+    std::fputs(said.c_str(), stderr);
+    return "";
+  }
+  const std::string arg = gb_argv[1];
+  if (said.empty()) {
+    return fmt::format(
+        "{}: not a Google Benchmark flag (its flags: --benchmark_filter, "
+        "--benchmark_min_time, --benchmark_format, --benchmark_out, ...)",
+        arg);
+  }
+  while (!said.empty() && (said.back() == '\n' || said.back() == ' ')) said.pop_back();
+  if (auto nl = said.find('\n'); nl != std::string::npos) said = said.substr(0, nl);
+  return fmt::format("{}: Google Benchmark does not accept this value ({})", arg, said);
 }
 
 int run(int argc, char** argv) {
@@ -47,17 +126,19 @@ int run(int argc, char** argv) {
   Options& o = parsed.options;
 
   // Google Benchmark takes its own flags; anything it does not know is bad input.
-  std::vector<std::string> gb_args{"fa-bench"};
-  gb_args.insert(gb_args.end(), o.benchmark_args.begin(), o.benchmark_args.end());
-  std::vector<char*> gb_argv;
-  for (auto& a : gb_args) gb_argv.push_back(a.data());
-  int gb_argc = static_cast<int>(gb_argv.size());
-  benchmark::Initialize(&gb_argc, gb_argv.data());
-  if (gb_argc > 1) {
-    std::fprintf(stderr, "error: %s: not a Google Benchmark flag (see --benchmark_help... in its docs)\n",
-                 gb_argv[1]);
+  if (std::string err = initialize_google_benchmark(o); !err.empty()) {
+    std::fprintf(stderr, "error: %s\n", err.c_str());
     return kExitBadInput;
   }
+  // Relative paths are the user's: scripts/run.sh runs fa-bench where it was called from.
+  const std::string json_path = o.json_path.empty() ? default_result_path() : o.json_path;
+  if (std::string err = output_paths_problem(o, json_path); !err.empty()) {
+    std::fprintf(stderr, "error: %s\n", err.c_str());
+    return kExitBadInput;
+  }
+  // From here on Ctrl-C stops at the next safe point (planning included) and keeps what finished.
+  std::signal(SIGINT, on_sigint);
+  const bool tty = isatty(STDERR_FILENO);
 
   std::string why_not;
   std::optional<fa::DeviceInfo> device = fa::query_device(o.device, &why_not);
@@ -69,10 +150,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "notice: %s; showing the IO model only (nothing is launched)\n",
                  why_not.c_str());
   } else {
-    std::fprintf(stderr, "device %d: %s, %d SMs, %.0f GiB, L2 %.0f MiB, CUDA driver %d, driver %s\n",
-                 device->index, device->name.c_str(), device->sm_count,
-                 device->memory_bytes / 1073741824.0, device->l2_bytes / 1048576.0,
-                 device->cuda_driver_version, device->driver_version.c_str());
+    std::fprintf(
+        stderr, "device %d: %s, %d SMs, %.0f GiB, L2 %.0f MiB, CUDA driver %d, driver %s\n",
+        device->index, device->name.c_str(), device->sm_count, device->memory_bytes / 1073741824.0,
+        device->l2_bytes / 1048576.0, device->cuda_driver_version, device->driver_version.c_str());
   }
 
   if (device && o.counters && !o.extra_metrics.empty()) {
@@ -81,34 +162,73 @@ int run(int argc, char** argv) {
       if (!bad.empty()) {
         std::string list;
         for (const auto& m : bad) list += (list.empty() ? "" : ", ") + m;
-        std::fprintf(stderr, "error: --metrics: not available on this GPU (%s): %s\n", device->name.c_str(),
-                     list.c_str());
+        std::fprintf(stderr, "error: --metrics: not available on this GPU (%s): %s\n",
+                     device->name.c_str(), list.c_str());
         return kExitBadInput;
       }
     } catch (const std::exception& e) {
       std::fprintf(stderr, "warning: --metrics not checked (%s)\n", e.what());
     }
   }
-  RunResult record = plan_run(o, device, why_not);
+  // Planning is quick unless the sweep is huge (the IO model walks the blocks): a progress line
+  // after the first second, then every half second on a terminal, every 10 s otherwise.
+  const auto plan_start = std::chrono::steady_clock::now();
+  auto last_shown = plan_start;
+  bool plan_line_shown = false;
+  auto plan_progress = [&](const std::string& line) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - plan_start < std::chrono::seconds(1)) return;
+    if (plan_line_shown &&
+        now - last_shown < (tty ? std::chrono::milliseconds(500) : std::chrono::seconds(10)))
+      return;
+    last_shown = now;
+    plan_line_shown = true;
+    if (tty) {
+      std::fprintf(stderr, "\r\033[K%s (Ctrl-C stops, keeping what is planned)", line.c_str());
+    } else {
+      std::fprintf(stderr, "%s\n", line.c_str());
+    }
+  };
+  RunResult record = plan_run(o, device, why_not, plan_progress);
+  if (tty && plan_line_shown) std::fputs("\r\033[K", stderr);
   std::set<std::pair<std::int64_t, std::int64_t>> shown;  // (N, d) already printed
   for (const auto& c : record.configs) {
     if (!shown.insert({c.shape.N, c.shape.d}).second) continue;
-    std::fprintf(stderr, "N=%lld d=%lld: batch=%lld%s heads=%lld%s\n", static_cast<long long>(c.shape.N),
-                 static_cast<long long>(c.shape.d), static_cast<long long>(c.shape.B),
-                 o.batch ? "" : " (16384/N)", static_cast<long long>(c.shape.H), o.heads ? "" : " (2048/d)");
+    std::fprintf(stderr, "N=%lld d=%lld: batch=%lld%s heads=%lld%s\n",
+                 static_cast<long long>(c.shape.N), static_cast<long long>(c.shape.d),
+                 static_cast<long long>(c.shape.B), o.batch ? "" : " (16384/N)",
+                 static_cast<long long>(c.shape.H), o.heads ? "" : " (2048/d)");
   }
-  const std::string json_path = o.json_path.empty() ? default_result_path() : o.json_path;
 
-  std::signal(SIGINT, on_sigint);
-  const bool tty = isatty(STDERR_FILENO);
   RunHooks hooks;
-  hooks.checkpoint = [&](const RunResult& partial) { write_outputs(partial, o, json_path); };
+  bool checkpoint_warned = false;
+  hooks.checkpoint = [&](const RunResult& partial) {
+    try {
+      write_outputs(partial, o, json_path, /*final_write=*/false);
+    } catch (const std::exception& e) {  // e.g. disk full: keep running, try again at the end
+      if (!checkpoint_warned)
+        std::fprintf(stderr, "%swarning: %s\n", tty ? "\r\033[K" : "", e.what());
+      checkpoint_warned = true;
+    }
+  };
   if (tty) {
-    hooks.progress = [](const std::string& line) { std::fprintf(stderr, "\r\033[K%s", line.c_str()); };
+    hooks.progress = [](const std::string& line) {
+      std::fprintf(stderr, "\r\033[K%s", line.c_str());
+    };
   }
-  record = execute(std::move(record), o, hooks);
+  if (g_interrupted) {
+    record.complete = false;  // interrupted while planning: nothing runs
+  } else {
+    record = execute(std::move(record), o, hooks);
+  }
   if (tty) std::fputs("\r\033[K", stderr);
-  write_outputs(record, o, json_path);
+  std::fflush(stdout);  // an output that is /dev/stdout follows what was printed
+  std::string write_error;
+  try {
+    write_outputs(record, o, json_path, /*final_write=*/true);
+  } catch (const std::exception& e) {
+    write_error = e.what();
+  }
 
   int code = kExitOk;
   for (const auto& c : record.configs) {
@@ -120,14 +240,33 @@ int run(int argc, char** argv) {
     }
   }
   if (!device) std::fputs("(no GPU: model columns only)\n", stdout);
-  std::printf("TFLOP/s: 4*B*H*N^2*d per second, halved for causal (the field's convention); "
-              "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
-              "DRAM meas: DRAM bytes counted by CUPTI (separate untimed run, L2 flushed first); /mod: "
-              "that over the model; L2/m: SM<->L2 bytes over the model; TC/m: tensor FLOPs counted over "
-              "the model's.\nroofline: attained over min(peak, intensity x bandwidth), at the measured "
-              "DRAM intensity when counted; roofs: %s.\n",
-              record.ceilings.source.c_str());
-  std::printf("results: %s\n", json_path.c_str());
+  if (record.settings.model_only) {
+    const std::int64_t smem = record.settings.model_smem_per_sm_bytes;
+    std::printf(
+        "IO model: shared memory per SM M = %lld B (%s; --model-smem-per-sm sets another), used by "
+        "the asymptotic bound; HBM model: the variant's own tiles.\n",
+        static_cast<long long>(smem),
+        o.model_smem_per_sm > 0 ? "--model-smem-per-sm"
+        : device                ? device->name.c_str()
+                                : "no GPU: Hopper's, H100/H200");
+  }
+  std::printf(
+      "TFLOP/s: 4*B*H*N^2*d per second, halved for causal (the field's convention); "
+      "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
+      "DRAM meas: DRAM bytes counted by CUPTI (separate untimed run, L2 flushed first); /mod: "
+      "that over the model; L2/m: SM<->L2 bytes over the model; TC/m: tensor FLOPs counted over "
+      "the model's.\nroofline: attained over min(peak, intensity x bandwidth), at the measured "
+      "DRAM intensity when counted; roofs: %s.\n",
+      record.ceilings.source.c_str());
+  if (write_error.empty()) std::printf("results: %s\n", json_path.c_str());
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    std::fprintf(stderr, "error: stdout: write failed: %s\n", std::strerror(errno));
+    return kExitOutputFailed;
+  }
+  if (!write_error.empty()) {
+    std::fprintf(stderr, "error: %s (the table above shows the run)\n", write_error.c_str());
+    return kExitOutputFailed;
+  }
   if (!record.complete) {
     std::fputs("interrupted: the results file holds what finished\n", stderr);
     return kExitInterrupted;

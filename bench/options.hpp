@@ -27,19 +27,20 @@ struct Options {
   std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
   bool fp8_prequantized = false;
   int warmup = 10;
-  int repetitions = 0;     // 0: as many as --min-time needs
+  int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;
   bool cold_l2 = true;
   int device = 0;
   std::string json_path, csv_path, markdown_path;
   bool model_only = false;
-  bool counters = true;                    // --no-counters turns collection off
-  bool kernel_breakdown = true;            // per-kernel counters of multi-kernel variants (--no-kernel-breakdown)
+  bool counters = true;  // --no-counters turns collection off
+  bool kernel_breakdown =
+      true;  // per-kernel counters of multi-kernel variants (--no-kernel-breakdown)
   std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name
   bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
   bool datasheet_roofs = false;            // --datasheet-roofs: measure no ceilings
   bool require_gpu = false;
-  std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
+  std::int64_t model_smem_per_sm = 0;       // 0: the device's (233472, Hopper's, with no GPU)
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark
   std::string command_line;
 };
@@ -49,7 +50,8 @@ enum ExitCode : int {
   kExitOk = 0,
   kExitVariantFailed = 1,  // a variant failed verification or errored
   kExitBadInput = 2,
-  kExitNoGpu = 3,          // --require-gpu and no usable GPU
+  kExitNoGpu = 3,         // --require-gpu and no usable GPU
+  kExitOutputFailed = 4,  // a result file or stdout could not be written (e.g. disk full)
   kExitInterrupted = 130,
 };
 

@@ -2,8 +2,10 @@
 
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 namespace fa::bench {
 namespace {
@@ -191,6 +193,16 @@ struct Reader {
     if (!v.is_number()) fail(path + "." + key, "expected a number");
     return v.get<double>();
   }
+  // Counts, bytes, FLOPs, rates, ratios: a finite number >= 0 (null, i.e. NaN, is refused).
+  double nonnegative(const json& j, const std::string& path, const char* key) const {
+    const double x = number(j, path, key);
+    if (!std::isfinite(x) || x < 0)
+      fail(path + "." + key, impossible(at(j, path, key), "a finite number >= 0"));
+    return x;
+  }
+  std::string impossible(const json& v, const char* accepted) const {
+    return "impossible value " + v.dump() + " (accepted: " + accepted + ")";
+  }
   std::int64_t integer(const json& j, const std::string& path, const char* key) const {
     const json& v = at(j, path, key);
     if (!v.is_number_integer()) fail(path + "." + key, "expected an integer");
@@ -218,6 +230,14 @@ Algorithm parse_algorithm(const Reader& rd, const std::string& s, const std::str
   rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2, fp8)");
 }
 
+// A hardware counter: a count, finite and >= 0.
+double counter_value(const Reader& rd, const json& v, const std::string& path) {
+  if (!v.is_number()) rd.fail(path, "expected a number");
+  const double x = v.get<double>();
+  if (!std::isfinite(x) || x < 0) rd.fail(path, rd.impossible(v, "a count >= 0"));
+  return x;
+}
+
 VariantResult read_result(const Reader& rd, const json& j, const std::string& p) {
   VariantResult r;
   r.variant = rd.str(j, p, "variant");
@@ -236,22 +256,22 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   r.block_order = j.value("block_order", "");
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";
-  r.model.flops_matrix = rd.number(m, mp, "flops_matrix");
-  r.model.flops_convention = rd.number(m, mp, "flops_convention");
-  r.model.flops_nonmatrix = rd.number(m, mp, "flops_nonmatrix");
-  r.model.bytes_read = rd.number(m, mp, "bytes_read");
-  r.model.bytes_written = rd.number(m, mp, "bytes_written");
-  r.model.bytes_compulsory = rd.number(m, mp, "bytes_compulsory");
-  r.model.bytes_asymptotic = rd.number(m, mp, "bytes_asymptotic");
+  r.model.flops_matrix = rd.nonnegative(m, mp, "flops_matrix");
+  r.model.flops_convention = rd.nonnegative(m, mp, "flops_convention");
+  r.model.flops_nonmatrix = rd.nonnegative(m, mp, "flops_nonmatrix");
+  r.model.bytes_read = rd.nonnegative(m, mp, "bytes_read");
+  r.model.bytes_written = rd.nonnegative(m, mp, "bytes_written");
+  r.model.bytes_compulsory = rd.nonnegative(m, mp, "bytes_compulsory");
+  r.model.bytes_asymptotic = rd.nonnegative(m, mp, "bytes_asymptotic");
   if (m.contains("onchip_budget_bytes"))
-    r.model.onchip_budget_bytes = rd.number(m, mp, "onchip_budget_bytes");
+    r.model.onchip_budget_bytes = rd.nonnegative(m, mp, "onchip_budget_bytes");
   if (m.contains("terms")) {
     const json& terms = m["terms"];
     if (!terms.is_array()) rd.fail(mp + ".terms", "expected an array");
     for (std::size_t i = 0; i < terms.size(); ++i) {
       const std::string tp = mp + ".terms[" + std::to_string(i) + "]";
       r.model.terms.push_back({rd.str(terms[i], tp, "name"), rd.boolean(terms[i], tp, "write"),
-                               rd.number(terms[i], tp, "bytes")});
+                               rd.nonnegative(terms[i], tp, "bytes")});
     }
   }
   const json& v = rd.at(j, p, "verification");
@@ -262,6 +282,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.passed = rd.boolean(v, vp, "passed");
     ver.all_finite = rd.boolean(v, vp, "all_finite");
     ver.nonfinite_count = rd.integer(v, vp, "nonfinite_count");
+    if (ver.nonfinite_count < 0)
+      rd.fail(vp + ".nonfinite_count", rd.impossible(v["nonfinite_count"], "a count >= 0"));
     ver.max_abs_error = rd.number(v, vp, "max_abs_error");
     ver.rmse = rd.number(v, vp, "rmse");
     ver.baseline_max_abs_error = rd.number(v, vp, "baseline_max_abs_error");
@@ -272,16 +294,16 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     if (v.contains("lse_max_abs_error"))
       ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
     // The per-row rule's fields (files written since the rule; absent from older ones).
-    if (v.contains("worst_row_ratio")) ver.worst_row_ratio = rd.number(v, vp, "worst_row_ratio");
+    if (v.contains("worst_row_ratio")) ver.worst_row_ratio = rd.nonnegative(v, vp, "worst_row_ratio");
     if (v.contains("worst_head")) ver.worst_head = rd.integer(v, vp, "worst_head");
     if (v.contains("worst_row")) ver.worst_row = rd.integer(v, vp, "worst_row");
     if (v.contains("inputs_unchanged"))
       ver.inputs_unchanged = rd.boolean(v, vp, "inputs_unchanged");
     if (v.contains("lse_worst_row_ratio"))
-      ver.lse_worst_row_ratio = rd.number(v, vp, "lse_worst_row_ratio");
-    if (v.contains("relative_rmse")) ver.relative_rmse = rd.number(v, vp, "relative_rmse");
+      ver.lse_worst_row_ratio = rd.nonnegative(v, vp, "lse_worst_row_ratio");
+    if (v.contains("relative_rmse")) ver.relative_rmse = rd.nonnegative(v, vp, "relative_rmse");
     if (v.contains("baseline_relative_rmse"))
-      ver.baseline_relative_rmse = rd.number(v, vp, "baseline_relative_rmse");
+      ver.baseline_relative_rmse = rd.nonnegative(v, vp, "baseline_relative_rmse");
     r.verification = ver;
   }
   const json& t = rd.at(j, p, "timing");
@@ -292,10 +314,16 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     tm.warmup = static_cast<int>(rd.integer(t, tp, "warmup"));
     const json& samples = rd.at(t, tp, "samples_ms");
     if (!samples.is_array()) rd.fail(tp + ".samples_ms", "expected an array");
-    for (const auto& s : samples) {
-      if (!s.is_number()) rd.fail(tp + ".samples_ms", "expected numbers");
-      tm.samples_ms.push_back(s.get<double>());
+    for (std::size_t i = 0; i < samples.size(); ++i) {
+      const json& s = samples[i];
+      const std::string sp = tp + ".samples_ms[" + std::to_string(i) + "]";
+      if (!s.is_number()) rd.fail(sp, "expected a number");
+      const double ms = s.get<double>();
+      if (!std::isfinite(ms) || ms <= 0) rd.fail(sp, rd.impossible(s, "a time in ms > 0"));
+      tm.samples_ms.push_back(ms);
     }
+    if (tm.samples_ms.empty())
+      rd.fail(tp + ".samples_ms", "empty (a timed row has at least one sample)");
     tm.stats = summarize(tm.samples_ms);
     const json& clk = rd.at(t, tp, "sm_clock_mhz");
     tm.sm_clock_before_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "before"));
@@ -306,19 +334,19 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
   if (!d.is_null()) {
     const std::string dp = p + ".derived";
     Derived dv;
-    dv.tflops_convention = rd.number(d, dp, "tflops_convention");
-    dv.tflops_model = rd.number(d, dp, "tflops_model");
-    dv.effective_gbps = rd.number(d, dp, "effective_gbps");
-    dv.arithmetic_intensity = rd.number(d, dp, "arithmetic_intensity");
+    dv.tflops_convention = rd.nonnegative(d, dp, "tflops_convention");
+    dv.tflops_model = rd.nonnegative(d, dp, "tflops_model");
+    dv.effective_gbps = rd.nonnegative(d, dp, "effective_gbps");
+    dv.arithmetic_intensity = rd.nonnegative(d, dp, "arithmetic_intensity");
     // Older files (before `placement`) placed rows here and in `measured`; kept readable.
     if (d.contains("roofline_attainable_tflops"))
-      dv.roofline_attainable_tflops = rd.number(d, dp, "roofline_attainable_tflops");
+      dv.roofline_attainable_tflops = rd.nonnegative(d, dp, "roofline_attainable_tflops");
     if (d.contains("roofline_fraction"))
-      dv.roofline_fraction = rd.number(d, dp, "roofline_fraction");
+      dv.roofline_fraction = rd.nonnegative(d, dp, "roofline_fraction");
     if (d.contains("bound")) dv.bound = rd.str(d, dp, "bound");
     if (d.contains("best_peer")) {
       dv.best_peer = rd.str(d, dp, "best_peer");
-      dv.speed_vs_best_peer = rd.number(d, dp, "speed_vs_best_peer");
+      dv.speed_vs_best_peer = rd.nonnegative(d, dp, "speed_vs_best_peer");
     }
     r.derived = dv;
   }
@@ -331,9 +359,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     c.collect_seconds = cj.value("collect_seconds", 0.0);
     const json& vals = rd.at(cj, cp, "values");
     if (!vals.is_object()) rd.fail(cp + ".values", "expected an object");
-    for (auto it = vals.begin(); it != vals.end(); ++it) {
-      c.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
-    }
+    for (auto it = vals.begin(); it != vals.end(); ++it)
+      c.values[it.key()] = counter_value(rd, it.value(), cp + ".values." + it.key());
     if (cj.contains("kernels")) {
       const json& ks = cj["kernels"];
       if (!ks.is_array()) rd.fail(cp + ".kernels", "expected an array");
@@ -344,9 +371,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
         k.name = rd.str(ks[i], kp, "name");
         const json& kv = rd.at(ks[i], kp, "values");
         if (!kv.is_object()) rd.fail(kp + ".values", "expected an object");
-        for (auto it = kv.begin(); it != kv.end(); ++it) {
-          k.values[it.key()] = it.value().is_number() ? it.value().get<double>() : NAN;
-        }
+        for (auto it = kv.begin(); it != kv.end(); ++it)
+          k.values[it.key()] = counter_value(rd, it.value(), kp + ".values." + it.key());
         c.kernels.push_back(std::move(k));
       }
     }
@@ -357,18 +383,18 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     const json& mj = j["measured"];
     const std::string mp = p + ".measured";
     MeasuredDerived m;
-    m.dram_bytes = rd.number(mj, mp, "dram_bytes");
-    m.dram_over_model = rd.number(mj, mp, "dram_over_model");
-    m.dram_over_compulsory = rd.number(mj, mp, "dram_over_compulsory");
-    m.l2_bytes = rd.number(mj, mp, "l2_bytes");
-    m.l2_over_model = rd.number(mj, mp, "l2_over_model");
-    m.tensor_flops = rd.number(mj, mp, "tensor_flops");
-    m.tensor_over_model = rd.number(mj, mp, "tensor_over_model");
-    m.fp32_flops = rd.number(mj, mp, "fp32_flops");
-    m.intensity_dram = rd.number(mj, mp, "intensity_dram");
-    m.intensity_l2 = rd.number(mj, mp, "intensity_l2");
+    m.dram_bytes = rd.nonnegative(mj, mp, "dram_bytes");
+    m.dram_over_model = rd.nonnegative(mj, mp, "dram_over_model");
+    m.dram_over_compulsory = rd.nonnegative(mj, mp, "dram_over_compulsory");
+    m.l2_bytes = rd.nonnegative(mj, mp, "l2_bytes");
+    m.l2_over_model = rd.nonnegative(mj, mp, "l2_over_model");
+    m.tensor_flops = rd.nonnegative(mj, mp, "tensor_flops");
+    m.tensor_over_model = rd.nonnegative(mj, mp, "tensor_over_model");
+    m.fp32_flops = rd.nonnegative(mj, mp, "fp32_flops");
+    m.intensity_dram = rd.nonnegative(mj, mp, "intensity_dram");
+    m.intensity_l2 = rd.nonnegative(mj, mp, "intensity_l2");
     if (mj.contains("roofline_fraction"))
-      m.roofline_fraction = rd.number(mj, mp, "roofline_fraction");
+      m.roofline_fraction = rd.nonnegative(mj, mp, "roofline_fraction");
     if (mj.contains("bound")) m.bound = rd.str(mj, mp, "bound");
     r.measured = m;
   }
@@ -379,12 +405,12 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     pl.basis = rd.str(pj, pp, "basis");
     if (pl.basis != "counters" && pl.basis != "compulsory")
       rd.fail(pp + ".basis", "expected counters or compulsory");
-    pl.intensity_dram = rd.number(pj, pp, "intensity_dram");
+    pl.intensity_dram = rd.nonnegative(pj, pp, "intensity_dram");
     pl.intensity_l2 = pj.contains("intensity_l2") && !pj["intensity_l2"].is_null()
-                          ? rd.number(pj, pp, "intensity_l2")
+                          ? rd.nonnegative(pj, pp, "intensity_l2")
                           : 0;
-    pl.attainable_flops_per_s = rd.number(pj, pp, "attainable_tflops") * 1e12;
-    pl.fraction = rd.number(pj, pp, "fraction");
+    pl.attainable_flops_per_s = rd.nonnegative(pj, pp, "attainable_tflops") * 1e12;
+    pl.fraction = rd.nonnegative(pj, pp, "fraction");
     pl.bound = rd.str(pj, pp, "bound");
     r.placement = pl;
   }
@@ -529,6 +555,9 @@ RunResult read_document(const std::string& text, const std::string& source) {
   }
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
+  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>,
+           std::size_t>
+      seen;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const json& cj = configs[i];
     const std::string cp = "configs[" + std::to_string(i) + "]";
@@ -544,6 +573,13 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const std::string dt = rd.str(cj, cp, "dtype");
     if (!parse_dtype(dt, &cr.shape.dtype)) rd.fail(cp + ".dtype", "unknown dtype '" + dt + "'");
     cr.seed = static_cast<std::uint64_t>(rd.integer(cj, cp, "seed"));
+    // A configuration appears once: with two, which one a comparison uses would depend on order.
+    const auto key = std::tuple{cr.shape.B, cr.shape.H,      cr.shape.N,
+                                cr.shape.d, cr.shape.causal, static_cast<int>(cr.shape.dtype)};
+    if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
+      rd.fail(cp, "the same configuration as configs[" + std::to_string(it->second) +
+                      "] (B, H, N, d, causal, dtype)");
+    }
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");
     for (std::size_t k = 0; k < results.size(); ++k) {

@@ -104,7 +104,7 @@ std::string time_variant(const std::string& name, const Options& o, L2Flusher* f
 }  // namespace
 
 RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
-                   const std::string& no_gpu_reason) {
+                   const std::string& no_gpu_reason, const std::function<void(const std::string&)>& progress) {
   RunResult r;
   r.tool_version = kVersion;
   r.git_revision = kGitRevision;
@@ -128,6 +128,8 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
                       : Ceilings{"none (no GPU)", 0, 0, 0, 0};
   const auto plan = make_plan(o);
   for (std::size_t i = 0; i < plan.size(); ++i) {
+    if (g_interrupted) break;  // Ctrl-C while planning: the record keeps what was planned
+    if (progress) progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(), benchmark_name("", plan[i]).substr(1)));
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
@@ -145,10 +147,10 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
       // The cudnn-fp8 peer always quantises outside the timed region (kernels/cudnn/cudnn.cpp).
       mo.fp8_quantisation_timed = !o.fp8_prequantized && !pv.info->peer;
       const Tiles model_tiles = v.tiles.block_q > 0 ? v.tiles : pv.info->model_tiles;
-      v.model = model::io_model(pv.info->algorithm, c.shape, model_tiles, smem, mo);
       v.reason = pv.info->unsupported_reason(c.shape);
-      if (v.reason.empty() && device)
-        v.reason = pv.info->unsupported_on_device(device->cc_major, device->cc_minor);
+      // No model for a shape the variant does not support: it has no tiles there (d=256).
+      if (v.reason.empty()) v.model = model::io_model(pv.info->algorithm, c.shape, model_tiles, smem, mo);
+      if (v.reason.empty() && device) v.reason = pv.info->unsupported_on_device(device->cc_major, device->cc_minor);
       if (!v.reason.empty()) {
         v.status = Status::unsupported;
       } else if (r.settings.model_only) {
@@ -162,7 +164,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
     }
     r.configs.push_back(std::move(c));
   }
-  r.complete = r.settings.model_only;
+  r.complete = r.settings.model_only && !g_interrupted;
   return r;
 }
 

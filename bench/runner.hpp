@@ -23,8 +23,11 @@ struct RunHooks {
 };
 
 // The record's skeleton: tool, settings, device, ceilings, and each configuration's model rows.
+// Stops early when g_interrupted is set (the record is then incomplete); `progress` gets a line
+// per configuration.
 RunResult plan_run(const Options& options, const std::optional<DeviceInfo>& device,
-                   const std::string& no_gpu_reason);
+                   const std::string& no_gpu_reason,
+                   const std::function<void(const std::string&)>& progress = {});
 
 // Fills in verification and timing on the GPU. Returns the finished record.
 RunResult execute(RunResult record, const Options& options, const RunHooks& hooks);

@@ -1,13 +1,27 @@
 #!/usr/bin/env bash
-# Installs what fa-bench needs and is missing: Debian packages for the C++ build, and a Python
-# venv (.venv) for reports/ with the pinned versions of reports/requirements.txt.
-# Idempotent; fast when everything is there. The CUDA toolkit (nvcc, cuBLAS) must be installed.
+# Installs what is missing, and only what the command at hand needs. Idempotent; fast when
+# everything is there. The CUDA toolkit (nvcc, cuBLAS, CUPTI) must be installed already.
+#   scripts/setup.sh --cxx    fa-bench only: compiler, CMake, Ninja, fmt, CLI11, nlohmann-json,
+#                             Google Benchmark (scripts/run.sh)
+#   scripts/setup.sh          that, plus the Python venv (.venv) for reports/ with the pinned
+#                             reports/requirements.txt
+#   scripts/setup.sh --test   that, plus what only the tests need: GoogleTest, clang (libFuzzer,
+#                             scripts/fuzz.sh), chromium (the report test opens report.html
+#                             headless) (scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+mode=${1:-}
+case "$mode" in
+  "" | --cxx | --test) ;;
+  *)
+    echo "setup: error: unknown option '$mode' (accepted: --cxx, --test, or none)" >&2
+    exit 2
+    ;;
+esac
 
-# chromium: the report test opens report.html headless (tests/python/test_reports.py)
-# clang: libFuzzer for scripts/fuzz.sh (the result-file reader).
-packages=(g++ clang libfmt-dev libcli11-dev nlohmann-json3-dev libgtest-dev libbenchmark-dev python3-venv chromium)
+packages=(g++ libfmt-dev libcli11-dev nlohmann-json3-dev libbenchmark-dev)
+[ "$mode" = --cxx ] || packages+=(python3-venv)
+[ "$mode" = --test ] && packages+=(libgtest-dev clang chromium)
 missing=()
 # cmake and ninja may come from elsewhere (pip on the GPU machine): any on the PATH will do.
 command -v cmake >/dev/null || missing+=(cmake)
@@ -16,7 +30,7 @@ for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 if ((${#missing[@]})); then
-  echo "setup: installing ${missing[*]}" >&2
+  echo "setup: installing ${missing[*]} (apt-get; a minute or two)" >&2
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   if ! { $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${missing[@]}" >/dev/null; }; then
@@ -25,12 +39,12 @@ if ((${#missing[@]})); then
     echo "setup: warning: could not install ${missing[*]}; continuing" >&2
   fi
 fi
-[ "${1:-}" = "--cxx" ] && exit 0
 
 if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: error: nvcc not found: install the CUDA toolkit (13.0) first" >&2
   exit 1
 fi
+[ "$mode" = --cxx ] && exit 0
 
 # Python venv for reports/, keyed by the requirements file so a change reinstalls.
 stamp=.venv/.requirements.sha256

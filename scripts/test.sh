@@ -1,12 +1,51 @@
 #!/usr/bin/env bash
-# Sets up if needed, builds, runs ctest (CPU tests always; GPU tests when a GPU is present,
-# skipped with a reason otherwise), pytest and a short fuzz run (scripts/fuzz.sh).
+# Sets up what the tests need (scripts/setup.sh --test), builds everything, runs ctest (CPU tests
+# always; GPU tests when a GPU is present, skipped with a reason otherwise), pytest, ruff and a
+# short fuzz run (scripts/fuzz.sh; FUZZ_SECONDS, default 60, 0 skips it).
+# ctest's full log: build/ctest.log; printed here: failures, the totals, and one line counting
+# the skipped tests by reason (instead of every skipped name).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh
-scripts/build.sh
-(cd build && ctest --output-on-failure -j "$(nproc)")
-FA_BENCH_BIN="$PWD/build/bin/fa-bench" .venv/bin/python -m pytest -q tests/python
+build=${FA_BUILD_DIR:-build}
+scripts/setup.sh --test
+FA_BUILD_TESTS=ON scripts/build.sh
+echo "test: ctest (log: $build/ctest.log)" >&2
+rc=0
+(cd "$build" && ctest --output-on-failure -j "$(nproc)" --output-junit ctest-junit.xml) >"$build/ctest.log" 2>&1 || rc=$?
+# The log without its list of tests that did not run (those are summarised below).
+awk '/^The following tests did not run:/ {skip = 1; next}
+     skip && /\((Skipped|Disabled)\)$/ {next}
+     {skip = 0; print}' "$build/ctest.log" |
+  grep -vE '^ *Start +[0-9]+: |^ *[0-9]+/[0-9]+ Test +#[0-9]+: .*(Passed|\*\*\*Skipped) +[0-9.]+ sec$|^$' || true
+python3 - "$build/ctest-junit.xml" <<'PY'
+# One line: how many tests were skipped, grouped by the reason the test gave (GTEST_SKIP).
+import collections, re, sys, xml.etree.ElementTree as ET
+try:
+    cases = ET.parse(sys.argv[1]).getroot().iter("testcase")
+except (OSError, ET.ParseError) as e:
+    sys.exit(f"test: no ctest JUnit file ({e})")
+reasons, total = collections.Counter(), 0
+for c in cases:
+    total += 1
+    if c.get("status") not in ("notrun", "disabled") and c.find("skipped") is None:
+        continue
+    text = (c.findtext("system-out") or "")
+    m = re.search(r": Skipped\n(.+)", text)
+    reason = m.group(1).strip() if m else (c.find("skipped").get("message", "") if c.find("skipped") is not None else "")
+    reason = re.sub(r"\s+", " ", reason) or "no reason given"
+    reason = reason if len(reason) <= 110 else reason[:110] + "..."
+    reasons[reason] += 1
+skipped = sum(reasons.values())
+if skipped:
+    parts = "; ".join(f"{n} {r}" for r, n in reasons.most_common())
+    print(f"test: {skipped} of {total} tests skipped: {parts}")
+else:
+    print(f"test: none of the {total} tests skipped")
+PY
+[ "$rc" -eq 0 ] || { echo "test: ctest FAILED (exit $rc; log: $build/ctest.log)" >&2; exit "$rc"; }
+echo "test: pytest" >&2
+bin=$build; [[ $bin = /* ]] || bin="$PWD/$bin"
+FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q tests/python
+echo "test: ruff" >&2
 .venv/bin/ruff check reports tests/python scripts/*.py
-# A short fuzz of the result-file reader and the gate (FUZZ_SECONDS, default 60; 0 skips).
 if [ "${FUZZ_SECONDS:-60}" != 0 ]; then scripts/fuzz.sh; fi

@@ -62,7 +62,7 @@ expect(2 "no counters.*--time-only" ${B} --current ${DATA}/gate-no-counters.json
 expect(2 "not written as a baseline: it has no counters" --current ${DATA}/gate-no-counters.json --update-baseline ${OUT}/counterless.json)
 expect(0 "baseline written" --current ${DATA}/gate-no-counters.json --update-baseline ${OUT}/counterless.json --time-only)
 expect(2 "appears twice|duplicate row" ${B} --current ${DATA}/gate-duplicate-row.json)
-expect(2 "timing sample 5 is -" ${B} --current ${DATA}/gate-negative-sample.json)
+expect(2 "samples_ms\\[5\\]: impossible value -" ${B} --current ${DATA}/gate-negative-sample.json)
 # Peers are sentinels: cudnn 20% slower is an environment change, a failure only with --gate-peers.
 expect(0 "env change.*PASS \\(exit 0\\)" ${H} --current ${DATA}/gate-peer-cudnn-x1.20.json)
 expect(1 "cudnn \\(peer\\).*REGRESSION" ${H} --current ${DATA}/gate-peer-cudnn-x1.20.json --gate-peers)

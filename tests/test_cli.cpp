@@ -1,11 +1,20 @@
 // The CLI: defaults, lists and ranges, and every bad-input case (one line, exit code 2).
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
+#include "bench/runner.hpp"
+#include "profiler/atomic_file.hpp"
 
 namespace fa::bench {
 namespace {
@@ -31,7 +40,8 @@ TEST(Cli, TheReadmeCommandParses) {
   const auto out = parse({"--N", "4096", "--d", "64", "--variants", "all"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.N, std::vector<std::int64_t>{4096});
-  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
+  EXPECT_EQ(out.options.variants,
+            (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
   EXPECT_TRUE(out.options.cold_l2);
   const auto plan = make_plan(out.options);
   ASSERT_EQ(plan.size(), 1u);
@@ -123,6 +133,209 @@ TEST(Cli, VersionHelpAndListExitZero) {
   EXPECT_NE(list.find("fa2"), std::string::npos);
   EXPECT_NE(list.find("Br=128"), std::string::npos);
   EXPECT_NE(list.find("mma.sync"), std::string::npos);
+}
+
+// Hostile input (issue 13): each was a crash, a runaway or a silent wrong answer.
+TEST(Cli, HugeRangeIsRefusedNotRunAway) {
+  const auto start = std::chrono::steady_clock::now();
+  expect_bad({"--N", "1024:4611686018427387904"},
+             "overflows 64-bit");  // was: v *= 2 overflow, 17 GB
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(2));
+  expect_bad({"--N", "1:9223372036854775807"}, "power-of-two");  // 2^63 - 1 is not a power of two
+  EXPECT_EQ(parse({"--N", "1:4611686018427387904", "--batch", "1", "--heads", "1"}).exit_code,
+            kExitBadInput);
+}
+
+TEST(Cli, TileSizesThatWrapAreRefused) {
+  expect_bad({"--variants", "fa2", "--block-q", "4294967360"},
+             "--block-q: 4294967360 is too large");  // was: 64
+  expect_bad({"--variants", "fa2", "--block-kv", "65537"}, "--block-kv");
+}
+
+TEST(Cli, DuplicateValuesAreDroppedOnce) {
+  auto out = parse({"--N", "1024,1024,2048,1024", "--d", "64,64", "--variants", "fa2,fa2"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  EXPECT_EQ(out.options.N, (std::vector<std::int64_t>{1024, 2048}));
+  EXPECT_EQ(out.options.d, std::vector<std::int64_t>{64});
+  EXPECT_EQ(make_plan(out.options).size(), 2u);
+  EXPECT_EQ(parse({"--d", "64:128,64"}).exit_code, kExitBadInput);  // a range is not a list item
+}
+
+TEST(Cli, AllCombinesWithNames) {
+  auto out = parse({"--variants", "all,fa2"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  EXPECT_EQ(out.options.variants,
+            (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
+  out = parse({"--variants", "fp8,all,cudnn-fp8"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  EXPECT_EQ(out.options.variants,
+            (std::vector<std::string>{"fp8", "standard", "fa1", "fa2", "cudnn", "cudnn-fp8"}));
+  expect_bad({"--variants", "all,fa9"}, "unknown variant 'fa9'");
+  expect_bad({"--variants", "fa2,,fa1"}, "--variants: empty name in 'fa2,,fa1'");
+}
+
+TEST(Cli, TimingFlagsOutOfRange) {
+  expect_bad({"--min-time", "inf"}, "--min-time: inf");
+  expect_bad({"--min-time", "nan"}, "--min-time");
+  expect_bad({"--min-time", "-1"}, "--min-time");
+  expect_bad({"--repetitions", "0"}, "--repetitions: 0 (accepted: 1 or more)");
+  EXPECT_EQ(parse({"--repetitions", "1"}).action, ParseOutcome::Action::run);
+  EXPECT_EQ(parse({"--min-time", "1e-3"}).action, ParseOutcome::Action::run);
+}
+
+TEST(Cli, NonPowerOfTwoSequenceLengthsAreAccepted) {
+  // Decided: any positive N runs (the kernels mask the last partial block; scripts/gpu_check.sh
+  // runs N=130); only a range must run between powers of two. The help says so.
+  const auto out = parse({"--N", "1000,130"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  EXPECT_EQ(out.options.N, (std::vector<std::int64_t>{1000, 130}));
+  expect_bad({"--N", "1000:4096"}, "range of powers of two");
+  const std::string help = parse({"--help"}).output;
+  EXPECT_NE(help.find("any positive integer"), std::string::npos) << help;
+}
+
+TEST(Cli, HelpNamesTheProgramAndTheGate) {
+  const std::string help = parse({"--help"}).output;
+  EXPECT_NE(help.find("Usage: fa-bench"), std::string::npos) << help;
+  EXPECT_NE(help.find("fa-bench gate"), std::string::npos) << help;
+  EXPECT_NE(help.find("4 an output"), std::string::npos) << help;
+}
+
+// The model of a variant that does not support the head dim has no tiles: it was built with
+// {0, 0} and divided by zero (SIGFPE, exit 136) for `--d 256`.
+TEST(Plan, UnsupportedHeadDimHasNoModelAndNoCrash) {
+  const auto out = parse({"--d", "64,256", "--variants", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 2u);
+  EXPECT_TRUE(r.complete);
+  int unsupported = 0;
+  for (const auto& v : r.configs[1].results) {
+    if (v.status == Status::unsupported) {
+      ++unsupported;
+      EXPECT_EQ(v.model.bytes(), 0) << v.variant;
+    } else {
+      EXPECT_GT(v.model.bytes(), 0) << v.variant;
+    }
+  }
+  EXPECT_GE(unsupported, 1);
+  for (const auto& v : r.configs[0].results) EXPECT_GT(v.model.bytes(), 0) << v.variant;
+}
+
+TEST(Plan, StopsWhenInterruptedAndSaysIncomplete) {
+  const auto out = parse({"--N", "1024:8192", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  int lines = 0;
+  g_interrupted = true;
+  const RunResult r =
+      plan_run(out.options, std::nullopt, "no GPU", [&](const std::string&) { ++lines; });
+  g_interrupted = false;
+  EXPECT_TRUE(r.configs.empty());
+  EXPECT_FALSE(r.complete);
+  const RunResult full = plan_run(out.options, std::nullopt, "no GPU", [&](const std::string& l) {
+    ++lines;
+    EXPECT_EQ(l.rfind("planning [", 0), 0u) << l;
+  });
+  EXPECT_EQ(full.configs.size(), 4u);
+  EXPECT_EQ(lines, 4);
+  EXPECT_TRUE(full.complete);
+}
+
+// ---- output files (profiler/atomic_file) ---------------------------------------------------
+
+namespace fs = std::filesystem;
+
+fs::path scratch(const std::string& name) {
+  const fs::path p =
+      fs::temp_directory_path() / ("fa-bench-test-" + std::to_string(::getpid())) / name;
+  fs::remove_all(p);
+  fs::create_directories(p);
+  return p;
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+TEST(OutputFile, RegularFilesAreReplacedAtomically) {
+  const fs::path dir = scratch("regular");
+  fa::write_file_atomically((dir / "sub" / "a.json").string(), "one");
+  fa::write_file_atomically((dir / "sub" / "a.json").string(), "two");
+  EXPECT_EQ(slurp(dir / "sub" / "a.json"), "two");
+  EXPECT_EQ(std::distance(fs::directory_iterator(dir / "sub"), fs::directory_iterator{}),
+            1);  // no temp left
+  EXPECT_TRUE(fa::resolve_output((dir / "sub" / "a.json").string()).atomic);
+  EXPECT_TRUE(fa::resolve_output((dir / "missing.json").string()).atomic);
+}
+
+TEST(OutputFile, SymlinkToRegularFileKeepsTheLink) {
+  const fs::path dir = scratch("link");
+  fa::write_file_atomically((dir / "target.json").string(), "old");
+  fs::create_symlink("target.json", dir / "link.json");  // relative, as `ln -s` makes them
+  fa::write_file_atomically((dir / "link.json").string(), "new");
+  EXPECT_TRUE(fs::is_symlink(dir / "link.json"));
+  EXPECT_EQ(slurp(dir / "target.json"), "new");
+  fs::create_symlink(dir / "later.json", dir / "dangling.json");  // a link to a file not there yet
+  fa::write_file_atomically((dir / "dangling.json").string(), "made");
+  EXPECT_TRUE(fs::is_symlink(dir / "dangling.json"));
+  EXPECT_EQ(slurp(dir / "later.json"), "made");
+}
+
+TEST(OutputFile, FifoIsWrittenNotReplaced) {
+  const fs::path dir = scratch("fifo");
+  const fs::path fifo = dir / "pipe";
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  fs::create_symlink(fifo, dir / "to-pipe");
+  for (const fs::path& p : {fifo, dir / "to-pipe"}) {
+    ASSERT_FALSE(fa::resolve_output(p.string()).atomic) << p;
+    std::string got;
+    std::thread reader([&] { got = slurp(fifo); });
+    fa::write_file_atomically(p.string(), "through the pipe");
+    reader.join();
+    EXPECT_EQ(got, "through the pipe");
+    EXPECT_TRUE(fs::is_fifo(fifo));
+  }
+  EXPECT_TRUE(fs::is_symlink(dir / "to-pipe"));
+  EXPECT_EQ(fa::output_problem(fifo.string()), "");
+}
+
+TEST(OutputFile, DevicesAndStdoutAreWrittenInPlace) {
+  // Checked first, so that a regression cannot replace the device nodes (tests may run as root).
+  ASSERT_FALSE(fa::resolve_output("/dev/null").atomic);
+  ASSERT_FALSE(fa::resolve_output("/dev/full").atomic);
+  EXPECT_FALSE(fa::resolve_output("/dev/stdout").atomic);
+  EXPECT_FALSE(fa::resolve_output("/proc/self/fd/1").atomic);
+  fa::write_file_atomically("/dev/null", "nothing");
+  EXPECT_TRUE(fs::is_character_file("/dev/null"));
+  try {
+    fa::write_file_atomically("/dev/full", "too much");
+    FAIL() << "/dev/full accepted a write";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("No space left on device"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(fs::is_character_file("/dev/full"));
+}
+
+TEST(OutputFile, ProblemsAreFoundBeforeWriting) {
+  const fs::path dir = scratch("problems");
+  fa::write_file_atomically((dir / "file").string(), "x");
+  EXPECT_EQ(fa::output_problem(dir.string()), "is a directory");
+  EXPECT_EQ(fa::output_problem((dir / "file" / "x.json").string()),
+            (dir / "file").string() + " is not a directory");
+  EXPECT_EQ(fa::output_problem((dir / "new" / "deeper" / "x.json").string()), "");
+  EXPECT_EQ(fa::output_problem((dir / "file").string()), "");
+  EXPECT_EQ(fa::output_problem("relative-name.json"), "");
+  EXPECT_FALSE(fs::exists(dir / "new"));  // checking creates nothing
+  if (::geteuid() != 0) {                 // root writes anywhere
+    fs::create_directories(dir / "ro");
+    fs::permissions(dir / "ro", fs::perms::owner_read | fs::perms::owner_exec);
+    EXPECT_NE(fa::output_problem((dir / "ro" / "x.json").string()).find("cannot create files in"),
+              std::string::npos);
+    fs::permissions(dir / "ro", fs::perms::owner_all);
+  }
 }
 
 }  // namespace

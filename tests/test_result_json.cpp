@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
+#include <nlohmann/json.hpp>
 
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
@@ -160,9 +162,73 @@ TEST(ResultJson, RefusesMalformedInput) {
   expect_refused(s, "device.memory_bus_bits");
 }
 
+// Impossible values (issue 13): the gate passed a file whose times and counters were all zero or
+// negative. Each is refused with the file, the key and the value.
+TEST(ResultJson, RefusesImpossibleValues) {
+  const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
+  auto with = [&](const std::function<void(nlohmann::json & row)>& change) {
+    nlohmann::json doc = good;
+    change(doc["configs"][0]["results"][0]);
+    return doc.dump();
+  };
+  const std::string p = "configs[0].results[0].";
+  expect_refused(with([](auto& r) { r["timing"]["samples_ms"][0] = -5.04; }),
+                 p + "timing.samples_ms[0]: impossible value -5.04 (accepted: a time in ms > 0)");
+  expect_refused(with([](auto& r) { r["timing"]["samples_ms"][2] = 0; }),
+                 p + "timing.samples_ms[2]: impossible value 0");
+  expect_refused(with([](auto& r) { r["timing"]["samples_ms"][0] = nullptr; }),
+                 "samples_ms[0]: expected a number");
+  expect_refused(with([](auto& r) { r["timing"]["samples_ms"] = nlohmann::json::array(); }),
+                 "samples_ms: empty");
+  expect_refused(with([](auto& r) { r["derived"]["tflops_convention"] = -109.0; }),
+                 p + "derived.tflops_convention: impossible value -109.0");
+  expect_refused(with([](auto& r) { r["model"]["bytes_read"] = -1; }),
+                 p + "model.bytes_read: impossible value -1");
+  expect_refused(with([](auto& r) { r["model"]["flops_matrix"] = nullptr; }),
+                 p + "model.flops_matrix: impossible value null");
+  expect_refused(with([](auto& r) { r["model"]["terms"][0]["bytes"] = -2; }),
+                 p + "model.terms[0].bytes: impossible value -2");
+  expect_refused(with([](auto& r) { r["verification"]["nonfinite_count"] = -1; }),
+                 "nonfinite_count: impossible value -1");
+  // The values that are possible still read.
+  EXPECT_NO_THROW(
+      from_json_text(with([](auto& r) { r["timing"]["samples_ms"][0] = 1e-6; }), "ok.json"));
+}
+
+TEST(ResultJson, RefusesNegativeOrMissingCounters) {
+  RunResult a = sample_record();
+  CounterResult c;
+  c.values = {{"dram__bytes_read.sum", -3e6}};
+  a.configs[0].results[0].counters = c;
+  expect_refused(to_json_text(a),
+                 "configs[0].results[0].counters.values.dram__bytes_read.sum: impossible value");
+  a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", 0.0}};  // zero is a count
+  EXPECT_NO_THROW(from_json_text(to_json_text(a), "ok.json"));
+  a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", NAN}};  // written as null
+  expect_refused(to_json_text(a), "counters.values.dram__bytes_read.sum: expected a number");
+  a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", 1.0}};
+  a.configs[0].results[0].counters->kernels = {{"gemm", {{"dram__bytes_read.sum", -1.0}}}};
+  expect_refused(to_json_text(a),
+                 "counters.kernels[0].values.dram__bytes_read.sum: impossible value -1");
+}
+
+TEST(ResultJson, RefusesDuplicateConfigurations) {
+  RunResult a = sample_record();
+  a.configs.push_back(a.configs[0]);
+  expect_refused(to_json_text(a), "configs[1]: the same configuration as configs[0]");
+  a.configs[1].shape.causal = false;  // another configuration: fine
+  EXPECT_NO_THROW(from_json_text(to_json_text(a), "ok.json"));
+  a.configs[1].shape.causal = true;
+  a.configs[1].shape.dtype = DType::fp16;
+  EXPECT_NO_THROW(from_json_text(to_json_text(a), "ok.json"));
+}
+
+// Without FA_RESULT_FILE (a plain ctest or fa_tests_cpu run) it reads a committed H200 file, so it
+// runs everywhere instead of showing as skipped; ctest also points it at the Python writer's
+// output and other fixtures (tests/CMakeLists.txt).
 TEST(ResultJson, ReadsFileNamedInEnvironment) {
-  const char* path = std::getenv("FA_RESULT_FILE");
-  if (!path) GTEST_SKIP() << "FA_RESULT_FILE not set (ctest sets it to the Python writer's output)";
+  const char* env = std::getenv("FA_RESULT_FILE");
+  const std::string path = env ? env : FA_SOURCE_DIR "/tests/data/h200-sweep-all-2026-11-21.json";
   const RunResult r = read_result_file(path);
   ASSERT_FALSE(r.configs.empty());
   for (const auto& c : r.configs) {

@@ -53,6 +53,31 @@ def main() -> int:
             r[k] = None
     seeds["no-gpu.json"] = no_gpu
 
+    # Impossible values the reader refuses (issue 13): the fuzzer starts next to the checks.
+    def changed(change) -> dict:
+        d = copy.deepcopy(doc)
+        change(d, d["configs"][0]["results"][0])
+        return d
+
+    def set_all_samples(value):
+        def change(_d, r):
+            r["timing"]["samples_ms"] = [value] * len(r["timing"]["samples_ms"])
+
+        return change
+
+    seeds["dup-config.json"] = changed(lambda d, _r: d["configs"].append(copy.deepcopy(d["configs"][0])))
+    seeds["negative-sample.json"] = changed(lambda _d, r: r["timing"]["samples_ms"].__setitem__(0, -5.04))
+    seeds["zero-samples.json"] = changed(set_all_samples(0))
+    seeds["empty-samples.json"] = changed(lambda _d, r: r["timing"].update(samples_ms=[]))
+    seeds["negative-counter.json"] = changed(
+        lambda _d, r: r["counters"]["values"].update({k: -1.0 for k in r["counters"]["values"]})
+    )
+    seeds["null-counter.json"] = changed(
+        lambda _d, r: r["counters"]["values"].update({next(iter(r["counters"]["values"])): None})
+    )
+    seeds["negative-tflops.json"] = changed(lambda _d, r: r["derived"].update(tflops_convention=-109.0))
+    seeds["negative-model-bytes.json"] = changed(lambda _d, r: r["model"].update(bytes_read=-1))
+
     for name, d in seeds.items():
         (out / name).write_text(json.dumps(d, separators=(",", ":")))
     (out / "compact-indent.json").write_text(json.dumps(doc, indent=1))
