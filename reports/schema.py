@@ -26,6 +26,9 @@ UNDERSTOOD_VERSIONS = (SCHEMA_VERSION,)
 DTYPES = ("bf16", "fp16")
 ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model knows
 STATUSES = ("ok", "failed", "skipped", "unsupported", "error", "model_only", "interrupted")
+CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # what makes a configuration unique
+PLACEMENT_BASES = ("counters", "compulsory")
+PLACEMENT_BOUNDS = ("compute", "dram", "l2")
 MODEL_NUMBERS = (
     "flops_matrix",
     "flops_convention",
@@ -181,6 +184,24 @@ class _Validator:
             self.fail(path, f"expected a finite number, got {value}")
         return value
 
+    def positive(self, value: Any, path: str, what: str = "a positive number") -> float:
+        self.number(value, path)
+        if value <= 0:
+            self.fail(path, f"expected {what}, got {value}")
+        return value
+
+    def non_negative(self, value: Any, path: str, what: str = "a number >= 0") -> float:
+        self.number(value, path)
+        if value < 0:
+            self.fail(path, f"expected {what}, got {value}")
+        return value
+
+    def numbers_non_negative(self, obj: dict, path: str, what: str) -> None:
+        """Every number directly in ``obj`` is >= 0 (byte and FLOP counts, errors, ratios)."""
+        for key, value in obj.items():
+            if isinstance(value, (int, float)) and not isinstance(value, bool):
+                self.non_negative(value, _join(path, key), what)
+
     def one_of(self, value: Any, path: str, allowed: tuple[str, ...]) -> str:
         if not isinstance(value, str) or value not in allowed:
             self.fail(path, f"expected one of {'|'.join(allowed)}, got {_show(value)}")
@@ -236,8 +257,15 @@ class _Validator:
         self.obj(self.get(doc, "", "ceilings"), "ceilings")
 
         configs = self.lst(self.get(doc, "", "configs"), "configs")
+        seen: dict[tuple, int] = {}
         for i, config in enumerate(configs):
             self.config(config, f"configs[{i}]")
+            key = tuple(config[k] for k in CONFIG_KEY)
+            if key in seen:
+                what = ", ".join(f"{k}={json.dumps(config[k])}" for k in CONFIG_KEY)
+                self.fail(f"configs[{i}]", f"duplicate configuration ({what}; also at "
+                          f"configs[{seen[key]}])")
+            seen[key] = i
 
     def config(self, config: Any, path: str) -> None:
         self.obj(config, path)
@@ -289,6 +317,8 @@ class _Validator:
                 self.fail(p("verification.passed"), f"is false but status is {status!r}, not 'failed'")
         elif status == "failed":
             self.fail(p("verification"), "is null but status is 'failed' (failed means verified and wrong)")
+        if verification is not None:
+            self.numbers_non_negative(verification, p("verification"), "an error or count >= 0")
 
         timing = self.obj(self.get(r, path, "timing"), p("timing"), nullable=True)
         if timing is not None:
@@ -296,8 +326,15 @@ class _Validator:
             if not samples:
                 self.fail(p("timing.samples_ms"), "is empty (a timed result has at least one sample)")
             for k, x in enumerate(samples):
-                self.number(x, f"{p('timing.samples_ms')}[{k}]")
-            self.number(self.get(timing, p("timing"), "median_ms"), p("timing.median_ms"))
+                self.positive(x, f"{p('timing.samples_ms')}[{k}]", "a positive time")
+            self.positive(self.get(timing, p("timing"), "median_ms"), p("timing.median_ms"),
+                          "a positive time")
+            for key in ("q1_ms", "q3_ms", "min_ms", "max_ms", "mean_ms"):
+                if key in timing:
+                    self.positive(timing[key], p(f"timing.{key}"), "a positive time")
+            for key in ("stddev_ms", "relative_iqr"):
+                if key in timing:
+                    self.non_negative(timing[key], p(f"timing.{key}"))
         if (timing is not None) != (status == "ok"):
             self.fail(
                 p("timing"),
@@ -307,7 +344,22 @@ class _Validator:
 
         model = self.obj(self.get(r, path, "model"), p("model"))
         for key in MODEL_NUMBERS:
-            self.number(self.get(model, p("model"), key), f"{p('model')}.{key}")
+            self.non_negative(self.get(model, p("model"), key), f"{p('model')}.{key}",
+                              "a count >= 0")
+        self.numbers_non_negative(model, p("model"), "a count >= 0")
+
+        counters = r.get("counters")
+        if isinstance(counters, dict):
+            values = counters.get("values")
+            if isinstance(values, dict):
+                self.numbers_non_negative(values, p("counters.values"), "a counter value >= 0")
+            for k, kernel in enumerate(counters.get("kernels") or []):
+                if isinstance(kernel, dict) and isinstance(kernel.get("values"), dict):
+                    self.numbers_non_negative(kernel["values"], p(f"counters.kernels[{k}].values"),
+                                              "a counter value >= 0")
+        measured = r.get("measured")
+        if isinstance(measured, dict):
+            self.numbers_non_negative(measured, p("measured"), "a measured value >= 0")
 
         derived = self.obj(self.get(r, path, "derived"), p("derived"), nullable=True)
         if (derived is not None) != (status == "ok"):
@@ -316,6 +368,29 @@ class _Validator:
                 f"must be non-null exactly when status is 'ok' (status is {status!r}, "
                 f"derived is {'null' if derived is None else 'present'})",
             )
+        if derived is not None:
+            self.numbers_non_negative(derived, p("derived"), "a value >= 0")
+
+        if r.get("placement") is not None:
+            if timing is None:
+                self.fail(p("placement"), "is present but the row has no timing")
+            self.placement(r["placement"], p("placement"))
+
+    def placement(self, pl: Any, path: str) -> None:
+        self.obj(pl, path)
+        basis = self.one_of(self.get(pl, path, "basis"), _join(path, "basis"), PLACEMENT_BASES)
+        self.positive(self.get(pl, path, "intensity_dram"), _join(path, "intensity_dram"))
+        l2 = self.get(pl, path, "intensity_l2")
+        if l2 is not None:
+            self.positive(l2, _join(path, "intensity_l2"), "a positive number or null")
+            if basis == "compulsory":
+                self.fail(_join(path, "intensity_l2"),
+                          "must be null when basis is 'compulsory' (no counters)")
+        self.positive(self.get(pl, path, "attainable_tflops"), _join(path, "attainable_tflops"))
+        self.non_negative(self.get(pl, path, "fraction"), _join(path, "fraction"))
+        bound = self.one_of(self.get(pl, path, "bound"), _join(path, "bound"), PLACEMENT_BOUNDS)
+        if bound == "l2" and l2 is None:
+            self.fail(_join(path, "bound"), "is 'l2' but intensity_l2 is null")
 
 
 # --------------------------------------------------------------------------------------------
