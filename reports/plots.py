@@ -191,8 +191,11 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
     for ax in axes[len(panels):]:
         ax.set_visible(False)
     kinds: set[str] = set()
+    labels = []
     for ax, (prec, title, prows) in zip(axes, panels):
-        kinds |= _roofline_panel(ax, res, roofs, prec, prows)
+        k, panel_labels = _roofline_panel(ax, res, roofs, prec, prows)
+        kinds |= k
+        labels.append((ax, panel_labels))
         ax.set_title(title, loc="left")
 
     variants = list(dict.fromkeys(r["variant"] for r in rows))
@@ -214,6 +217,9 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
                title="variant · intensity from")
     _title(fig, "Roofline: each variant × configuration, placed as the tables place it", rows,
            device)
+    fig.draw_without_rendering()  # once, after layout: the labels follow on-screen slopes
+    for ax, panel_labels in labels:
+        _roof_labels(ax, panel_labels)
     plot.figure = fig
     if "compulsory" in kinds:
         plot.notes.append("Half-filled markers sit at the compulsory bytes' intensity (Q, K, V "
@@ -328,9 +334,12 @@ def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set
     ax.grid(True, which="major")
     ax.grid(True, which="minor", color="#f0f0f0", lw=0.4)
 
-    # Labels above the markers (zorder, white box) so none hides: flat roofs at their right end,
-    # bandwidth lines near their left end along the line, rotated to the on-screen slope.
-    ax.figure.draw_without_rendering()
+    return kinds, labels
+
+
+def _roof_labels(ax, labels: list) -> None:
+    """Labels above the markers (zorder, white box) so none hides: flat roofs at their right
+    end, bandwidth lines near their left end along the line, rotated to the on-screen slope."""
     n_diag = 0
     for line, text, colour, kind, key in labels:
         xd, yd = line.get_data()
@@ -348,7 +357,6 @@ def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set
         ax.annotate(text, xy=(xa, ya), xytext=(0, 3), textcoords="offset points",
                     rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=8,
                     color=colour, zorder=6, bbox=LABEL_BOX, gid=f"label-{key}")
-    return kinds
 
 
 # ---------------------------------------------------------------------------------------------
@@ -715,7 +723,249 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     return plot
 
 
-PLOTS = (plot_roofline, plot_io_scaling, plot_block_size, plot_throughput, plot_fp8_accuracy)
+# ---------------------------------------------------------------------------------------------
+# 6, 7. Which law holds: bytes against d at fixed N, and against the tile size
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Exponent k of y ∝ x^k between the smallest and the largest x (means per x)."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in points:
+        if x > 0 and y > 0:
+            by_x.setdefault(x, []).append(y)
+    if len(by_x) < 2:
+        return None
+    lo, hi = min(by_x), max(by_x)
+    y0 = sum(by_x[lo]) / len(by_x[lo])
+    y1 = sum(by_x[hi]) / len(by_x[hi])
+    return math.log(y1 / y0) / math.log(hi / lo)
+
+
+def _pow2_axis(ax, values: list[int], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    values = sorted(set(values))
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{int(round(x)):d}"))
+    ax.set_xlim(values[0] / 1.3, values[-1] * 1.3)
+    ax.set_xlabel(label)
+
+
+def _model_bytes(r: dict) -> float:
+    return (r["model"]["bytes_read"] + r["model"]["bytes_written"]) / (r["B"] * r["H"])
+
+
+@_styled
+def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot:
+    """Model bytes per (batch·head) against d at one N (log-log), with guides of slope 1 and 2:
+    with fixed tiles the FlashAttention lines grow ∝ d, the paper's law (Br = M/(4d)) ∝ d²."""
+    plot = Plot(name, "Bytes against the head dimension d at fixed N: which law holds")
+    rows = [r for r in default_rows(res.rows) if r["device_name"] == device
+            and r["status"] in ("ok", "model_only") and _model_bytes(r) > 0]
+    if not rows:
+        plot.skipped = f"no rows with an IO model for {device}"
+        return plot
+    causal = not any(not r["causal"] for r in rows)
+    rows = [r for r in rows if r["causal"] == causal]
+    by_n: dict[int, set[int]] = {}
+    for r in rows:
+        by_n.setdefault(r["N"], set()).add(r["d"])
+    ns = [n for n, ds in by_n.items() if len(ds) >= 2]
+    if not ns:
+        plot.skipped = ("needs rows at two or more head dimensions d at one N (e.g. fa-bench "
+                        "--N 4096 --d 64,128 --model-only)")
+        return plot
+    n = max(ns)
+    rows = [r for r in rows if r["N"] == n]
+    ds = sorted({r["d"] for r in rows})
+    fig = _figure(8.2, 5.0)
+    ax = fig.subplots()
+    ax.set_yscale("log")
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    offset = _offsets(variants, 0.04)
+    values: list[float] = []
+    law = False
+    handles = []
+    for v in variants:
+        vrows = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["d"])
+        colour, marker = res.style(v)
+        alg = vrows[0]["algorithm"]
+        x = [r["d"] for r in vrows]
+        y = [_model_bytes(r) for r in vrows]
+        values += y
+        ax.plot(x, y, color=colour, marker=marker, mfc="white", ms=5, lw=1.2,
+                ls=(0, (4, 2)) if v in res.peers else "-", zorder=3, gid=f"model-{v}")
+        k = _slope(list(zip(x, y)))
+        text = f"{res.label(v)}: model" + (f" ∝ d^{k:.2f}" if k is not None else "")
+        if all(has_budget(r) for r in vrows) and alg != "standard":
+            ly = [r["model"]["bytes_asymptotic"] / (r["B"] * r["H"]) for r in vrows]
+            ax.plot(x, ly, color=colour, lw=0.9, ls="-.", zorder=2, gid=f"law-{v}")
+            values += ly
+            law = True
+            kl = _slope(list(zip(x, ly)))
+            text += "; law" + (f" ∝ d^{kl:.2f}" if kl is not None else "")
+        meas = [(r["d"] * offset[v], r["measured"]["dram_bytes"] / (r["B"] * r["H"]))
+                for r in vrows if (r.get("measured") or {}).get("dram_bytes", 0) > 0]
+        if meas:
+            ax.plot([p[0] for p in meas], [p[1] for p in meas], color=colour, marker=marker,
+                    ms=6, mec="black", mew=0.4, ls="none", zorder=4, gid=f"dram-{v}")
+            values += [p[1] for p in meas]
+        plot.notes.append(text + ".")
+        handles.append(Line2D([], [], color=colour, marker=marker, mfc="white", lw=1.2,
+                              ls=(0, (4, 2)) if v in res.peers else "-",
+                              label=f"{res.label(v)}: {MODEL_LAW.get(alg, 'IO model')}"))
+    # slope guides through the geometric middle of the values at the smallest d
+    y0 = math.sqrt(min(values) * max(values))
+    d0, d1 = ds[0], ds[-1]
+    for k, style, gid, text in ((1, (0, (1, 2)), "guide-d1", "∝ d"),
+                                (2, (0, (6, 2, 1, 2)), "guide-d2", "∝ d²")):
+        ax.plot([d0, d1], [y0, y0 * (d1 / d0) ** k], color="#555555", ls=style, lw=1.0, zorder=1,
+                gid=gid)
+        ax.annotate(text, xy=(d1, y0 * (d1 / d0) ** k), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8, color="#555555")
+        values.append(y0 * (d1 / d0) ** k)
+    ax.set_ylim(min(values) / 2, max(values) * 2)
+    _pow2_axis(ax, ds, "head dimension d")
+    ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
+    ax.set_ylabel("bytes per (batch·head), IO model")
+    handles.append(Line2D([], [], color="#555555", marker="o", ms=6, mec="black", mew=0.4,
+                          ls="none", label="measured DRAM bytes"))
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
+    fig.legend(handles=handles, loc="outside lower center", ncol=1, frameon=False)
+    what = "causal" if causal else "non-causal"
+    _title(fig, f"Bytes against d at N = {n} ({what}): tile model ∝ d, the paper's law ∝ d²",
+           rows, device)
+    if not law:
+        plot.notes.append("The paper's law is not drawn: these files predate "
+                          "model.onchip_budget_bytes.")
+    plot.figure = fig
+    return plot
+
+
+TILE_AXIS = {"fa1": ("block_kv", "Bc"), "fa2": ("block_q", "Br"), "fp8": ("block_q", "Br")}
+
+
+@_styled
+def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -> Plot:
+    """Bytes per (batch·head) against the tile size whose inverse sets the re-reads (Br for
+    fa2/fp8: K/V read N/Br times; Bc for fa1: Q and the state read N/Bc times), log-log:
+    the IO model, measured DRAM and SM↔L2 bytes, a ∝ 1/tile guide, the compulsory floor and,
+    where the files carry the budget M, the paper's law and its tile Br = M/(4d)."""
+    plot = Plot(name, "Bytes against the tile size: which law holds")
+    groups: dict[tuple, list[dict]] = {}
+    for r in res.rows:
+        if (r["device_name"] != device or r["peer"] or r["algorithm"] not in TILE_AXIS
+                or r["status"] not in ("ok", "model_only") or r["tiles"]["block_q"] <= 0):
+            continue
+        key = (r["algorithm"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["block_order"],
+               r["run_index"])
+        groups.setdefault(key, []).append(r)
+    groups = {k: g for k, g in groups.items()
+              if len({r["tiles"][TILE_AXIS[k[0]][0]] for r in g}) >= 2}
+    if not groups:
+        plot.skipped = ("needs fa1/fa2/fp8 rows at two or more tile sizes of one configuration "
+                        "(fa-bench --block-q 64,128 --block-kv 32,64,128)")
+        return plot
+    chosen: dict[tuple, tuple] = {}
+    for key in groups:
+        alg, d, causal, n = key[:4]
+        best = chosen.get((alg, d))
+        if best is None or (not causal, n) > (not best[2], best[3]):
+            chosen[(alg, d)] = key
+    families = sorted({"fa1" if k[0] == "fa1" else "fa2" for k in chosen.values()})
+    fig = _figure(5.2 * len(families) + 0.6, 4.8)
+    axes = dict(zip(families, fig.subplots(1, len(families), squeeze=False)[0]))
+    handles = []
+    dash = ["-", "--", "-.", ":"]
+    d_style = {d: dash[i % 4] for i, d in enumerate(sorted({k[1] for k in chosen.values()}))}
+    law = False
+    for key in sorted(chosen.values()):
+        alg, d, causal, n = key[:4]
+        field, sym = TILE_AXIS[alg]
+        ax = axes["fa1" if alg == "fa1" else "fa2"]
+        g = sorted(groups[key], key=lambda r: (r["tiles"][field], r["tiles"]["block_q"],
+                                              r["tiles"]["block_kv"]))
+        colour, marker = res.style(alg)
+        ls = d_style[d]
+        x = [r["tiles"][field] for r in g]
+        model = [_model_bytes(r) for r in g]
+        ax.plot(x, model, color=colour, ls=ls, lw=1.0, marker=marker, mfc="white", ms=5,
+                zorder=3, gid=f"model-{alg}-{d}")
+        parts = [f"model ∝ {sym}^{_slope(list(zip(x, model))):.2f}"]
+        for level, mkey, style in (("DRAM", "dram_bytes", {"mec": "black", "mew": 0.4, "ms": 6}),
+                                   ("L2↔SM", "l2_bytes", {"mfc": "none", "mew": 1.6, "ms": 9})):
+            pts = [(xi, r["measured"][mkey] / (r["B"] * r["H"])) for xi, r in zip(x, g)
+                   if (r.get("measured") or {}).get(mkey, 0) > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
+                        ls="none", zorder=4, gid=f"{mkey.split('_')[0]}-{alg}-{d}", **style)
+                k = _slope(pts)
+                if k is not None:
+                    parts.append(f"measured {level} ∝ {sym}^{k:.2f}")
+        # ∝ 1/tile guide from 1.5× the model's point at the smallest tile (beside the model
+        # line, not on it); the compulsory floor
+        x0, x1 = min(x), max(x)
+        y0 = 1.5 * max(m for xi, m in zip(x, model) if xi == x0)
+        ax.plot([x0, x1], [y0, y0 * x0 / x1], color="#555555", ls=(0, (1, 2)), lw=1.0,
+                zorder=2, gid=f"guide-{alg}-{d}")
+        floor = min(r["model"]["bytes_compulsory"] for r in g) / (g[0]["B"] * g[0]["H"])
+        ax.plot([x0, x1], [floor, floor], color="black", ls=":", lw=1.3, zorder=2,
+                gid=f"compulsory-{alg}-{d}")
+        budget = [r for r in g if has_budget(r)]
+        if budget:
+            law = True
+            r0 = budget[0]
+            ax.plot([x0, x1], [r0["model"]["bytes_asymptotic"] / (r0["B"] * r0["H"])] * 2,
+                    color=colour, ls="-.", lw=0.9, zorder=2, gid=f"law-{alg}-{d}")
+            paper_br = r0["model"]["onchip_budget_bytes"] / (4 * d * _element_bytes(r0))
+            if alg != "fa1":
+                ax.axvline(paper_br, color=colour, ls=(0, (2, 3)), lw=0.8,
+                           gid=f"paper-br-{alg}-{d}")
+                parts.append(f"the paper's tile Br = M/(4d) = {paper_br:.0f}")
+        label = f"{alg} d={d} N={n}{' causal' if causal else ''}"
+        plot.notes.append(f"{label}: " + ", ".join(parts) + ".")
+        handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mfc="white",
+                              label=label))
+    for fam, ax in axes.items():
+        ax.set_yscale("log")
+        sym = "Bc" if fam == "fa1" else "Br"
+        tiles = sorted({r["tiles"][TILE_AXIS[k[0]][0]] for k in chosen.values()
+                        if ("fa1" if k[0] == "fa1" else "fa2") == fam for r in groups[k]})
+        what = ("fa1: Q and the O, ℓ, m state re-read N/Bc times" if fam == "fa1"
+                else "fa2/fp8: K/V re-read N/Br times")
+        _pow2_axis(ax, tiles, f"tile size {sym} [rows]")
+        ax.set_title(what, loc="left")
+        ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
+        ax.set_ylabel("bytes per (batch·head)")
+    handles += [
+        Line2D([], [], color="#555555", marker="o", mfc="white", lw=1.0, label="IO model"),
+        Line2D([], [], color="#555555", marker="o", mec="black", mew=0.4, ls="none",
+               label="measured DRAM"),
+        Line2D([], [], color="#555555", marker="o", mfc="none", mew=1.6, ms=9, ls="none",
+               label="measured L2↔SM"),
+        Line2D([], [], color="#555555", ls=(0, (1, 2)), label="slope ∝ 1/tile (the re-reads)"),
+        Line2D([], [], color="black", ls=":", lw=1.3, label="compulsory"),
+    ]
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    rows = [r for k in chosen.values() for r in groups[k]]
+    _title(fig, "Bytes against the tile size: the tile model's 1/tile against what the memory "
+           "sees", rows, device)
+    if not law:
+        plot.notes.append("The paper's law is not drawn: these files predate "
+                          "model.onchip_budget_bytes.")
+    plot.figure = fig
+    return plot
+
+
+def _element_bytes(r: dict) -> float:
+    return 1.0 if r["algorithm"] == "fp8" else 2.0
+
+
+PLOTS = (plot_roofline, plot_io_scaling, plot_bytes_vs_d, plot_block_size, plot_bytes_vs_tile,
+         plot_throughput, plot_fp8_accuracy)
 
 
 def all_plots(res: Results) -> list[Plot]:
