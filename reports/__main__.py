@@ -22,7 +22,7 @@ from pathlib import Path
 from reports.schema import SchemaError, load_results, rows
 
 COLUMNS = ("variant", "B", "H", "N", "d", "causal", "dtype", "status", "median_ms",
-           "TFLOP/s", "max_err")
+           "TFLOP/s", "max_err", "bound", "of_roof")
 
 
 def _cell(value, fmt: str = "{}") -> str:
@@ -34,8 +34,12 @@ def _cell(value, fmt: str = "{}") -> str:
 
 
 def table(doc: dict) -> str:
+    from reports.data import placement, roofs_of
+
+    roofs = roofs_of(doc)
     lines = []
     for r in rows(doc):
+        place = placement(r, roofs) or {}
         lines.append((
             r["variant"] + (" (peer)" if r["peer"] else ""),
             _cell(r["B"]), _cell(r["H"]), _cell(r["N"]), _cell(r["d"]),
@@ -43,11 +47,13 @@ def table(doc: dict) -> str:
             _cell(r["median_ms"], "{:.4f}"),
             _cell(r["tflops_convention"], "{:.4g}"),
             _cell(r["max_abs_error"], "{:.2e}"),
+            place.get("bound", "-"),
+            f"{100 * place['fraction']:.0f}%" if place else "-",
         ))
     if not lines:
         return "  (no results)"
     widths = [max(len(c), *(len(line[i]) for line in lines)) for i, c in enumerate(COLUMNS)]
-    left = {0, 6, 7}  # text columns
+    left = {0, 6, 7, 11}  # text columns
     def fmt(cells):
         return "  " + "  ".join(
             c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
@@ -207,4 +213,7 @@ def _report(files: list[str], outdir: str) -> int:
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends quietly, as cat does
     sys.exit(main())

@@ -488,7 +488,7 @@ def _peer_sentence(by_n: dict[int, list[dict]], res: Results) -> str:
         lo, hi = min(x[3] for x in rs), max(x[3] for x in rs)
         ours = sorted({x[1] for x in rs})
         peers = sorted({x[2] for x in rs})
-        span = f"{lo:.2f}×" if len(rs) == 1 else f"{lo:.2f}–{hi:.2f}×"
+        span = f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
         head = f"{prec} rows: " if len(ratios) > 1 else ""
         parts.append(f"{head}best of ours ({', '.join(ours)}) runs at {span} the speed of the "
                      f"best {prec} peer ({', '.join(peers)})")
