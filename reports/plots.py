@@ -106,11 +106,40 @@ def save(plot: Plot, outdir: Path) -> None:
     if plot.figure is None:
         return
     outdir.mkdir(parents=True, exist_ok=True)
+    dense = _rasterize_dense(plot.figure)
+    svg = {"metadata": {"Date": None}}
+    if dense:
+        svg["dpi"] = 200  # the rasterized markers keep the PNG's resolution
     with matplotlib.rc_context(RC):
-        for ext, kwargs in (("png", {"dpi": 200}), ("svg", {"metadata": {"Date": None}})):
+        for ext, kwargs in (("png", {"dpi": 200}), ("svg", svg)):
             path = outdir / f"{plot.name}.{ext}"
             plot.figure.savefig(path, facecolor="white", **kwargs)
             plot.files.append(str(path))
+
+
+DENSE_POINTS = 3000  # data points in one figure beyond which the SVG embeds them as an image
+DENSE_ARTIST = 200  # ... for the artists with more points than this (roofs stay vectors)
+
+
+def _npoints(artist) -> int:
+    if isinstance(artist, Line2D):
+        return len(artist.get_xdata())
+    if isinstance(artist, LineCollection):
+        return sum(len(seg) for seg in artist.get_segments())
+    return 0
+
+
+def _rasterize_dense(fig: Figure) -> int:
+    """With thousands of rows (50,000 in a merged sweep) an SVG of one element per marker is
+    hundreds of MB and takes minutes: the dense series (markers, joins) are rasterized in the
+    SVG, the roofs, axes and text stay vectors. Returns how many artists were rasterized."""
+    artists = [a for ax in fig.axes for a in (*ax.get_lines(), *ax.collections)]
+    if sum(_npoints(a) for a in artists) <= DENSE_POINTS:
+        return 0
+    dense = [a for a in artists if _npoints(a) > DENSE_ARTIST]
+    for a in dense:
+        a.set_rasterized(True)
+    return len(dense)
 
 
 def _title(fig: Figure, what: str, rows: list[dict], device: str) -> None:
@@ -269,8 +298,10 @@ def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set
         xs.append(xd)
         ys.append(y)
     for v, segs in joins.items():
-        ax.add_collection(LineCollection(segs, colors=res.style(v)[0], linewidths=0.6,
-                                         alpha=0.35, zorder=2, gid=f"join-{v}"))
+        # one path with gaps (nan) rather than a collection: Agg draws it in one call
+        jx = [x for (x0, _), (x1, _) in segs for x in (x0, x1, math.nan)]
+        jy = [y for (_, y0), (_, y1) in segs for y in (y0, y1, math.nan)]
+        ax.plot(jx, jy, color=res.style(v)[0], lw=0.6, alpha=0.35, zorder=2, gid=f"join-{v}")
     for (v, kind), (px, py) in pts.items():
         colour, marker = res.style(v)
         if kind == "dram":

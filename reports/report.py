@@ -546,6 +546,8 @@ def table_md(t: Table) -> str:
 def _html_text(text: str) -> str:
     """Escape, then the two bits of Markdown the cells use: **bold** and `code`."""
     out = html.escape(text)
+    if "*" not in out and "`" not in out:
+        return out
     while out.count("**") >= 2:
         out = out.replace("**", "<b>", 1).replace("**", "</b>", 1)
     while out.count("`") >= 2:
@@ -562,10 +564,10 @@ def table_html(t: Table) -> str:
     parts += [f'<th class="{"l" if i in t.left else "r"}">{html.escape(c)}</th>'
               for i, c in enumerate(t.columns)]
     parts.append("</tr></thead><tbody>")
+    opening = [f'<td class="{"l" if i in t.left else "r"}">' for i in range(len(t.columns))]
     for row in t.rows:
         parts.append("<tr>" + "".join(
-            f'<td class="{"l" if i in t.left else "r"}">{_html_text(c)}</td>'
-            for i, c in enumerate(row)) + "</tr>")
+            f"{opening[i]}{_html_text(c)}</td>" for i, c in enumerate(row)) + "</tr>")
     parts.append("</tbody></table>")
     if t.note:
         parts.append(f'<p class="note">{_html_text(t.note)}</p>')
