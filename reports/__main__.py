@@ -5,18 +5,24 @@
                                                             OUTDIR/report.md and report.html
 
 Several files merge into one report (a sweep split over runs; runs from several GPUs side by
-side, labelled by device). Exit status 0 when every file is valid, 2 when any is not (one line
-per bad file on stderr; no report is written then).
+side, labelled by device). Exit status 0 when every file is valid and the report was written;
+2 when any file is not valid (one line per bad file on stderr), when OUTDIR cannot be written
+(a file, a read-only folder, ...) or writing fails (disk full): one line on stderr, and nothing
+of the report is left behind (it is built in a hidden folder next to OUTDIR, then moved in).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
+import tempfile
+from pathlib import Path
 
 from reports.schema import SchemaError, load_results, rows
 
 COLUMNS = ("variant", "B", "H", "N", "d", "causal", "dtype", "status", "median_ms",
-           "TFLOP/s", "max_err")
+           "TFLOP/s", "max_err", "bound", "of_roof")
 
 
 def _cell(value, fmt: str = "{}") -> str:
@@ -28,8 +34,12 @@ def _cell(value, fmt: str = "{}") -> str:
 
 
 def table(doc: dict) -> str:
+    from reports.data import placement, roofs_of
+
+    roofs = roofs_of(doc)
     lines = []
     for r in rows(doc):
+        place = placement(r, roofs) or {}
         lines.append((
             r["variant"] + (" (peer)" if r["peer"] else ""),
             _cell(r["B"]), _cell(r["H"]), _cell(r["N"]), _cell(r["d"]),
@@ -37,11 +47,13 @@ def table(doc: dict) -> str:
             _cell(r["median_ms"], "{:.4f}"),
             _cell(r["tflops_convention"], "{:.4g}"),
             _cell(r["max_abs_error"], "{:.2e}"),
+            place.get("bound", "-"),
+            f"{100 * place['fraction']:.0f}%" if place else "-",
         ))
     if not lines:
         return "  (no results)"
     widths = [max(len(c), *(len(line[i]) for line in lines)) for i, c in enumerate(COLUMNS)]
-    left = {0, 6, 7}  # text columns
+    left = {0, 6, 7, 11}  # text columns
     def fmt(cells):
         return "  " + "  ".join(
             c.ljust(w) if i in left else c.rjust(w) for i, (c, w) in enumerate(zip(cells, widths))
@@ -114,9 +126,69 @@ def main(argv: list[str] | None = None) -> int:
     return status
 
 
+def output_problem(outdir: str) -> str:
+    """Why OUTDIR cannot receive a report ("" when it can): checked before anything is read."""
+    path = Path(outdir)
+    if path.exists() or path.is_symlink():
+        if not path.is_dir():
+            return f"{outdir}: exists and is not a directory"
+        if not os.access(path, os.W_OK | os.X_OK):
+            return f"{outdir}: directory is not writable"
+        return ""
+    parent = path.absolute().parent
+    while not parent.exists():
+        if parent.is_symlink():
+            return f"{outdir}: {parent} is a broken link"
+        parent = parent.parent
+    if not parent.is_dir():
+        return f"{outdir}: {parent} is not a directory"
+    if not os.access(parent, os.W_OK | os.X_OK):
+        return f"{outdir}: cannot create it: {parent} is not writable"
+    return ""
+
+
+def write_report(res, outdir: str, log=print) -> None:
+    """Build the report in a hidden folder, then move it into place: a new OUTDIR is renamed
+    into place whole; into an existing one each file is moved by rename (atomic per file).
+    Raises OSError; then nothing of this report is left in or next to OUTDIR."""
+    from reports.report import build
+
+    target = Path(outdir)
+    exists = target.is_dir()
+    if exists:
+        stage_parent = target
+    else:
+        target.absolute().parent.mkdir(parents=True, exist_ok=True)
+        stage_parent = target.absolute().parent
+    stage = Path(tempfile.mkdtemp(prefix=f".{target.name or 'report'}.", suffix=".tmp",
+                                  dir=stage_parent))
+    try:
+        build(res, stage, log=lambda msg: log(msg.replace(str(stage), str(target))))
+        os.chmod(stage, 0o777 & ~_umask())
+        if exists:
+            for f in sorted(stage.iterdir()):
+                os.replace(f, target / f.name)
+            stage.rmdir()
+        else:
+            os.rename(stage, target)
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
 def _report(files: list[str], outdir: str) -> int:
     from reports.data import Results, Run
 
+    problem = output_problem(outdir)
+    if problem:
+        print(f"error: {problem}; no report written", file=sys.stderr)
+        return 2
     runs = []
     status = 0
     for path in files:
@@ -131,11 +203,17 @@ def _report(files: list[str], outdir: str) -> int:
     if status:
         print("error: no report written (fix or leave out the files above)", file=sys.stderr)
         return status
-    from reports.report import build
-
-    build(Results(runs), outdir)
+    try:
+        write_report(Results(runs), outdir)
+    except OSError as e:
+        print(f"error: {outdir}: cannot write the report: {e.strerror or e}; no report written",
+              file=sys.stderr)
+        return 2
     return 0
 
 
 if __name__ == "__main__":
+    import signal
+
+    signal.signal(signal.SIGPIPE, signal.SIG_DFL)  # `... | head` ends quietly, as cat does
     sys.exit(main())

@@ -25,10 +25,15 @@ KNOWN_COLOURS = {
     "torch-cudnn": "#999933",
     "torch-math": "#444444",
 }
-EXTRA_COLOURS = ("#44AA99", "#AA4499", "#117733", "#DDCC77", "#661100", "#6699CC", "#888888")
+# Further colours for variants the tool does not know (tile variants, other peers): distinct from
+# the ones above and from each other (Paul Tol's muted and light sets, then matplotlib's tab20).
+EXTRA_COLOURS = ("#44AA99", "#AA4499", "#117733", "#DDCC77", "#661100", "#6699CC", "#88CCEE",
+                 "#AA3377", "#BBBB00", "#EE8866", "#77AADD", "#99DDFF", "#EEDD88", "#FFAABB",
+                 "#AAAA00", "#1F77B4", "#FF7F0E", "#2CA02C", "#D62728", "#9467BD", "#8C564B",
+                 "#E377C2", "#7F7F7F", "#BCBD22", "#17BECF")
 KNOWN_MARKERS = {"standard": "s", "fa1": "^", "fa2": "o", "fp8": "D"}
 PEER_MARKERS = ("P", "X", "*", "h", "p", "v", "<", ">")
-OTHER_MARKERS = ("v", "<", ">", "d", "8", "H")
+OTHER_MARKERS = ("v", "<", ">", "d", "8", "H", "p", "h", "*", "X", "P")
 
 
 @dataclass
@@ -103,8 +108,20 @@ class Results:
                 r["peer"] = bool(r.get("peer"))
                 self.rows.append(r)
         self._mark_tile_rows()
+        self.peers = {r["variant"] for r in self.rows if r["peer"]}
         self.colours, self.markers = _styles(sorted({r["variant"] for r in self.rows}),
-                                             {r["variant"] for r in self.rows if r["peer"]})
+                                             self.peers)
+        seen: dict[str, None] = {}
+        for r in self.rows:
+            seen.setdefault(r["device_name"], None)
+        for run in runs:
+            seen.setdefault(run.device, None)
+        self._devices = list(seen)
+        self.many_inputs = len({r["inputs"] for r in self.rows}) > 1
+        self._roofs: dict[str, Roofs | None] = {}
+        file_roofs = [roofs_of(run.doc) for run in runs]
+        for r in self.rows:
+            r["place"] = placement(r, file_roofs[r["run_index"]])
 
     @classmethod
     def load(cls, paths: list[str]) -> Results:
@@ -130,14 +147,11 @@ class Results:
     # -- selections ------------------------------------------------------------------------------
 
     def devices(self) -> list[str]:
-        seen: list[str] = []
-        for r in self.rows:
-            if r["device_name"] not in seen:
-                seen.append(r["device_name"])
-        for run in self.runs:
-            if run.device not in seen:
-                seen.append(run.device)
-        return seen
+        return list(self._devices)
+
+    @property
+    def many_devices(self) -> bool:
+        return len(self._devices) > 1
 
     def ok(self, device: str | None = None) -> list[dict]:
         return [r for r in self.rows if r["status"] == "ok" and r["median_ms"]
@@ -145,6 +159,11 @@ class Results:
 
     def roofs(self, device: str) -> Roofs | None:
         """The device's roofs: the newest file with measured roofs, else the newest file's."""
+        if device not in self._roofs:
+            self._roofs[device] = self._find_roofs(device)
+        return self._roofs[device]
+
+    def _find_roofs(self, device: str) -> Roofs | None:
         runs = [run for run in self.runs if run.device == device]
         if not runs:
             return None
@@ -162,18 +181,26 @@ class Results:
         return self.colours.get(variant, "#888888"), self.markers.get(variant, "o")
 
     def label(self, variant: str) -> str:
-        peer = any(r["peer"] for r in self.rows if r["variant"] == variant)
-        return f"{variant} (peer)" if peer else variant
+        return f"{variant} (peer)" if variant in self.peers else variant
 
 
 def _styles(variants: list[str], peers: set[str]) -> tuple[dict[str, str], dict[str, str]]:
+    """A colour and a marker per variant: the fixed ones for known variants, then colours no
+    other variant of the report has (24 more before any repeats) and marker shapes that differ
+    between neighbours, so that 13 or more series stay apart."""
     colours: dict[str, str] = {}
     markers: dict[str, str] = {}
-    extra = iter(EXTRA_COLOURS * 4)
-    peer_markers = iter(PEER_MARKERS * 4)
-    other_markers = iter(OTHER_MARKERS * 4)
+    used = {KNOWN_COLOURS[v] for v in variants if v in KNOWN_COLOURS}
+    extra = [c for c in EXTRA_COLOURS if c not in used]
+    peer_markers = iter(PEER_MARKERS * 8)
+    other_markers = iter(OTHER_MARKERS * 8)
+    k = 0
     for v in variants:
-        colours[v] = KNOWN_COLOURS.get(v) or next(extra)
+        if v in KNOWN_COLOURS:
+            colours[v] = KNOWN_COLOURS[v]
+        else:
+            colours[v] = extra[k % len(extra)]
+            k += 1
         if v in peers:
             markers[v] = next(peer_markers)
         else:
@@ -233,6 +260,56 @@ def config_key(r: dict) -> tuple:
 def default_rows(rows_: list[dict]) -> list[dict]:
     """Rows that are not non-default tile rows (those belong to the block-size plot)."""
     return [r for r in rows_ if not r.get("tile_variant")]
+
+
+def precision(r: dict) -> str:
+    """The precision a row computes in: "fp8" for FP8 rows (fp8, cudnn-fp8), else its dtype.
+    Picks its tensor roof and the peers it is compared with."""
+    return "fp8" if r["algorithm"] == "fp8" else r["dtype"]
+
+
+def placement(r: dict, roofs: Roofs) -> dict | None:
+    """The row's place on the roofline: the file's ``placement`` object when it has one (written
+    by fa-bench), else the same computed here from the file's fields (older files), marked
+    ``"computed": True``. None for rows without a time or without roofs.
+
+    The formula (docs/reports.md, docs/results-schema.md): attained = model matrix FLOPs /
+    median time; basis "counters" when the row has measured DRAM bytes (intensity_dram = matrix
+    FLOPs / measured DRAM bytes, intensity_l2 = matrix FLOPs / measured SM<->L2 bytes), else
+    "compulsory" (intensity_dram = matrix FLOPs / compulsory bytes, intensity_l2 null);
+    attainable = min(tensor roof of the row's precision, intensity_dram x DRAM roof,
+    intensity_l2 x L2 roof when both are known); fraction = attained / attainable; bound = the
+    roof that set the minimum (compute, dram, l2; on a tie the first of these).
+    """
+    if r.get("status") != "ok" or not r.get("median_ms"):
+        return None
+    given = r.get("placement")
+    if isinstance(given, dict):
+        return {**given, "computed": False}
+    flops = r["model"]["flops_matrix"]
+    peak = roofs.tensor.get(precision(r), 0.0)
+    if flops <= 0 or peak <= 0 or roofs.dram <= 0:
+        return None
+    m = r.get("measured") or {}
+    if (m.get("dram_bytes") or 0) > 0:
+        basis = "counters"
+        i_dram = flops / m["dram_bytes"]
+        i_l2 = flops / m["l2_bytes"] if (m.get("l2_bytes") or 0) > 0 else None
+    elif r["model"]["bytes_compulsory"] > 0:
+        basis, i_dram, i_l2 = "compulsory", flops / r["model"]["bytes_compulsory"], None
+    else:
+        return None
+    candidates = [("compute", peak), ("dram", i_dram * roofs.dram)]
+    if i_l2 is not None and roofs.l2 > 0:
+        candidates.append(("l2", i_l2 * roofs.l2))
+    bound, attainable = candidates[0]
+    for name, value in candidates[1:]:
+        if value < attainable:
+            bound, attainable = name, value
+    attained = attained_flops(r)
+    return {"basis": basis, "intensity_dram": i_dram, "intensity_l2": i_l2,
+            "attainable_tflops": attainable / 1e12, "fraction": attained / attainable,
+            "bound": bound, "computed": True}
 
 
 def attained_flops(r: dict) -> float:

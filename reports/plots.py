@@ -17,6 +17,7 @@ import matplotlib
 matplotlib.use("Agg")
 
 from matplotlib.backends.backend_agg import FigureCanvasAgg  # noqa: E402
+from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
@@ -26,6 +27,7 @@ from reports.data import (  # noqa: E402
     Results,
     attained_flops,
     default_rows,
+    precision,
     title_line,
 )
 
@@ -48,7 +50,28 @@ RC = {
 ROOF_COLOUR = "#222222"
 L2_ROOF_COLOUR = "#7a7a7a"
 SHEET_COLOUR = "#9a9a9a"
-MODEL_LAW = {"standard": "∝ N²", "fa1": "∝ N²d²/M", "fa2": "∝ N²d²/M", "fp8": "∝ N²d²/M"}
+# What each IO-model line is (profiler/io_model.cpp): with fixed tiles the FlashAttention lines
+# grow with d, not d²; the paper's law (8·N²·d²·e/M, tiles chosen as Br = M/(4d)) is drawn
+# separately where the files carry the kernel's on-chip budget M (model.onchip_budget_bytes).
+MODEL_LAW = {
+    "standard": "S and P through DRAM ∝ N²",
+    "fa1": "tile model: Q and the O, ℓ, m state re-read N/Bc times ∝ N²d/Bc",
+    "fa2": "tile model: K/V re-read N/Br times ∝ N²d/Br",
+    "fp8": "tile model: K/V re-read N/Br times ∝ N²d/Br",
+}
+SEED_LAW = "paper's law 8·N²·d²·e/M (M = the kernel's tile budget)"
+
+
+def has_budget(r: dict) -> bool:
+    """The row's model carries the on-chip budget M and, with it, the paper's law in
+    ``bytes_asymptotic`` (files before that field hold another quantity there)."""
+    return (r["model"].get("onchip_budget_bytes") or 0) > 0 and r["model"]["bytes_asymptotic"] > 0
+
+
+def _offsets(keys: list, spread: float = 0.05) -> dict:
+    """A small multiplicative x offset per series (log axes) so coinciding markers stay apart."""
+    n = len(keys)
+    return {k: 2 ** (spread * (i - (n - 1) / 2)) for i, k in enumerate(keys)}
 
 
 @dataclass
@@ -83,11 +106,40 @@ def save(plot: Plot, outdir: Path) -> None:
     if plot.figure is None:
         return
     outdir.mkdir(parents=True, exist_ok=True)
+    dense = _rasterize_dense(plot.figure)
+    svg = {"metadata": {"Date": None}}
+    if dense:
+        svg["dpi"] = 200  # the rasterized markers keep the PNG's resolution
     with matplotlib.rc_context(RC):
-        for ext, kwargs in (("png", {"dpi": 200}), ("svg", {"metadata": {"Date": None}})):
+        for ext, kwargs in (("png", {"dpi": 200}), ("svg", svg)):
             path = outdir / f"{plot.name}.{ext}"
             plot.figure.savefig(path, facecolor="white", **kwargs)
             plot.files.append(str(path))
+
+
+DENSE_POINTS = 3000  # data points in one figure beyond which the SVG embeds them as an image
+DENSE_ARTIST = 200  # ... for the artists with more points than this (roofs stay vectors)
+
+
+def _npoints(artist) -> int:
+    if isinstance(artist, Line2D):
+        return len(artist.get_xdata())
+    if isinstance(artist, LineCollection):
+        return sum(len(seg) for seg in artist.get_segments())
+    return 0
+
+
+def _rasterize_dense(fig: Figure) -> int:
+    """With thousands of rows (50,000 in a merged sweep) an SVG of one element per marker is
+    hundreds of MB and takes minutes: the dense series (markers, joins) are rasterized in the
+    SVG, the roofs, axes and text stay vectors. Returns how many artists were rasterized."""
+    artists = [a for ax in fig.axes for a in (*ax.get_lines(), *ax.collections)]
+    if sum(_npoints(a) for a in artists) <= DENSE_POINTS:
+        return 0
+    dense = [a for a in artists if _npoints(a) > DENSE_ARTIST]
+    for a in dense:
+        a.set_rasterized(True)
+    return len(dense)
 
 
 def _title(fig: Figure, what: str, rows: list[dict], device: str) -> None:
@@ -114,99 +166,197 @@ def _tflops_formatter(x, _pos) -> str:
 # ---------------------------------------------------------------------------------------------
 # 1. Roofline
 
+PRECISION_ORDER = {"bf16": 0, "fp16": 1, "fp8": 2}
+CROWDED = 48  # rows in one precision's panel beyond which it is split per (d, causal)
+LABEL_BOX = {"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none", "alpha": 0.85}
+
+
+def _roofline_panels(rows: list[dict]) -> list[tuple[str, str, list[dict]]]:
+    """(precision, panel title, rows): one panel per precision, split per (d, causal) when a
+    precision has more than CROWDED rows."""
+    by_prec: dict[str, list[dict]] = {}
+    for r in rows:
+        by_prec.setdefault(precision(r), []).append(r)
+    panels = []
+    for prec in sorted(by_prec, key=lambda p: (PRECISION_ORDER.get(p, 9), p)):
+        prows = by_prec[prec]
+        if len(prows) <= CROWDED:
+            panels.append((prec, f"{prec} rows", prows))
+            continue
+        groups: dict[tuple, list[dict]] = {}
+        for r in prows:
+            groups.setdefault((r["d"], r["causal"]), []).append(r)
+        for (d, causal), g in sorted(groups.items()):
+            panels.append((prec, f"{prec} rows, d = {d}, {'causal' if causal else 'non-causal'}",
+                           g))
+    return panels
+
 
 @_styled
 def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
+    """Points at each row's placement (``r["place"]``, the same object the tables quote) and the
+    roofs drawn as the roofline: each roof is min(ceiling, bandwidth × intensity), so a
+    bandwidth line stops at its ridge point (marked) and the flat tensor roof of the panel's
+    precision starts at the leftmost ridge."""
     plot = Plot(name, "Roofline: attained FLOP/s against arithmetic intensity")
-    rows = [r for r in res.ok(device) if r["model"]["flops_matrix"] > 0]
+    ok = [r for r in res.ok(device) if r["model"]["flops_matrix"] > 0]
     roofs = res.roofs(device)
-    if not rows:
+    if not ok:
         plot.skipped = f"no timed rows (status ok) for {device}"
         return plot
     if roofs is None or roofs.dram <= 0 or not roofs.tensor:
         plot.skipped = f"the result files for {device} carry no DRAM bandwidth or tensor peak (ceilings)"
         return plot
+    rows = [r for r in default_rows(ok) if r.get("place")
+            and roofs.tensor.get(precision(r), 0) > 0]
+    if not rows:
+        plot.skipped = f"no row of {device} has a placement (tensor roof of its precision unknown)"
+        return plot
+    panels = _roofline_panels(rows)
+    ncols = 1 if len(panels) == 1 else 2
+    nrows = math.ceil(len(panels) / ncols)
+    fig = _figure(5.6 * ncols + 2.6, 4.4 * nrows + 0.9)
+    axes = fig.subplots(nrows, ncols, squeeze=False).ravel()
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    kinds: set[str] = set()
+    labels = []
+    for ax, (prec, title, prows) in zip(axes, panels):
+        k, panel_labels = _roofline_panel(ax, res, roofs, prec, prows)
+        kinds |= k
+        labels.append((ax, panel_labels))
+        ax.set_title(title, loc="left")
 
-    fig = _figure(8.6, 5.4)
-    ax = fig.add_subplot()
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    handles = [Line2D([], [], marker=res.style(v)[1], color=res.style(v)[0], ls="none", ms=6,
+                      mec="black", mew=0.4, label=res.label(v)) for v in variants]
+    fill = []
+    if "dram" in kinds:
+        fill.append(Line2D([], [], marker="o", color="#555555", ls="none", ms=6,
+                           label="measured DRAM bytes"))
+    if "l2" in kinds:
+        fill.append(Line2D([], [], marker="o", mfc="white", color="#555555", mew=1.2, ls="none",
+                           ms=6, label="measured L2↔SM bytes"))
+    if "compulsory" in kinds:
+        fill.append(Line2D([], [], marker="o", fillstyle="left", mfcalt="white", color="#555555",
+                           ls="none", ms=6, label="compulsory bytes\n(no counters)"))
+    fill.append(Line2D([], [], marker="o", color=ROOF_COLOUR, mfc="white", ls="none", ms=5,
+                       label="ridge point"))
+    fig.legend(handles=handles + fill, loc="outside right upper", frameon=False,
+               title="variant · intensity from")
+    _title(fig, "Roofline: each variant × configuration, placed as the tables place it", rows,
+           device)
+    fig.draw_without_rendering()  # once, after layout: the labels follow on-screen slopes
+    for ax, panel_labels in labels:
+        _roof_labels(ax, panel_labels)
+    plot.figure = fig
+    if "compulsory" in kinds:
+        plot.notes.append("Half-filled markers sit at the compulsory bytes' intensity (Q, K, V "
+                          "read once, O written once): these rows carry no hardware counters, "
+                          "so their place is an upper bound on intensity.")
+    if any(r["place"].get("computed") for r in rows):
+        plot.notes.append("Rows from files without a `placement` object are placed by the same "
+                          "formula computed from the file's fields (docs/reports.md).")
+    tiles = [r for r in ok if r.get("tile_variant")]
+    if tiles:
+        plot.notes.append(f"{len(tiles)} rows with non-default tiles are left out (see the "
+                          "block-size plot).")
+    return plot
+
+
+def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set[str]:
     ax.set_xscale("log")
     ax.set_yscale("log")
-
-    # Points. Measured (counters): filled at DRAM intensity, open at L2 intensity, joined by a
-    # faint line (same time, same FLOPs). No counters: half-filled at the model's intensity.
     xs: list[float] = []
     ys: list[float] = []
     kinds: set[str] = set()
+    pts: dict[tuple[str, str], tuple[list[float], list[float]]] = {}
+    joins: dict[str, list] = {}
     for r in rows:
-        colour, marker = res.style(r["variant"])
+        place = r["place"]
         y = attained_flops(r) / 1e12
-        m = r.get("measured") or {}
-        if m.get("intensity_dram", 0) > 0 and m.get("intensity_l2", 0) > 0:
-            xd, xl = m["intensity_dram"], m["intensity_l2"]
-            ax.plot([xl, xd], [y, y], color=colour, lw=0.6, alpha=0.35, zorder=2)
-            ax.plot([xd], [y], marker=marker, ms=6, color=colour, mec="black", mew=0.4,
-                    ls="none", zorder=4, gid=f"point-dram-{r['variant']}")
-            ax.plot([xl], [y], marker=marker, ms=6, mfc="white", color=colour, mew=1.2,
-                    ls="none", zorder=3, gid=f"point-l2-{r['variant']}")
-            xs += [xd, xl]
-            kinds |= {"dram", "l2"}
+        v = r["variant"]
+        xd = place["intensity_dram"]
+        if place["basis"] == "counters":
+            pts.setdefault((v, "dram"), ([], []))
+            pts[(v, "dram")][0].append(xd)
+            pts[(v, "dram")][1].append(y)
+            kinds.add("dram")
+            xl = place.get("intensity_l2")
+            if xl:
+                pts.setdefault((v, "l2"), ([], []))
+                pts[(v, "l2")][0].append(xl)
+                pts[(v, "l2")][1].append(y)
+                joins.setdefault(v, []).append([(xl, y), (xd, y)])
+                xs.append(xl)
+                kinds.add("l2")
         else:
-            x = (r.get("derived") or {}).get("arithmetic_intensity") or 0.0
-            if x <= 0:
-                continue
-            ax.plot([x], [y], marker=marker, ms=6, color=colour, fillstyle="left",
-                    mfc=colour, mfcalt="white", mec=colour, mew=1.0, ls="none", zorder=4,
-                    gid=f"point-model-{r['variant']}")
-            xs.append(x)
-            kinds.add("model")
+            pts.setdefault((v, "compulsory"), ([], []))
+            pts[(v, "compulsory")][0].append(xd)
+            pts[(v, "compulsory")][1].append(y)
+            kinds.add("compulsory")
+        xs.append(xd)
         ys.append(y)
+    for v, segs in joins.items():
+        # one path with gaps (nan) rather than a collection: Agg draws it in one call
+        jx = [x for (x0, _), (x1, _) in segs for x in (x0, x1, math.nan)]
+        jy = [y for (_, y0), (_, y1) in segs for y in (y0, y1, math.nan)]
+        ax.plot(jx, jy, color=res.style(v)[0], lw=0.6, alpha=0.35, zorder=2, gid=f"join-{v}")
+    for (v, kind), (px, py) in pts.items():
+        colour, marker = res.style(v)
+        if kind == "dram":
+            ax.plot(px, py, marker=marker, ms=6, color=colour, mec="black", mew=0.4,
+                    ls="none", zorder=4, gid=f"point-dram-{v}")
+        elif kind == "l2":
+            ax.plot(px, py, marker=marker, ms=6, mfc="white", color=colour, mew=1.2,
+                    ls="none", zorder=3, gid=f"point-l2-{v}")
+        else:
+            ax.plot(px, py, marker=marker, ms=6, color=colour, fillstyle="left", mfc=colour,
+                    mfcalt="white", mec=colour, mew=1.0, ls="none", zorder=4,
+                    gid=f"point-compulsory-{v}")
 
-    dtypes = sorted({r["dtype"] for r in rows})
-    if any(r["algorithm"] == "fp8" for r in rows):
-        dtypes.append("fp8")
-    peaks = [(dt, roofs.tensor[dt]) for dt in dtypes if roofs.tensor.get(dt, 0) > 0]
-    sheet_peaks = [(dt, roofs.datasheet_tensor[dt]) for dt in dtypes
-                   if roofs.measured and roofs.datasheet_tensor.get(dt, 0) > 0]
-    bandwidths = [("DRAM", roofs.dram, ROOF_COLOUR, "-" if roofs.measured else "--")]
-    if roofs.l2 > 0:
-        bandwidths.append(("L2", roofs.l2, L2_ROOF_COLOUR, "-"))
-    if roofs.measured and roofs.datasheet_dram > 0:
-        bandwidths.append(("DRAM datasheet", roofs.datasheet_dram, SHEET_COLOUR, "--"))
-    top = max(p for _, p in peaks + sheet_peaks)
-    ridge_lo = min(p for _, p in peaks) / max(b for _, b, _, _ in bandwidths)
-    ridge_hi = top / min(b for _, b, _, _ in bandwidths)
-    xmin = min(min(xs), ridge_lo) / 4
-    xmax = max(max(xs), ridge_hi) * 2.5
-    ymin = min(min(ys), xmin * roofs.dram / 1e12) / 2
+    # Roofs of this panel's precision: (label, bandwidth, ceiling, colour, style, gid suffix).
+    measured = roofs.measured
+    peak = roofs.tensor[prec]
+    diagonals = [("DRAM", roofs.dram, peak, ROOF_COLOUR, "-" if measured else "--")]
+    if roofs.l2 > 0 and "l2" in kinds:
+        diagonals.append(("L2", roofs.l2, peak, L2_ROOF_COLOUR, "-"))
+    sheet_peak = roofs.datasheet_tensor.get(prec, 0.0) if measured else 0.0
+    if measured and roofs.datasheet_dram > 0:
+        diagonals.append(("DRAM datasheet", roofs.datasheet_dram, sheet_peak or peak,
+                          SHEET_COLOUR, "--"))
+    ridges = [c / b for _, b, c, _, _ in diagonals]
+    top = max(peak, sheet_peak)
+    xmin = min(min(xs), *ridges) / 4
+    xmax = max(max(xs), *ridges) * 4
+    ymin = min(min(ys), xmin * min(b for _, b, _, _, _ in diagonals) / 1e12) / 2
     ymax = top / 1e12 * 2.2
     ax.set_xlim(xmin, xmax)
     ax.set_ylim(ymin, ymax)
 
-    # Roofs: bandwidth diagonals up to the highest peak, peak horizontals from where they meet
-    # the fastest diagonal. Datasheet figures dashed and lighter.
-    bw_max = max(b for _, b, _, _ in bandwidths)
-    roof_lines = []
-    for label, bw, colour, ls in bandwidths:
-        x_end = top / bw
-        line, = ax.plot([xmin, x_end], [xmin * bw / 1e12, top / 1e12], color=colour, ls=ls,
-                        lw=1.6 if roofs.measured and "datasheet" not in label else 1.1, zorder=1,
-                        gid=f"roof-bw-{label}")
-        kind = "" if "datasheet" in label or not roofs.measured else " (measured)"
-        if not roofs.measured:
+    labels = []
+    for label, bw, ceiling, colour, ls in diagonals:
+        ridge = ceiling / bw
+        thick = 1.6 if ls == "-" else 1.1
+        line, = ax.plot([xmin, ridge], [xmin * bw / 1e12, ceiling / 1e12], color=colour, ls=ls,
+                        lw=thick, zorder=1, gid=f"roof-bw-{label}")
+        ax.plot([ridge], [ceiling / 1e12], marker="o", ms=5, mfc="white", mec=colour, mew=1.2,
+                ls="none", zorder=5, gid=f"ridge-{label}")
+        kind = " (measured)" if measured and "datasheet" not in label else ""
+        if not measured:
             kind = " (datasheet)"
-        roof_lines.append((line, f"{label} {bw / 1e12:.2f} TB/s{kind}", colour, "diag"))
-    for dt, peak in peaks:
-        line, = ax.plot([peak / bw_max, xmax], [peak / 1e12] * 2, color=ROOF_COLOUR,
-                        ls="-" if roofs.measured else "--", lw=1.6, zorder=1,
-                        gid=f"roof-peak-{dt}")
-        kind = "measured" if roofs.measured else "datasheet"
-        roof_lines.append((line, f"{dt} tensor {peak / 1e12:.0f} TFLOP/s ({kind})", ROOF_COLOUR,
-                           "flat"))
-    for dt, peak in sheet_peaks:
-        line, = ax.plot([peak / bw_max, xmax], [peak / 1e12] * 2, color=SHEET_COLOUR, ls="--",
-                        lw=1.1, zorder=1, gid=f"roof-sheet-{dt}")
-        roof_lines.append((line, f"{dt} datasheet {peak / 1e12:.0f} TFLOP/s", SHEET_COLOUR,
-                           "flat"))
+        labels.append((line, f"{label} {bw / 1e12:.2f} TB/s{kind}", colour, "diag", label))
+    # flat roofs start at their ridge points: the leftmost ridge of their ceiling
+    flat = [(peak, ROOF_COLOUR, "-" if measured else "--", f"roof-peak-{prec}",
+             f"{prec} tensor {peak / 1e12:.0f} TFLOP/s ({'measured' if measured else 'datasheet'})")]
+    if sheet_peak > 0:
+        flat.append((sheet_peak, SHEET_COLOUR, "--", f"roof-sheet-{prec}",
+                     f"{prec} datasheet {sheet_peak / 1e12:.0f} TFLOP/s"))
+    for ceiling, colour, ls, gid, text in flat:
+        start = min(c / b for _, b, c, _, _ in diagonals if c == ceiling)
+        line, = ax.plot([start, xmax], [ceiling / 1e12] * 2, color=colour, ls=ls,
+                        lw=1.6 if ls == "-" else 1.1, zorder=1, gid=gid)
+        labels.append((line, text, colour, "flat", gid))
 
     ax.set_xlabel("arithmetic intensity [FLOP/byte]")
     ax.set_ylabel("attained performance [TFLOP/s]")
@@ -215,51 +365,29 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
     ax.grid(True, which="major")
     ax.grid(True, which="minor", color="#f0f0f0", lw=0.4)
 
-    # Legends outside the axes: variants, then what the marker fill means.
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    handles = [Line2D([], [], marker=res.style(v)[1], color=res.style(v)[0], ls="none", ms=6,
-                      mec="black", mew=0.4, label=res.label(v)) for v in variants]
-    leg1 = ax.legend(handles=handles, title="variant", loc="upper left",
-                     bbox_to_anchor=(1.01, 1.0), frameon=False)
-    ax.add_artist(leg1)
-    fill = []
-    if "dram" in kinds:
-        fill.append(Line2D([], [], marker="o", color="#555555", ls="none", ms=6,
-                           label="measured DRAM bytes"))
-    if "l2" in kinds:
-        fill.append(Line2D([], [], marker="o", mfc="white", color="#555555", mew=1.2, ls="none",
-                           ms=6, label="measured L2↔SM bytes"))
-    if "model" in kinds:
-        fill.append(Line2D([], [], marker="o", fillstyle="left", mfcalt="white", color="#555555",
-                           ls="none", ms=6, label="IO-model bytes\n(no counters)"))
-    ax.legend(handles=fill, title="intensity from", loc="upper left",
-              bbox_to_anchor=(1.01, 0.45), frameon=False)
-    _title(fig, "Roofline: each variant × configuration (all N, d, causal)", rows, device)
+    return kinds, labels
 
-    # Roof labels along the lines, rotated to their on-screen slope (after layout).
-    fig.draw_without_rendering()
-    for line, text, colour, kind in roof_lines:
+
+def _roof_labels(ax, labels: list) -> None:
+    """Labels above the markers (zorder, white box) so none hides: flat roofs at their right
+    end, bandwidth lines near their left end along the line, rotated to the on-screen slope."""
+    n_diag = 0
+    for line, text, colour, kind, key in labels:
         xd, yd = line.get_data()
         if kind == "flat":
-            ax.annotate(text, xy=(xd[-1], yd[-1]), xytext=(-3, 2), textcoords="offset points",
-                        ha="right", va="bottom", fontsize=7.5, color=colour)
-        else:
-            p0 = ax.transData.transform((xd[0], yd[0]))
-            p1 = ax.transData.transform((xd[1], yd[1]))
-            angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
-            # near the left end, on the line: the measured DRAM roof labelled below its line,
-            # the others above theirs, so neighbouring labels do not collide
-            xa = xmin * (xd[1] / xmin) ** 0.04 if xd[1] > xmin else xmin
-            ya = xa * (yd[1] / xd[1])
-            below = text.startswith("DRAM") and "datasheet" not in text
-            ax.annotate(text, xy=(xa, ya), xytext=(3, -3) if below else (0, 3),
-                        textcoords="offset points", rotation=angle, rotation_mode="anchor",
-                        ha="left", va="top" if below else "bottom", fontsize=7.5, color=colour)
-    plot.figure = fig
-    if "model" in kinds:
-        plot.notes.append("Half-filled markers sit at the IO model's intensity: these rows "
-                          "carry no hardware counters.")
-    return plot
+            ax.annotate(text, xy=(xd[-1], yd[-1]), xytext=(-3, 3), textcoords="offset points",
+                        ha="right", va="bottom", fontsize=8, color=colour, zorder=6,
+                        bbox=LABEL_BOX, gid=f"label-{key}")
+            continue
+        p0 = ax.transData.transform((xd[0], yd[0]))
+        p1 = ax.transData.transform((xd[1], yd[1]))
+        angle = math.degrees(math.atan2(p1[1] - p0[1], p1[0] - p0[0]))
+        xa = xd[0] * (xd[1] / xd[0]) ** (0.06 + 0.22 * n_diag)
+        ya = xa * (yd[1] / xd[1])
+        n_diag += 1
+        ax.annotate(text, xy=(xa, ya), xytext=(0, 3), textcoords="offset points",
+                    rotation=angle, rotation_mode="anchor", ha="left", va="bottom", fontsize=8,
+                    color=colour, zorder=6, bbox=LABEL_BOX, gid=f"label-{key}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -282,15 +410,22 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
         plot.skipped = f"one sequence length only (N={ns[0]}): nothing to scale"
         return plot
     measured = [r for r in rows if (r.get("measured") or {}).get("dram_bytes", 0) > 0]
+    has_l2 = any((r.get("measured") or {}).get("l2_bytes", 0) > 0 for r in rows)
+    law = any(has_budget(r) for r in rows)
+    levels = [("DRAM", "dram_bytes")] + ([("L2↔SM", "l2_bytes")] if has_l2 else [])
     ds = sorted({r["d"] for r in rows})
-    fig = _figure(8.6, 2.9 * len(ds) + 1.1)
-    axes = fig.subplots(len(ds), 2, squeeze=False, sharex=True)
+    fig = _figure(4.6 * len(levels) + 1.6, 2.9 * len(ds) + 1.6)
+    axes = fig.subplots(len(ds), len(levels), squeeze=False, sharex=True)
     variants = list(dict.fromkeys(r["variant"] for r in rows))
+    offset = _offsets(variants)
     for i, d in enumerate(ds):
-        for j, (level, key) in enumerate((("DRAM", "dram_bytes"), ("L2↔SM", "l2_bytes"))):
+        drows = [r for r in rows if r["d"] == d]
+        by_variant: dict[str, list[dict]] = {}
+        for r in drows:
+            by_variant.setdefault(r["variant"], []).append(r)
+        for j, (level, key) in enumerate(levels):
             ax = axes[i][j]
             ax.set_yscale("log")
-            drows = [r for r in rows if r["d"] == d]
             # compulsory floor: read Q, K, V once, write O once
             floor = {}
             for r in drows:
@@ -303,17 +438,26 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
                 fy = [floor[n] for n in fx]
                 ax.plot(fx, fy, color="black", ls=":", lw=1.3, zorder=2, gid="compulsory")
             for v in variants:
-                vrows = sorted((r for r in drows if r["variant"] == v), key=lambda r: r["N"])
+                vrows = sorted(by_variant.get(v, []), key=lambda r: r["N"])
                 if not vrows:
                     continue
                 colour, marker = res.style(v)
+                peer = v in res.peers
                 mx = [r["N"] for r in vrows]
                 my = [(r["model"]["bytes_read"] + r["model"]["bytes_written"]) / (r["B"] * r["H"])
                       for r in vrows]
-                ax.plot(mx, my, color=colour, lw=1.2, alpha=0.85, zorder=3, gid=f"model-{v}")
-                pts = [(r["N"], r["measured"][key] / (r["B"] * r["H"])) for r in vrows
+                # peers dashed over our solid lines: a peer with our model stays visible
+                ax.plot(mx, my, color=colour, lw=1.2, alpha=0.85, zorder=3,
+                        ls=(0, (4, 2)) if peer else "-", gid=f"model-{v}")
+                values += my
+                if level == "DRAM" and has_budget(vrows[0]):
+                    ly = [r["model"]["bytes_asymptotic"] / (r["B"] * r["H"]) for r in vrows]
+                    ax.plot(mx, ly, color=colour, lw=0.9, ls="-.", alpha=0.7, zorder=2,
+                            gid=f"law-{v}")
+                    values += ly
+                pts = [(r["N"] * offset[v], r["measured"][key] / (r["B"] * r["H"])) for r in vrows
                        if (r.get("measured") or {}).get(key, 0) > 0]
-                values += my + [p[1] for p in pts]
+                values += [p[1] for p in pts]
                 if pts:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker=marker, ms=6,
                             color=colour, mec="black", mew=0.4, ls="none", zorder=4,
@@ -332,27 +476,39 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
             ax.set_title(f"{level} traffic, d = {d}", loc="left")
             if not measured:
                 ax.text(0.98, 0.04, "no hardware counters in these results:\nIO model only",
-                        transform=ax.transAxes, ha="right", va="bottom", fontsize=7.5,
+                        transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
                         color="#666666")
     handles = []
     for v in variants:
         colour, marker = res.style(v)
         alg = next(r["algorithm"] for r in rows if r["variant"] == v)
         handles.append(Line2D([], [], color=colour, marker=marker if measured else None,
+                              ls=(0, (4, 2)) if v in res.peers else "-",
                               mec="black", mew=0.4, ms=6, lw=1.2,
-                              label=f"{res.label(v)}  (model {MODEL_LAW.get(alg, '')})"))
+                              label=f"{res.label(v)}: {MODEL_LAW.get(alg, 'IO model')}"))
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
     handles.append(Line2D([], [], color="black", ls=":", lw=1.3,
                           label="compulsory: Q, K, V read once, O written once"))
     handles.append(Patch(facecolor="#ececec", label="below the compulsory minimum"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=min(3, len(handles)),
+    fig.legend(handles=handles, loc="outside lower center", ncol=1 if len(levels) == 1 else 2,
                frameon=False)
     what = "causal" if causal else "non-causal"
-    _title(fig, f"IO scaling ({what}): markers measured (CUPTI), lines the IO model", rows,
-           device)
+    if measured:
+        head = f"IO scaling ({what}): markers measured (CUPTI), lines the IO model"
+    else:
+        head = f"IO scaling ({what}): the IO model only (no hardware counters)"
+    _title(fig, head, rows, device)
     plot.figure = fig
     if not measured:
         plot.notes.append("No hardware counters in these results: the panels show the IO model "
                           "and the compulsory floor only.")
+    elif len(variants) > 1:
+        plot.notes.append("Measured markers are nudged sideways per variant so that coinciding "
+                          "ones stay visible; lines sit at the true N.")
+    if not law:
+        plot.notes.append("The paper's law 8·N²·d²·e/M is not drawn: these files predate "
+                          "model.onchip_budget_bytes.")
     return plot
 
 
@@ -429,9 +585,10 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
         ax.set_xlabel("tile Br×Bc [query rows × key rows]")
         ax.set_title(t, loc="left")
         ax.set_ylabel(yl)
-        ax.set_ylim(bottom=0)  # linear from 0, as in the FlashAttention paper's figure
-    axes[0].yaxis.set_major_formatter(EngFormatter(unit="B", places=1, sep=" "))
-    axes[1].yaxis.set_major_formatter(EngFormatter(unit="B", places=1, sep=" "))
+        _value_axis(ax)
+    for ax in axes[:2]:
+        if ax.get_yscale() == "linear":
+            ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=1, sep=" "))
     if not has_counters:
         axes[1].set_yticks([])
         for ax in axes[:2]:
@@ -445,6 +602,18 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
     _title(fig, "Block size: HBM and L2 traffic and runtime against the tile shape", rows, device)
     plot.figure = fig
     return plot
+
+
+def _value_axis(ax, decades: float = 10.0) -> None:
+    """Log y when the panel's values span more than ``decades`` (fa2's 0.3 GB beside fa1's
+    87 GB would sit on zero on a linear axis); else linear from 0, as in the FlashAttention
+    paper's figure."""
+    ys = [y for ln in ax.get_lines() for y in ln.get_ydata() if y > 0]
+    if ys and max(ys) / min(ys) > decades:
+        ax.set_yscale("log")
+        ax.set_ylim(min(ys) / 1.6, max(ys) * 1.6)
+    else:
+        ax.set_ylim(bottom=0)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -496,50 +665,55 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
 # 5. FP8 accuracy
 
 
+FP8_GROUPS_PER_PANEL = 8  # configurations side by side in one panel; more wrap to a new row
+
+
 @_styled
 def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> Plot:
     plot = Plot(name, "FP8 accuracy: RMSE against the fp64 reference, per input distribution")
     rows = [r for r in default_rows(res.rows) if r["device_name"] == device
             and (r.get("verification") or {}).get("rmse") is not None]
-    fp8 = [r for r in rows if r["algorithm"] == "fp8" and not r["peer"]
-           or r["variant"] == "cudnn-fp8"]
+    fp8 = [r for r in rows if r["algorithm"] == "fp8"]
     if not fp8:
         plot.skipped = f"no verified fp8 rows for {device}"
         return plot
     inputs = sorted({r["inputs"] for r in rows}, key=lambda s: (s != "normal", s))
-    # Compare like with like: the configurations every distribution has; failing that, each
-    # distribution's largest N.
-    per_dist = [{(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i} for i in inputs]
+    # Compare like with like: the configurations every distribution has (with an fp8 row);
+    # failing that, each distribution's own.
+    per_dist = [{(r["d"], r["causal"], r["N"]) for r in fp8 if r["inputs"] == i} for i in inputs]
     common = set.intersection(*per_dist)
     if common:
         rows = [r for r in rows if (r["d"], r["causal"], r["N"]) in common]
     else:
-        top_n = {i: max(r["N"] for r in rows if r["inputs"] == i) for i in inputs}
-        rows = [r for r in rows if r["N"] == top_n[r["inputs"]]]
+        plot.notes.append("The input distributions share no configuration: each panel shows "
+                          "its own.")
+    cell: dict[tuple, dict] = {}
+    for r in rows:
+        cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], r["variant"]), r)
+        if r["algorithm"] == "fp8" and not r["peer"]:
+            cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], "plain FP8"), r)
     # Rows that carry no RMSE (e.g. peers checked by max error only) have no bar to draw.
     variants = list(dict.fromkeys(r["variant"] for r in rows if r["verification"].get("rmse")))
-    n_configs = max(len({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i}) for i in inputs)
-    compact = n_configs > 6  # many groups: short tick labels, wider panels
-    if compact:  # one distribution per row: a wide figure would not fit a page
-        fig = _figure(0.75 * n_configs + 2.4, 3.3 * len(inputs) + 0.8)
-        axes = fig.subplots(len(inputs), 1, squeeze=False, sharey=True)[:, 0]
-    else:
-        fig = _figure(4.6 * len(inputs) + 1.8, 4.0)
-        axes = fig.subplots(1, len(inputs), squeeze=False, sharey=True)[0]
-    for ax, dist in zip(axes, inputs):
-        drows = [r for r in rows if r["inputs"] == dist]
-        configs = sorted({(r["d"], r["causal"], r["N"]) for r in drows})
-        present = [v for v in variants if any(r["variant"] == v for r in drows)]
+    panels = []  # (distribution, configurations): at most FP8_GROUPS_PER_PANEL each
+    for dist in inputs:
+        configs = sorted({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == dist})
+        for k in range(0, len(configs), FP8_GROUPS_PER_PANEL):
+            panels.append((dist, configs[k:k + FP8_GROUPS_PER_PANEL]))
+    widest = max(len(c) for _, c in panels)
+    fig = _figure(max(5.5, 0.95 * widest + 3.4), 2.9 * len(panels) + 1.0)
+    axes = fig.subplots(len(panels), 1, squeeze=False, sharey=True)[:, 0]
+    for ax, (dist, configs) in zip(axes, panels):
+        present = [v for v in variants
+                   if any((dist, *cfg, v) in cell for cfg in configs)]
         series = [*present, "plain FP8"]
         width = 0.8 / len(series)
         for si, v in enumerate(series):
             xs, ys = [], []
             for ci, cfg in enumerate(configs):
-                match = [r for r in drows if (r["d"], r["causal"], r["N"]) == cfg and (
-                    r["variant"] == v if v != "plain FP8" else r["algorithm"] == "fp8")]
-                if not match:
+                r = cell.get((dist, *cfg, v))
+                if r is None:
                     continue
-                ver = match[0]["verification"]
+                ver = r["verification"]
                 val = ver.get("baseline_rmse") if v == "plain FP8" else ver["rmse"]
                 if val:
                     xs.append(ci + (si - (len(series) - 1) / 2) * width)
@@ -551,45 +725,278 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
                 ax.bar(xs, ys, width, color=res.style(v)[0], edgecolor="black", lw=0.4,
                        gid=f"bars-{v}")
         # fp8 tolerance: a tick over each fp8 bar's group
-        tol = [(ci, r["verification"]["tolerance"]) for ci, cfg in enumerate(configs)
-               for r in drows if (r["d"], r["causal"], r["N"]) == cfg and r["algorithm"] == "fp8"
-               and (r["verification"].get("metric") == "rmse")
-               and r["verification"].get("tolerance")]
+        tol = []
+        for ci, cfg in enumerate(configs):
+            r = cell.get((dist, *cfg, "plain FP8"))
+            if r and r["verification"].get("metric") == "rmse" and r["verification"].get("tolerance"):
+                tol.append((ci, r["verification"]["tolerance"]))
         if tol:
             ax.hlines([t for _, t in tol], [c - 0.45 for c, _ in tol], [c + 0.45 for c, _ in tol],
                       colors="black", linestyles="--", lw=1.0, gid="fp8-tolerance")
         ax.set_yscale("log")
         n_values = sorted({n for _, _, n in configs})
         one_n = len(n_values) == 1
-        if compact:
-            ax.set_xticks(range(len(configs)),
-                          [f"{d}\n{'causal' if c else 'full'}\n{n // 1024}k" if n % 1024 == 0
-                           else f"{d}\n{'causal' if c else 'full'}\n{n}" for d, c, n in configs])
-            ax.set_xlabel("d / mask / N", fontsize=8)
-        else:
-            ax.set_xticks(range(len(configs)),
-                          [f"d={d}\n{'causal' if c else 'non-causal'}" + ("" if one_n else f"\nN={n}")
-                           for d, c, n in configs])
+        ax.set_xticks(range(len(configs)),
+                      [f"d={d}\n{'causal' if c else 'non-causal'}" + ("" if one_n else f"\nN={n}")
+                       for d, c, n in configs])
         ax.set_title(f"inputs: {dist}" + (f", N = {n_values[0]}" if one_n else ""), loc="left")
-        ax.set_xlim(-0.6, len(configs) - 0.4)
-    axes[0].set_ylabel("RMSE against the fp64 reference")
+        ax.set_xlim(-0.6, widest - 0.4)  # a short last row keeps the bar width
+        ax.set_ylabel("RMSE against the\nfp64 reference")
     handles = [Patch(facecolor=res.style(v)[0], edgecolor="black", lw=0.4, label=res.label(v))
                for v in variants]
     handles.append(Patch(facecolor="white", edgecolor=res.style("fp8")[0], hatch="////",
                          label="plain FP8 (per-head scales)"))
     handles.append(Line2D([], [], color="black", ls="--", label="fp8 tolerance"))
-    axes[0 if compact else -1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                                      frameon=False)
-    if compact:
-        for ax in axes:
-            ax.set_ylabel("RMSE against the fp64 reference")
+    fig.legend(handles=handles, loc="outside right center", frameon=False)
     _title(fig, "FP8 accuracy: RMSE per input distribution, against the bf16 variants", rows,
            device)
     plot.figure = fig
     return plot
 
 
-PLOTS = (plot_roofline, plot_io_scaling, plot_block_size, plot_throughput, plot_fp8_accuracy)
+# ---------------------------------------------------------------------------------------------
+# 6, 7. Which law holds: bytes against d at fixed N, and against the tile size
+
+
+def _slope(points: list[tuple[float, float]]) -> float | None:
+    """Exponent k of y ∝ x^k between the smallest and the largest x (means per x)."""
+    by_x: dict[float, list[float]] = {}
+    for x, y in points:
+        if x > 0 and y > 0:
+            by_x.setdefault(x, []).append(y)
+    if len(by_x) < 2:
+        return None
+    lo, hi = min(by_x), max(by_x)
+    y0 = sum(by_x[lo]) / len(by_x[lo])
+    y1 = sum(by_x[hi]) / len(by_x[hi])
+    return math.log(y1 / y0) / math.log(hi / lo)
+
+
+def _pow2_axis(ax, values: list[int], label: str) -> None:
+    ax.set_xscale("log", base=2)
+    values = sorted(set(values))
+    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_minor_locator(NullLocator())
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{int(round(x)):d}"))
+    ax.set_xlim(values[0] / 1.3, values[-1] * 1.3)
+    ax.set_xlabel(label)
+
+
+def _model_bytes(r: dict) -> float:
+    return (r["model"]["bytes_read"] + r["model"]["bytes_written"]) / (r["B"] * r["H"])
+
+
+@_styled
+def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot:
+    """Model bytes per (batch·head) against d at one N (log-log), with guides of slope 1 and 2:
+    with fixed tiles the FlashAttention lines grow ∝ d, the paper's law (Br = M/(4d)) ∝ d²."""
+    plot = Plot(name, "Bytes against the head dimension d at fixed N: which law holds")
+    rows = [r for r in default_rows(res.rows) if r["device_name"] == device
+            and r["status"] in ("ok", "model_only") and _model_bytes(r) > 0]
+    if not rows:
+        plot.skipped = f"no rows with an IO model for {device}"
+        return plot
+    causal = not any(not r["causal"] for r in rows)
+    rows = [r for r in rows if r["causal"] == causal]
+    by_n: dict[int, set[int]] = {}
+    for r in rows:
+        by_n.setdefault(r["N"], set()).add(r["d"])
+    ns = [n for n, ds in by_n.items() if len(ds) >= 2]
+    if not ns:
+        plot.skipped = ("needs rows at two or more head dimensions d at one N (e.g. fa-bench "
+                        "--N 4096 --d 64,128 --model-only)")
+        return plot
+    n = max(ns)
+    rows = [r for r in rows if r["N"] == n]
+    ds = sorted({r["d"] for r in rows})
+    fig = _figure(8.2, 5.0)
+    ax = fig.subplots()
+    ax.set_yscale("log")
+    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    offset = _offsets(variants, 0.04)
+    values: list[float] = []
+    law = False
+    handles = []
+    for v in variants:
+        vrows = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["d"])
+        colour, marker = res.style(v)
+        alg = vrows[0]["algorithm"]
+        x = [r["d"] for r in vrows]
+        y = [_model_bytes(r) for r in vrows]
+        values += y
+        ax.plot(x, y, color=colour, marker=marker, mfc="white", ms=5, lw=1.2,
+                ls=(0, (4, 2)) if v in res.peers else "-", zorder=3, gid=f"model-{v}")
+        k = _slope(list(zip(x, y)))
+        text = f"{res.label(v)}: model" + (f" ∝ d^{k:.2f}" if k is not None else "")
+        if all(has_budget(r) for r in vrows) and alg != "standard":
+            ly = [r["model"]["bytes_asymptotic"] / (r["B"] * r["H"]) for r in vrows]
+            ax.plot(x, ly, color=colour, lw=0.9, ls="-.", zorder=2, gid=f"law-{v}")
+            values += ly
+            law = True
+            kl = _slope(list(zip(x, ly)))
+            text += "; law" + (f" ∝ d^{kl:.2f}" if kl is not None else "")
+        meas = [(r["d"] * offset[v], r["measured"]["dram_bytes"] / (r["B"] * r["H"]))
+                for r in vrows if (r.get("measured") or {}).get("dram_bytes", 0) > 0]
+        if meas:
+            ax.plot([p[0] for p in meas], [p[1] for p in meas], color=colour, marker=marker,
+                    ms=6, mec="black", mew=0.4, ls="none", zorder=4, gid=f"dram-{v}")
+            values += [p[1] for p in meas]
+        plot.notes.append(text + ".")
+        handles.append(Line2D([], [], color=colour, marker=marker, mfc="white", lw=1.2,
+                              ls=(0, (4, 2)) if v in res.peers else "-",
+                              label=f"{res.label(v)}: {MODEL_LAW.get(alg, 'IO model')}"))
+    # slope guides through the geometric middle of the values at the smallest d
+    y0 = math.sqrt(min(values) * max(values))
+    d0, d1 = ds[0], ds[-1]
+    for k, style, gid, text in ((1, (0, (1, 2)), "guide-d1", "∝ d"),
+                                (2, (0, (6, 2, 1, 2)), "guide-d2", "∝ d²")):
+        ax.plot([d0, d1], [y0, y0 * (d1 / d0) ** k], color="#555555", ls=style, lw=1.0, zorder=1,
+                gid=gid)
+        ax.annotate(text, xy=(d1, y0 * (d1 / d0) ** k), xytext=(4, 0), textcoords="offset points",
+                    va="center", fontsize=8, color="#555555")
+        values.append(y0 * (d1 / d0) ** k)
+    ax.set_ylim(min(values) / 2, max(values) * 2)
+    _pow2_axis(ax, ds, "head dimension d")
+    ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
+    ax.set_ylabel("bytes per (batch·head), IO model")
+    handles.append(Line2D([], [], color="#555555", marker="o", ms=6, mec="black", mew=0.4,
+                          ls="none", label="measured DRAM bytes"))
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
+    fig.legend(handles=handles, loc="outside lower center", ncol=1, frameon=False)
+    what = "causal" if causal else "non-causal"
+    _title(fig, f"Bytes against d at N = {n} ({what}): tile model ∝ d, the paper's law ∝ d²",
+           rows, device)
+    if not law:
+        plot.notes.append("The paper's law is not drawn: these files predate "
+                          "model.onchip_budget_bytes.")
+    plot.figure = fig
+    return plot
+
+
+TILE_AXIS = {"fa1": ("block_kv", "Bc"), "fa2": ("block_q", "Br"), "fp8": ("block_q", "Br")}
+
+
+@_styled
+def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -> Plot:
+    """Bytes per (batch·head) against the tile size whose inverse sets the re-reads (Br for
+    fa2/fp8: K/V read N/Br times; Bc for fa1: Q and the state read N/Bc times), log-log:
+    the IO model, measured DRAM and SM↔L2 bytes, a ∝ 1/tile guide, the compulsory floor and,
+    where the files carry the budget M, the paper's law and its tile Br = M/(4d)."""
+    plot = Plot(name, "Bytes against the tile size: which law holds")
+    groups: dict[tuple, list[dict]] = {}
+    for r in res.rows:
+        if (r["device_name"] != device or r["peer"] or r["algorithm"] not in TILE_AXIS
+                or r["status"] not in ("ok", "model_only") or r["tiles"]["block_q"] <= 0):
+            continue
+        key = (r["algorithm"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["block_order"],
+               r["run_index"])
+        groups.setdefault(key, []).append(r)
+    groups = {k: g for k, g in groups.items()
+              if len({r["tiles"][TILE_AXIS[k[0]][0]] for r in g}) >= 2}
+    if not groups:
+        plot.skipped = ("needs fa1/fa2/fp8 rows at two or more tile sizes of one configuration "
+                        "(fa-bench --block-q 64,128 --block-kv 32,64,128)")
+        return plot
+    chosen: dict[tuple, tuple] = {}
+    for key in groups:
+        alg, d, causal, n = key[:4]
+        best = chosen.get((alg, d))
+        if best is None or (not causal, n) > (not best[2], best[3]):
+            chosen[(alg, d)] = key
+    families = sorted({"fa1" if k[0] == "fa1" else "fa2" for k in chosen.values()})
+    fig = _figure(5.2 * len(families) + 0.6, 4.8)
+    axes = dict(zip(families, fig.subplots(1, len(families), squeeze=False)[0]))
+    handles = []
+    dash = ["-", "--", "-.", ":"]
+    d_style = {d: dash[i % 4] for i, d in enumerate(sorted({k[1] for k in chosen.values()}))}
+    law = False
+    for key in sorted(chosen.values()):
+        alg, d, causal, n = key[:4]
+        field, sym = TILE_AXIS[alg]
+        ax = axes["fa1" if alg == "fa1" else "fa2"]
+        g = sorted(groups[key], key=lambda r: (r["tiles"][field], r["tiles"]["block_q"],
+                                              r["tiles"]["block_kv"]))
+        colour, marker = res.style(alg)
+        ls = d_style[d]
+        x = [r["tiles"][field] for r in g]
+        model = [_model_bytes(r) for r in g]
+        ax.plot(x, model, color=colour, ls=ls, lw=1.0, marker=marker, mfc="white", ms=5,
+                zorder=3, gid=f"model-{alg}-{d}")
+        parts = [f"model ∝ {sym}^{_slope(list(zip(x, model))):.2f}"]
+        for level, mkey, style in (("DRAM", "dram_bytes", {"mec": "black", "mew": 0.4, "ms": 6}),
+                                   ("L2↔SM", "l2_bytes", {"mfc": "none", "mew": 1.6, "ms": 9})):
+            pts = [(xi, r["measured"][mkey] / (r["B"] * r["H"])) for xi, r in zip(x, g)
+                   if (r.get("measured") or {}).get(mkey, 0) > 0]
+            if pts:
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
+                        ls="none", zorder=4, gid=f"{mkey.split('_')[0]}-{alg}-{d}", **style)
+                k = _slope(pts)
+                if k is not None:
+                    parts.append(f"measured {level} ∝ {sym}^{k:.2f}")
+        # ∝ 1/tile guide from 1.5× the model's point at the smallest tile (beside the model
+        # line, not on it); the compulsory floor
+        x0, x1 = min(x), max(x)
+        y0 = 1.5 * max(m for xi, m in zip(x, model) if xi == x0)
+        ax.plot([x0, x1], [y0, y0 * x0 / x1], color="#555555", ls=(0, (1, 2)), lw=1.0,
+                zorder=2, gid=f"guide-{alg}-{d}")
+        floor = min(r["model"]["bytes_compulsory"] for r in g) / (g[0]["B"] * g[0]["H"])
+        ax.plot([x0, x1], [floor, floor], color="black", ls=":", lw=1.3, zorder=2,
+                gid=f"compulsory-{alg}-{d}")
+        budget = [r for r in g if has_budget(r)]
+        if budget:
+            law = True
+            r0 = budget[0]
+            ax.plot([x0, x1], [r0["model"]["bytes_asymptotic"] / (r0["B"] * r0["H"])] * 2,
+                    color=colour, ls="-.", lw=0.9, zorder=2, gid=f"law-{alg}-{d}")
+            paper_br = r0["model"]["onchip_budget_bytes"] / (4 * d * _element_bytes(r0))
+            if alg != "fa1":
+                ax.axvline(paper_br, color=colour, ls=(0, (2, 3)), lw=0.8,
+                           gid=f"paper-br-{alg}-{d}")
+                parts.append(f"the paper's tile Br = M/(4d) = {paper_br:.0f}")
+        label = f"{alg} d={d} N={n}{' causal' if causal else ''}"
+        plot.notes.append(f"{label}: " + ", ".join(parts) + ".")
+        handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mfc="white",
+                              label=label))
+    for fam, ax in axes.items():
+        ax.set_yscale("log")
+        sym = "Bc" if fam == "fa1" else "Br"
+        tiles = sorted({r["tiles"][TILE_AXIS[k[0]][0]] for k in chosen.values()
+                        if ("fa1" if k[0] == "fa1" else "fa2") == fam for r in groups[k]})
+        what = ("fa1: Q and the O, ℓ, m state re-read N/Bc times" if fam == "fa1"
+                else "fa2/fp8: K/V re-read N/Br times")
+        _pow2_axis(ax, tiles, f"tile size {sym} [rows]")
+        ax.set_title(what, loc="left")
+        ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
+        ax.set_ylabel("bytes per (batch·head)")
+    handles += [
+        Line2D([], [], color="#555555", marker="o", mfc="white", lw=1.0, label="IO model"),
+        Line2D([], [], color="#555555", marker="o", mec="black", mew=0.4, ls="none",
+               label="measured DRAM"),
+        Line2D([], [], color="#555555", marker="o", mfc="none", mew=1.6, ms=9, ls="none",
+               label="measured L2↔SM"),
+        Line2D([], [], color="#555555", ls=(0, (1, 2)), label="slope ∝ 1/tile (the re-reads)"),
+        Line2D([], [], color="black", ls=":", lw=1.3, label="compulsory"),
+    ]
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
+    fig.legend(handles=handles, loc="outside lower center", ncol=3, frameon=False)
+    rows = [r for k in chosen.values() for r in groups[k]]
+    _title(fig, "Bytes against the tile size: the tile model's 1/tile against what the memory "
+           "sees", rows, device)
+    if not law:
+        plot.notes.append("The paper's law is not drawn: these files predate "
+                          "model.onchip_budget_bytes.")
+    plot.figure = fig
+    return plot
+
+
+def _element_bytes(r: dict) -> float:
+    return 1.0 if r["algorithm"] == "fp8" else 2.0
+
+
+PLOTS = (plot_roofline, plot_io_scaling, plot_bytes_vs_d, plot_block_size, plot_bytes_vs_tile,
+         plot_throughput, plot_fp8_accuracy)
 
 
 def all_plots(res: Results) -> list[Plot]:

@@ -14,7 +14,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.data import Results, attained_flops, bh_text, default_rows
+from reports.data import Results, attained_flops, bh_text, default_rows, precision
 from reports.plots import Plot, all_plots, save
 
 
@@ -68,7 +68,7 @@ def causal_word(c: bool) -> str:
 
 
 def _multi(res: Results) -> tuple[bool, bool]:
-    return len(res.devices()) > 1, len({r["inputs"] for r in res.rows}) > 1
+    return res.many_devices, res.many_inputs
 
 
 def config_label(r: dict, res: Results) -> list[str]:
@@ -223,40 +223,27 @@ def tflops_table(res: Results) -> Table:
 
 
 def _roof_placement(r: dict, res: Results) -> dict:
-    """Which roof binds this row and how close it gets: DRAM (measured or model bytes), L2
-    (measured), or the tensor peak of its dtype (fp8 rows: the fp8 peak)."""
+    """The row's placement (``r["place"]``: the file's ``placement`` object, or the same formula
+    computed for older files, reports/data.py:placement) with what the tables and sentences
+    quote: attained and attainable FLOP/s, the tensor peak of the row's precision."""
+    place = r.get("place")
+    if not place:
+        return {}
     roofs = res.roofs(r["device_name"])
-    if roofs is None:
-        return {}
+    peak = roofs.tensor.get(precision(r), 0.0) if roofs else 0.0
     attained = attained_flops(r)
-    m = r.get("measured") or {}
-    peak = roofs.peak_for(r["algorithm"], r["dtype"])
-    candidates = []
-    if peak > 0:
-        candidates.append(("tensor", peak))
-    if m.get("intensity_dram", 0) > 0:
-        i_dram, from_counters = m["intensity_dram"], True
-    else:
-        i_dram, from_counters = (r.get("derived") or {}).get("arithmetic_intensity", 0.0), False
-    if i_dram > 0 and roofs.dram > 0:
-        candidates.append(("DRAM", i_dram * roofs.dram))
-    if m.get("intensity_l2", 0) > 0 and roofs.l2 > 0:
-        candidates.append(("L2", m["intensity_l2"] * roofs.l2))
-    if not candidates:
-        return {}
-    bound, roof = min(candidates, key=lambda c: c[1])
     return {
-        "bound": bound,
-        "roof": roof,
-        "fraction": attained / roof,
+        **place,
         "attained": attained,
+        "roof": place["attainable_tflops"] * 1e12,
         "peak": peak,
         "peak_fraction": attained / peak if peak > 0 else None,
-        "dram_fraction": attained / (i_dram * roofs.dram) if i_dram > 0 and roofs.dram else None,
-        "intensity_dram": i_dram,
-        "from_counters": from_counters,
-        "measured_roofs": roofs.measured,
+        "from_counters": place["basis"] == "counters",
+        "measured_roofs": bool(roofs and roofs.measured),
     }
+
+
+BOUND_WORD = {"compute": "compute", "dram": "DRAM", "l2": "L2"}
 
 
 def bytes_table(res: Results) -> Table:
@@ -285,23 +272,35 @@ def roofline_table(res: Results) -> Table:
     rows, _ = latest_rows(res, res.ok())
     rows.sort(key=lambda r: (_ckey(r), r["variant"]))
     out = []
+    computed = 0
     for r in rows:
         p = _roof_placement(r, res)
         if not p:
             continue
+        computed += p["computed"]
         out.append(config_label(r, res) + [
-            res.label(r["variant"]), f"{r['derived']['arithmetic_intensity']:.1f}",
-            f"{p['intensity_dram']:.1f}" if p["from_counters"] else "-",
-            fmt_tflops(p["attained"] / 1e12), p["bound"], fmt_tflops(p["roof"] / 1e12),
-            fmt_pct(p["fraction"]), fmt_pct(p["peak_fraction"])])
+            res.label(r["variant"]),
+            "counters" if p["basis"] == "counters" else "compulsory bytes",
+            f"{p['intensity_dram']:.1f}",
+            f"{p['intensity_l2']:.1f}" if p.get("intensity_l2") else "-",
+            fmt_tflops(p["attained"] / 1e12), fmt_tflops(p["attainable_tflops"]),
+            BOUND_WORD.get(p["bound"], p["bound"]), fmt_pct(p["fraction"]),
+            fmt_pct(p["peak_fraction"]), "computed" if p["computed"] else "file"])
     n = len(config_columns(res))
+    note = ("Attained = the model's matrix FLOPs / median time. Intensity = matrix FLOPs per "
+            "measured byte (basis counters: DRAM and SM↔L2 bytes from the hardware counters) or "
+            "per compulsory byte (no counters: Q, K, V read once, O written once, so the row is "
+            "never placed above its real roof). Attainable = min(tensor roof of the row's "
+            "precision, DRAM intensity × DRAM roof, L2 intensity × L2 roof when known); the "
+            "bound is the roof that sets it, the fraction attained / attainable.")
+    if computed:
+        note += (f" {computed} row(s) come from files without a `placement` object: placed "
+                 "here with the same formula from the file's fields and ceilings.")
     return Table("roofline", "Roofline placement", config_columns(res) + [
-        "variant", "intensity (model) [FLOP/B]", "intensity (DRAM meas.) [FLOP/B]",
-        "attained [TFLOP/s]", "binding roof", "roof [TFLOP/s]", "of roof", "of tensor peak"],
-        out, "Attained = matrix FLOPs as issued / median time. The binding roof is the lowest of "
-        "the tensor peak, intensity × DRAM bandwidth (measured DRAM bytes when counters ran, "
-        "else the IO model's) and, with counters, L2 intensity × L2 bandwidth.",
-        left=set(range(n + 1)) | {n + 4})
+        "variant", "basis", "intensity DRAM [FLOP/B]", "intensity L2 [FLOP/B]",
+        "attained [TFLOP/s]", "attainable [TFLOP/s]", "bound", "of attainable",
+        "of tensor peak", "placed by"],
+        out, note, left=set(range(n + 2)) | {n + 6, n + 9})
 
 
 def errors_table(res: Results) -> Table:
@@ -387,27 +386,27 @@ def roofline_reading(res: Results) -> list[str]:
             placed = [(r, p) for r, p in placed if p]
             if not placed:
                 continue
-            # Rows with counters place a variant better than the IO model's bytes: use only
+            # Rows with counters place a variant better than its compulsory bytes: use only
             # those when the group has any.
             if any(p["from_counters"] for _, p in placed):
                 placed = [(r, p) for r, p in placed if p["from_counters"]]
             r, p = max(placed, key=lambda rp: (not rp[0]["causal"], rp[0]["N"]))
             where = f"d={d}, N={r['N']}{', causal' if r['causal'] else ''}"
             name = res.label(variant)
-            if p["bound"] == "tensor":
-                peak_dt = "fp8" if r["algorithm"] == "fp8" else dtype
+            if p["bound"] == "compute":
+                peak_dt = precision(r)
                 text = (f"{name} reaches {fmt_pct(p['fraction'])} of the {kind} {peak_dt} tensor "
-                        f"roof ({p['peak'] / 1e12:.0f} TFLOP/s) at {where}")
-            elif p["bound"] == "DRAM":
-                bw = p["fraction"] * roofs.dram
-                basis = "measured DRAM bytes" if p["from_counters"] else "IO-model bytes"
+                        f"roof ({p['attainable_tflops']:.0f} TFLOP/s) at {where}")
+            elif p["bound"] == "dram":
+                bw = p["attained"] / p["intensity_dram"]
+                basis = "measured DRAM bytes" if p["from_counters"] else "compulsory bytes"
                 text = (f"{name} is DRAM-bound at {where}: {bw / 1e12:.2f} TB/s ({basis}), "
                         f"{fmt_pct(p['fraction'])} of the {kind} DRAM bandwidth")
             else:
                 text = (f"{name} is L2-bound at {where}: {fmt_pct(p['fraction'])} of the "
                         f"measured L2 bandwidth")
             fractions = [q["fraction"] for _, q in placed]
-            bounds = sorted({q["bound"] for _, q in placed})
+            bounds = sorted({BOUND_WORD[q["bound"]] for _, q in placed})
             if len(placed) > 1:
                 text += (f"; {fmt_pct(min(fractions))}–{fmt_pct(max(fractions))} of the binding "
                          f"roof over its {len(placed)} configurations at d={d}")
@@ -469,30 +468,31 @@ def _ns(by_n: dict) -> str:
 
 
 def _peer_sentence(by_n: dict[int, list[dict]], res: Results) -> str:
-    """Our best variant against the best peer, from derived.speed_vs_best_peer when the file
-    has it, else from the peer rows themselves."""
-    ratios = []
+    """Our best variant against the fastest peer of the same precision (fp8 rows against fp8
+    peers such as cudnn-fp8, bf16/fp16 rows against same-dtype non-fp8 peers): the rule
+    fa-bench's ``derived.speed_vs_best_peer`` follows, computed here from the rows so that
+    older files (whose ratio may be against a peer of another precision) agree."""
+    ratios: dict[str, list[tuple]] = {}
     for n, rows in sorted(by_n.items()):
-        ours = [r for r in rows if not r["peer"]]
-        peers = [r for r in rows if r["peer"]]
-        if not ours:
-            continue
-        best = min(ours, key=lambda r: r["median_ms"])
-        speed = (best.get("derived") or {}).get("speed_vs_best_peer")
-        peer_name = (best.get("derived") or {}).get("best_peer") or ""
-        if not speed and peers:
+        for prec in sorted({precision(r) for r in rows}):
+            ours = [r for r in rows if not r["peer"] and precision(r) == prec]
+            peers = [r for r in rows if r["peer"] and precision(r) == prec]
+            if not ours or not peers:
+                continue
+            best = min(ours, key=lambda r: r["median_ms"])
             top = min(peers, key=lambda r: r["median_ms"])
-            speed, peer_name = top["median_ms"] / best["median_ms"], top["variant"]
-        if speed:
-            ratios.append((n, best["variant"], peer_name, speed))
-    if not ratios:
-        return ""
-    lo, hi = min(x[3] for x in ratios), max(x[3] for x in ratios)
-    ours = sorted({x[1] for x in ratios})
-    peers = sorted({x[2] for x in ratios if x[2]})
-    span = f"{lo:.2f}×" if len(ratios) == 1 else f"{lo:.2f}–{hi:.2f}×"
-    return (f"best of ours ({', '.join(ours)}) runs at {span} the speed of the best peer "
-            f"({', '.join(peers) or 'peer'})")
+            ratios.setdefault(prec, []).append(
+                (n, best["variant"], top["variant"], top["median_ms"] / best["median_ms"]))
+    parts = []
+    for prec, rs in ratios.items():
+        lo, hi = min(x[3] for x in rs), max(x[3] for x in rs)
+        ours = sorted({x[1] for x in rs})
+        peers = sorted({x[2] for x in rs})
+        span = f"{lo:.2f}×" if f"{lo:.2f}" == f"{hi:.2f}" else f"{lo:.2f}–{hi:.2f}×"
+        head = f"{prec} rows: " if len(ratios) > 1 else ""
+        parts.append(f"{head}best of ours ({', '.join(ours)}) runs at {span} the speed of the "
+                     f"best {prec} peer ({', '.join(peers)})")
+    return "; ".join(parts)
 
 
 def roofs_sentence(res: Results) -> list[str]:
@@ -546,6 +546,8 @@ def table_md(t: Table) -> str:
 def _html_text(text: str) -> str:
     """Escape, then the two bits of Markdown the cells use: **bold** and `code`."""
     out = html.escape(text)
+    if "*" not in out and "`" not in out:
+        return out
     while out.count("**") >= 2:
         out = out.replace("**", "<b>", 1).replace("**", "</b>", 1)
     while out.count("`") >= 2:
@@ -562,10 +564,10 @@ def table_html(t: Table) -> str:
     parts += [f'<th class="{"l" if i in t.left else "r"}">{html.escape(c)}</th>'
               for i, c in enumerate(t.columns)]
     parts.append("</tr></thead><tbody>")
+    opening = [f'<td class="{"l" if i in t.left else "r"}">' for i in range(len(t.columns))]
     for row in t.rows:
         parts.append("<tr>" + "".join(
-            f'<td class="{"l" if i in t.left else "r"}">{_html_text(c)}</td>'
-            for i, c in enumerate(row)) + "</tr>")
+            f"{opening[i]}{_html_text(c)}</td>" for i, c in enumerate(row)) + "</tr>")
     parts.append("</tbody></table>")
     if t.note:
         parts.append(f'<p class="note">{_html_text(t.note)}</p>')

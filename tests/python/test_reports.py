@@ -9,6 +9,9 @@ say so in their device name; they exercise code paths the H200 fixtures do not r
 from __future__ import annotations
 
 import copy
+import math
+import os
+import time
 import json
 import shutil
 import subprocess
@@ -63,66 +66,159 @@ def counters() -> Results:
 # -- roofline ------------------------------------------------------------------------------------
 
 
-def test_roofline_points_and_roofs_from_counters(counters):
+def all_lines(fig, prefix: str):
+    return [ln for ax in fig.axes for ln in lines(ax, prefix)]
+
+
+def points(fig, prefix: str) -> list[tuple[float, float]]:
+    return sorted((x, y) for ln in all_lines(fig, prefix)
+                  for x, y in zip(ln.get_xdata(), ln.get_ydata()))
+
+
+def formula_placement(r: dict, ceilings: dict) -> dict:
+    """The placement rule written out again (issue 11), for files without ``placement``."""
+    flops = r["model"]["flops_matrix"]
+    prec = "fp8" if r["algorithm"] == "fp8" else r["dtype"]
+    m = r.get("measured") or {}
+    if m.get("dram_bytes"):
+        i_dram, i_l2 = flops / m["dram_bytes"], flops / m["l2_bytes"]
+    else:
+        i_dram, i_l2 = flops / r["model"]["bytes_compulsory"], None
+    roofs = {"compute": ceilings["tensor_flops_per_s"][prec],
+             "dram": i_dram * ceilings["dram_bytes_per_s"]}
+    if i_l2 and ceilings.get("l2_bytes_per_s"):
+        roofs["l2"] = i_l2 * ceilings["l2_bytes_per_s"]
+    bound = min(roofs, key=roofs.get)
+    attained = flops / (r["median_ms"] * 1e-3)
+    return {"intensity_dram": i_dram, "intensity_l2": i_l2, "bound": bound,
+            "fraction": attained / roofs[bound]}
+
+
+def test_roofline_points_at_the_placement_and_roofs_from_counters(counters):
     plot = plot_roofline(counters, H200)
     assert plot.figure is not None, plot.skipped
-    ax = plot.figure.axes[0]
-    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
-    assert "FLOP/byte" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
+    axes = [ax for ax in plot.figure.axes if ax.get_visible()]
+    # one panel per precision: bf16 rows, fp8 rows (each with its own tensor roof)
+    assert [ax.get_title(loc="left") for ax in axes] == ["bf16 rows", "fp8 rows"]
+    for ax in axes:
+        assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+        assert "FLOP/byte" in ax.get_xlabel() and "TFLOP/s" in ax.get_ylabel()
     title = plot.figure.get_suptitle()
     for part in ("NVIDIA H200", "bf16", "B·H = 64–512", "2026-11-21"):
         assert part in title
 
     rows = ok_rows(COUNTERS)
-    dram, l2 = lines(ax, "point-dram-"), lines(ax, "point-l2-")
-    assert len(dram) == len(l2) == len(rows) == 32
-    assert not lines(ax, "point-model-")
-    # every row is a point at (measured DRAM intensity, matrix FLOPs / median time)
-    got = sorted((ln.get_xdata()[0], ln.get_ydata()[0]) for ln in dram)
-    want = sorted((r["measured"]["intensity_dram"],
+    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    assert len(points(plot.figure, "point-dram-")) == len(points(plot.figure, "point-l2-")) == 32
+    assert not all_lines(plot.figure, "point-compulsory-")
+    # every row at (matrix FLOPs / measured DRAM bytes, matrix FLOPs / median time)
+    want = sorted((formula_placement(r, ceilings)["intensity_dram"],
                    r["model"]["flops_matrix"] / (r["median_ms"] * 1e-3) / 1e12) for r in rows)
-    np.testing.assert_allclose(got, want, rtol=1e-12)
+    np.testing.assert_allclose(points(plot.figure, "point-dram-"), want, rtol=1e-12)
+    want = sorted((formula_placement(r, ceilings)["intensity_l2"],
+                   r["model"]["flops_matrix"] / (r["median_ms"] * 1e-3) / 1e12) for r in rows)
+    np.testing.assert_allclose(points(plot.figure, "point-l2-"), want, rtol=1e-12)
+    # fp8 rows only in the fp8 panel
+    assert {ln.get_gid() for ln in lines(axes[1], "point-dram-")} == {"point-dram-fp8"}
     # one marker per variant, the same colour for DRAM and L2 points of a variant
     by_variant = {}
-    for ln in dram + l2:
+    for ln in all_lines(plot.figure, "point-dram-") + all_lines(plot.figure, "point-l2-"):
         v = ln.get_gid().split("-", 2)[2]
         by_variant.setdefault(v, set()).add((ln.get_marker(), ln.get_color()))
     assert set(by_variant) == {"standard", "fa1", "fa2", "fp8"}
     assert all(len(s) == 1 for s in by_variant.values())
     assert len({next(iter(s)) for s in by_variant.values()}) == 4
 
-    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
-    peaks = {ln.get_gid(): ln.get_ydata()[0] for ln in lines(ax, "roof-peak-")}
-    assert peaks == pytest.approx({"roof-peak-bf16": ceilings["tensor_flops_per_s"]["bf16"] / 1e12,
-                                   "roof-peak-fp8": ceilings["tensor_flops_per_s"]["fp8"] / 1e12})
-    sheet = {ln.get_gid(): ln for ln in lines(ax, "roof-sheet-")}
-    assert sheet["roof-sheet-bf16"].get_ydata()[0] == pytest.approx(
-        ceilings["datasheet"]["tensor_flops_per_s_bf16"] / 1e12)
-    assert all(ln.get_linestyle() == "--" for ln in sheet.values())
-    for label, key in (("DRAM", "dram_bytes_per_s"), ("L2", "l2_bytes_per_s")):
-        (roof,) = [ln for ln in ax.get_lines() if ln.get_gid() == f"roof-bw-{label}"]
-        x, y = roof.get_data()
-        assert y[0] / x[0] == pytest.approx(ceilings[key] / 1e12)
-        assert roof.get_linestyle() == "-"
-    (sheet_bw,) = lines(ax, "roof-bw-DRAM datasheet")
-    assert sheet_bw.get_linestyle() == "--"
+    for ax, prec in zip(axes, ("bf16", "fp8")):
+        (peak,) = lines(ax, "roof-peak-")
+        assert peak.get_ydata()[0] == pytest.approx(ceilings["tensor_flops_per_s"][prec] / 1e12)
+        (sheet,) = lines(ax, "roof-sheet-")
+        assert sheet.get_ydata()[0] == pytest.approx(
+            ceilings["datasheet"][f"tensor_flops_per_s_{prec}"] / 1e12)
+        assert sheet.get_linestyle() == "--"
+        for label, key in (("DRAM", "dram_bytes_per_s"), ("L2", "l2_bytes_per_s")):
+            (roof,) = [ln for ln in ax.get_lines() if ln.get_gid() == f"roof-bw-{label}"]
+            x, y = roof.get_data()
+            assert y[0] / x[0] == pytest.approx(ceilings[key] / 1e12)
+            assert roof.get_linestyle() == "-"
+        (sheet_bw,) = lines(ax, "roof-bw-DRAM datasheet")
+        assert sheet_bw.get_linestyle() == "--"
     # the roof labels quote the measured values
-    texts = " ".join(t.get_text() for t in ax.texts)
+    texts = " ".join(t.get_text() for ax in axes for t in ax.texts)
     assert "DRAM 3.90 TB/s (measured)" in texts and "bf16 tensor 790 TFLOP/s" in texts
+    assert "fp8 tensor 1452 TFLOP/s" in texts
 
 
-def test_roofline_without_counters_uses_model_intensity_and_datasheet_roofs():
+def test_roofline_lines_end_at_their_ridge_points(counters):
+    """Each roof is min(ceiling, bandwidth × intensity): a bandwidth line ends at its ridge
+    (ceiling / bandwidth, ceiling), marked; the flat roof starts at the leftmost ridge."""
+    plot = plot_roofline(counters, H200)
+    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    sheet = ceilings["datasheet"]
+    for ax, prec in zip(plot.figure.axes, ("bf16", "fp8")):
+        peak = ceilings["tensor_flops_per_s"][prec]
+        expect = {"DRAM": (ceilings["dram_bytes_per_s"], peak),
+                  "L2": (ceilings["l2_bytes_per_s"], peak),
+                  "DRAM datasheet": (sheet["dram_bytes_per_s"],
+                                     sheet[f"tensor_flops_per_s_{prec}"])}
+        for label, (bw, ceiling) in expect.items():
+            (roof,) = [ln for ln in ax.get_lines() if ln.get_gid() == f"roof-bw-{label}"]
+            x, y = roof.get_data()
+            assert x[-1] == pytest.approx(ceiling / bw) and y[-1] == pytest.approx(ceiling / 1e12)
+            assert max(y) == pytest.approx(ceiling / 1e12)  # never above its ceiling
+            (ridge,) = [ln for ln in ax.get_lines() if ln.get_gid() == f"ridge-{label}"]
+            assert (ridge.get_xdata()[0], ridge.get_ydata()[0]) == pytest.approx(
+                (ceiling / bw, ceiling / 1e12))
+        (flat,) = lines(ax, "roof-peak-")
+        assert flat.get_xdata()[0] == pytest.approx(peak / ceilings["l2_bytes_per_s"])
+        (flat_sheet,) = lines(ax, "roof-sheet-")
+        assert flat_sheet.get_xdata()[0] == pytest.approx(
+            sheet[f"tensor_flops_per_s_{prec}"] / sheet["dram_bytes_per_s"])
+        # labels sit above every marker, inside the axes, on a white box
+        top = max(ln.get_zorder() for ln in lines(ax, "point-"))
+        (dram_label,) = [t for t in ax.texts if t.get_gid() == "label-DRAM"]
+        assert dram_label.get_zorder() > top and dram_label.get_bbox_patch() is not None
+        x, y = dram_label.xy
+        (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+        assert x0 <= x <= x1 and y0 <= y <= y1
+        assert all(t.get_fontsize() >= 8 for t in ax.texts)
+
+
+def test_roofline_without_counters_places_rows_on_compulsory_bytes():
     plot = plot_roofline(load(SWEEP4), H200)
-    ax = plot.figure.axes[0]
     rows = ok_rows(SWEEP4)
-    model = lines(ax, "point-model-")
-    assert len(model) == len(rows) == 48 and not lines(ax, "point-dram-")
-    assert sorted(ln.get_xdata()[0] for ln in model) == pytest.approx(
-        sorted(r["derived"]["arithmetic_intensity"] for r in rows))
-    assert all(ln.get_fillstyle() == "left" for ln in model)
-    assert not lines(ax, "roof-sheet-")  # the roofs are the datasheet's already
-    assert all(ln.get_linestyle() == "--" for ln in lines(ax, "roof-"))
-    assert plot.notes
+    got = points(plot.figure, "point-compulsory-")
+    assert len(got) == len(rows) == 48 and not all_lines(plot.figure, "point-dram-")
+    assert [x for x, _ in got] == pytest.approx(sorted(
+        r["model"]["flops_matrix"] / r["model"]["bytes_compulsory"] for r in rows))
+    assert all(ln.get_fillstyle() == "left" for ln in all_lines(plot.figure, "point-compulsory-"))
+    assert not all_lines(plot.figure, "roof-sheet-")  # the roofs are the datasheet's already
+    assert all(ln.get_linestyle() == "--" for ln in all_lines(plot.figure, "roof-"))
+    assert any("compulsory" in n for n in plot.notes)
+    # placed on the compulsory bytes, a row is never above its roof
+    res = load(SWEEP4)
+    assert all(r["place"]["fraction"] <= 1.0 for r in res.ok())
+
+
+def test_roofline_splits_crowded_precisions_and_keeps_series_apart():
+    res = load(DATA / "h200-sweep-all-2026-11-21.json")
+    plot = plot_roofline(res, H200)
+    titles = [ax.get_title(loc="left") for ax in plot.figure.axes if ax.get_visible()]
+    # 80 bf16 rows: one panel per (d, causal); 20 fp8 rows: one panel
+    assert titles == ["bf16 rows, d = 64, non-causal", "bf16 rows, d = 64, causal",
+                      "bf16 rows, d = 128, non-causal", "bf16 rows, d = 128, causal", "fp8 rows"]
+    assert len(points(plot.figure, "point-dram-")) == 100
+
+
+def test_palette_keeps_13_and_more_series_apart():
+    from reports.data import _styles
+
+    names = ["standard", "fa1", "fa2", "fp8", "cudnn", "cudnn-fp8", "torch-flash",
+             "torch-efficient", "torch-cudnn", "torch-math"] + [f"fa2@{b}x64" for b in
+                                                               (16, 32, 64, 256, 512, 1024)]
+    colours, markers = _styles(names, {n for n in names if n.startswith(("cudnn", "torch"))})
+    assert len(set(colours.values())) == len(names) == 16
+    assert len({(colours[n], markers[n]) for n in names}) == len(names)
 
 
 # -- IO scaling, throughput, fp8 accuracy, block size -----------------------------------------
@@ -263,12 +359,18 @@ def test_tables_carry_the_numbers(counters):
     assert line[by.columns.index("L2 / model")] == f"{fa2['measured']['l2_over_model']:.2f}"
 
     roof = table(tabs, "roofline")
-    std = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
-               == ("standard", 4096, 64, False))
-    line = next(x for x in roof.rows if x[:3] == ["4096", "64", "non-causal"] and x[5] == "standard")
-    assert line[roof.columns.index("binding roof")] == "DRAM"
-    # the DRAM-roof fraction is fa-bench's own measured.roofline_fraction
-    assert line[roof.columns.index("of roof")] == fmt_pct(std["measured"]["roofline_fraction"])
+    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    for r in rows:
+        line = next(x for x in roof.rows if x[:3] == [str(r["N"]), str(r["d"]),
+                                                     "non-causal" if not r["causal"] else "causal"]
+                    and x[5] == r["variant"])
+        want = formula_placement(r, ceilings)
+        assert line[roof.columns.index("bound")] == {"compute": "compute", "dram": "DRAM",
+                                                     "l2": "L2"}[want["bound"]]
+        assert line[roof.columns.index("of attainable")] == fmt_pct(want["fraction"])
+        assert line[roof.columns.index("basis")] == "counters"
+        assert line[roof.columns.index("placed by")] == "computed"
+    assert "come from files without a `placement` object" in roof.note
 
     err = table(tabs, "errors")
     fp8 = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
@@ -286,7 +388,9 @@ def test_roofline_reading_is_computed_from_the_rows(counters):
     rows = ok_rows(COUNTERS)
     std = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
                == ("standard", 4096, 64, False))
-    pct = fmt_pct(std["measured"]["roofline_fraction"])
+    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    assert formula_placement(std, ceilings)["bound"] == "dram"
+    pct = fmt_pct(formula_placement(std, ceilings)["fraction"])
     assert any(s.startswith("standard is DRAM-bound at d=64, N=4096") and pct in s
                for s in reading)
     fa2 = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
@@ -319,13 +423,14 @@ def test_peers_and_per_kernel_counters_when_present():
     assert "cudnn (peer)" in table(tabs, "time").columns
     assert table(tabs, "kernels").rows[0][-4:] == ["fa2_kernel", "2.00 MB", "-", "2.000"]
     plot = plot_roofline(res, H200)
-    (peer_point,) = {ln.get_marker() for ln in lines(plot.figure.axes[0], "point-model-cudnn")}
+    (peer_point,) = {ln.get_marker() for ln in all_lines(plot.figure, "point-compulsory-cudnn")}
     assert peer_point not in {"s", "^", "o", "D"}
-    legend = [t.get_text() for t in plot.figure.axes[0].get_legend().texts]
+    legend = [t.get_text() for t in plot.figure.legends[0].texts]
     from reports.report import fastest_summary
 
     summary = " ".join(fastest_summary(res))
-    assert "cudnn (peer) is fastest" in summary and "0.50× the speed of the best peer" in summary
+    assert "cudnn (peer) is fastest" in summary
+    assert "0.50× the speed of the best bf16 peer (cudnn)" in summary
     assert legend  # the fill legend exists; the variant legend is the first artist
     # absent keys never break anything
     assert plot_roofline(load(SWEEP4), H200).figure is not None
@@ -349,7 +454,7 @@ def report_dir(tmp_path_factory) -> Path:
 
 
 def test_report_files(report_dir):
-    for name in ("roofline", "io-scaling", "throughput", "fp8-accuracy"):
+    for name in ("roofline", "io-scaling", "bytes-vs-d", "throughput", "fp8-accuracy"):
         png = report_dir / f"{name}.png"
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert (report_dir / f"{name}.svg").read_text().lstrip().startswith("<?xml")
@@ -362,7 +467,8 @@ def test_report_files(report_dir):
                     "### Errors against the fp64 reference", "### Roofs"):
         assert heading in md
     html = (report_dir / "report.html").read_text()
-    assert html.count('src="data:image/png;base64,') == 4  # self-contained
+    assert html.count('src="data:image/png;base64,') == 5  # self-contained
+    assert not [p for p in report_dir.iterdir() if p.name.startswith(".")]  # no staging left
 
 
 @pytest.mark.parametrize("content, problem", [
@@ -438,7 +544,7 @@ def test_html_opens_in_headless_chromium_with_all_images(report_dir, tmp_path):
     probe.write_text(html.replace("</body>", script + "</body>"))
     p = subprocess.run([*flags, "--dump-dom", probe.as_uri()], capture_output=True, text=True,
                        timeout=120)
-    assert 'id="probe">loaded 4 of 4<' in p.stdout, p.stderr[-2000:]
+    assert 'id="probe">loaded 5 of 5<' in p.stdout, p.stderr[-2000:]
     # 2. a screenshot of the report itself, which must not be blank
     shot = tmp_path / "shot.png"
     p = subprocess.run([*flags, f"--screenshot={shot}", "--window-size=1280,3000",
@@ -452,3 +558,317 @@ def test_html_opens_in_headless_chromium_with_all_images(report_dir, tmp_path):
     # the plots' colours reach the screen: some clearly coloured (not grey) pixels
     saturation = img.max(axis=2) - img.min(axis=2)
     assert (saturation > 0.3).mean() > 0.001
+
+
+# -- issue 13: plots that a paper would print -----------------------------------------------------
+
+SWEEP_ALL = DATA / "h200-sweep-all-2026-11-21.json"
+TILES = DATA / "h200-tiles-2026-11-21.json"
+OUTLIERS_FULL = DATA / "h200-outliers-full-2026-11-21.json"
+
+
+def test_io_scaling_keeps_coinciding_series_apart():
+    plot = plot_io_scaling(load(SWEEP_ALL), H200)
+    ax = plot.figure.axes[0]
+    (fa2,) = lines(ax, "measured-fa2")
+    (cudnn,) = lines(ax, "measured-cudnn")
+    # the same bytes at the same N: the markers are nudged apart, the values are unchanged
+    assert list(cudnn.get_ydata()) == pytest.approx(list(fa2.get_ydata()), rel=0.05)
+    assert all(c > f * 1.02 for c, f in zip(cudnn.get_xdata(), fa2.get_xdata()))
+    # the peer's model line is dashed over ours, so both stay visible
+    assert lines(ax, "model-fa2")[0].get_linestyle() == "-"
+    assert lines(ax, "model-cudnn")[0].get_linestyle() == "--"
+    assert "markers measured" in plot.figure.get_suptitle()
+
+
+def test_io_scaling_model_only_title_and_no_l2_panels_without_l2_data():
+    plot = plot_io_scaling(load(SWEEP4), H200)
+    assert len(plot.figure.axes) == 2  # DRAM only, d = 64 and 128
+    assert all("DRAM" in ax.get_title(loc="left") for ax in plot.figure.axes)
+    title = plot.figure.get_suptitle()
+    assert "IO model only" in title and "markers measured" not in title
+    # the tile-model lines are labelled as what they are, not as the paper's N²d²/M
+    legend = " ".join(t.get_text() for t in plot.figure.legends[0].texts)
+    assert "K/V re-read N/Br times ∝ N²d/Br" in legend and "N²d²/M" not in legend
+    assert any("predate model.onchip_budget_bytes" in n for n in plot.notes)
+
+
+def test_block_size_axes_go_log_when_values_span_decades():
+    plot = plot_block_size(load(TILES), H200)
+    hbm, l2, time = plot.figure.axes
+    assert hbm.get_yscale() == "log"  # fa2 0.26 GB beside fa1 87 GB
+    ys = [y for ln in hbm.get_lines() for y in ln.get_ydata()]
+    assert hbm.get_ylim()[0] <= min(ys) and hbm.get_ylim()[1] >= max(ys)
+    assert time.get_yscale() == "log"
+    # a panel whose values stay within a decade keeps the linear axis from 0
+    res = Results([Run("synthetic.json", synthetic_doc())])
+    hbm, _, time = plot_block_size(res, res.devices()[0]).figure.axes
+    assert time.get_yscale() == "linear" and time.get_ylim()[0] == 0
+
+
+def _all_texts(fig):
+    out = list(fig.texts) + [fig._suptitle] if fig._suptitle else list(fig.texts)
+    for ax in fig.axes:
+        out += [ax.title, ax._left_title, ax.xaxis.label, ax.yaxis.label, *ax.texts,
+                *ax.get_xticklabels(), *ax.get_yticklabels()]
+    for leg in fig.legends:
+        out += leg.texts
+    return [t for t in out if t.get_text()]
+
+
+@pytest.mark.parametrize("files", [[SWEEP_ALL], [SWEEP_ALL, OUTLIERS_FULL], [SWEEP4, OUTLIERS]])
+def test_fp8_accuracy_is_readable(files):
+    plot = plot_fp8_accuracy(load(*files), H200)
+    fig = plot.figure
+    width, height = fig.get_size_inches()
+    assert width <= 12 and height <= 16  # no 17-inch strip
+    assert min(t.get_fontsize() for t in _all_texts(fig)) >= 8
+    for ax in fig.axes:
+        slots = len(ax.get_xticks())
+        filled = {round(b.get_x() + b.get_width() / 2) for c in ax.containers for b in c.patches
+                  if b.get_height() > 0}
+        assert len(filled) == slots  # every group of every panel has bars
+        assert slots >= min(4, slots) and ax.get_xlim()[1] - ax.get_xlim()[0] <= 8.2
+
+
+def budget_doc() -> dict:
+    """The sweep with the fields the C++ side adds (model.onchip_budget_bytes and the paper's
+    law in bytes_asymptotic), filled in here with made-up budgets: synthetic."""
+    doc = json.loads(SWEEP_ALL.read_text())
+    for c in doc["configs"]:
+        for r in c["results"]:
+            if r["algorithm"] == "standard" or r["peer"]:
+                continue
+            e = 1.0 if r["algorithm"] == "fp8" else 2.0
+            m = 4 * 64 * 128 * e  # budget with Br = M/(4d) = 64 at d = 128
+            r["model"]["onchip_budget_bytes"] = m
+            r["model"]["bytes_asymptotic"] = (8.0 * c["N"] ** 2 * c["d"] ** 2 * e / m
+                                              * c["B"] * c["H"])
+    return schema.validate(doc)
+
+
+def test_bytes_against_d_shows_both_slopes():
+    from reports.plots import plot_bytes_vs_d
+
+    plot = plot_bytes_vs_d(load(SWEEP_ALL), H200)
+    ax = plot.figure.axes[0]
+    assert (ax.get_xscale(), ax.get_yscale()) == ("log", "log")
+    assert "N = 16384" in plot.figure.get_suptitle()
+    (fa2,) = lines(ax, "model-fa2")
+    x, y = fa2.get_data()
+    assert list(x) == [64, 128]
+    assert math.log(y[1] / y[0], 2) == pytest.approx(1.0, abs=0.05)  # ∝ d with fixed tiles
+    for gid, k in (("guide-d1", 1), ("guide-d2", 2)):
+        (g,) = lines(ax, gid)
+        gx, gy = g.get_data()
+        assert math.log(gy[-1] / gy[0], 2) == pytest.approx(k)
+    assert not lines(ax, "law-") and any("predate" in n for n in plot.notes)
+    assert "fa2: model ∝ d^1.00." in plot.notes
+
+    res = Results([Run("budget.json", budget_doc())])
+    ax = plot_bytes_vs_d(res, H200).figure.axes[0]
+    (law,) = lines(ax, "law-fa2")
+    lx, ly = law.get_data()
+    assert math.log(ly[1] / ly[0], 2) == pytest.approx(2.0)  # the paper's law ∝ d²
+    assert not lines(ax, "law-standard")
+
+    one_d = Results([Run("synthetic.json", synthetic_doc())])
+    assert "two or more head dimensions" in plot_bytes_vs_d(one_d, one_d.devices()[0]).skipped
+
+
+def test_bytes_against_tile_size_shows_which_law_holds():
+    from reports.plots import plot_bytes_vs_tile
+
+    plot = plot_bytes_vs_tile(load(TILES), H200)
+    fa1_ax, fa2_ax = plot.figure.axes
+    assert "Bc" in fa1_ax.get_xlabel() and "Br" in fa2_ax.get_xlabel()
+    (model,) = lines(fa2_ax, "model-fa2-64")
+    assert set(model.get_xdata()) == {64, 128}
+    (dram,) = lines(fa2_ax, "dram-fa2-64")
+    (l2,) = lines(fa2_ax, "l2-fa2-64")
+    rows = [r for r in ok_rows(TILES) if r["algorithm"] == "fa2" and r["d"] == 64
+            and not r["causal"] and r["N"] == 16384]
+    assert sorted(dram.get_ydata()) == pytest.approx(sorted(
+        r["measured"]["dram_bytes"] / (r["B"] * r["H"]) for r in rows))
+    # the notes say which law holds: the model and L2 fall as 1/Br, DRAM stays flat (L2 hits)
+    note = next(n for n in plot.notes if n.startswith("fa2 d=64"))
+    assert "model ∝ Br^-0.99" in note and "measured DRAM ∝ Br^0.00" in note
+    assert lines(fa2_ax, "guide-fa2-64") and lines(fa2_ax, "compulsory-fa2-64")
+    assert "two or more tile sizes" in plot_bytes_vs_tile(load(COUNTERS), H200).skipped
+
+
+# -- issue 11: one placement per row, same-precision peers ----------------------------------------
+
+
+def placement_doc() -> dict:
+    """A small synthetic file with fa-bench's ``placement`` objects; the values are made up and
+    differ from what the Python formula would give, so the test sees which one is used."""
+    doc = schema.new_document(
+        "synthetic placement", device={"name": "synthetic GPU (not a measurement)",
+                                       "compute_capability": "9.0", "sm_count": 1},
+        ceilings={"source": "measured (made up)", "dram_bytes_per_s": 1e12, "l2_bytes_per_s": 4e12,
+                  "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14, "fp8": 2e14}})
+    model = {"flops_matrix": 1e12, "flops_convention": 1e12, "bytes_read": 1e9,
+             "bytes_written": 1e8, "bytes_compulsory": 1e8}
+    fa2 = schema.make_result("fa2", algorithm="fa2", status="ok", samples_ms=[20.0, 20.0],
+                             model=model)
+    fa2["placement"] = {"basis": "counters", "intensity_dram": 900.0, "intensity_l2": 15.0,
+                        "attainable_tflops": 60.0, "fraction": 0.8333, "bound": "l2"}
+    std = schema.make_result("standard", algorithm="standard", status="ok",
+                             samples_ms=[40.0], model=model)
+    std["placement"] = {"basis": "compulsory", "intensity_dram": 10000.0, "intensity_l2": None,
+                        "attainable_tflops": 100.0, "fraction": 0.25, "bound": "compute"}
+    doc["configs"].append(schema.make_config(B=1, H=8, N=4096, d=64, causal=False,
+                                             dtype="bf16", seed=1, results=[fa2, std]))
+    return schema.validate(doc)
+
+
+def test_one_row_same_bound_and_fraction_in_json_table_plot_and_text(tmp_path):
+    path = tmp_path / "placement.json"
+    schema.write_results(placement_doc(), path)
+    res = load(path)
+    device = res.devices()[0]
+    roof = table(tables(res), "roofline")
+    line = next(x for x in roof.rows if x[5] == "fa2")
+    assert line[roof.columns.index("bound")] == "L2"
+    assert line[roof.columns.index("of attainable")] == "83%"
+    assert line[roof.columns.index("attainable [TFLOP/s]")] == "60.0"
+    assert line[roof.columns.index("intensity DRAM [FLOP/B]")] == "900.0"
+    assert line[roof.columns.index("placed by")] == "file"
+    line = next(x for x in roof.rows if x[5] == "standard")
+    assert line[roof.columns.index("basis")] == "compulsory bytes"
+    assert line[roof.columns.index("bound")] == "compute"
+    assert line[roof.columns.index("of attainable")] == "25%"
+    plot = plot_roofline(res, device)
+    assert points(plot.figure, "point-dram-fa2") == [(900.0, 50.0)]
+    assert points(plot.figure, "point-l2-fa2") == [(15.0, 50.0)]
+    assert points(plot.figure, "point-compulsory-standard") == [(10000.0, 25.0)]
+    reading = " ".join(roofline_reading(res))
+    assert "fa2 is L2-bound at d=64, N=4096: 83% of the measured L2 bandwidth" in reading
+    # the markdown and the console table quote the same
+    out = tmp_path / "out"
+    p = run_cli(str(path), "-o", str(out))
+    assert p.returncode == 0, p.stderr
+    md = (out / "report.md").read_text()
+    assert "| fa2 | counters | 900.0 | 15.0 | 50.0 | 60.0 | L2 | 83% |" in md
+    p = run_cli(str(path))
+    fa2_line = next(x for x in p.stdout.splitlines() if x.strip().startswith("fa2"))
+    assert fa2_line.split()[-2:] == ["l2", "83%"]
+
+
+def test_vs_peer_is_against_the_same_precision():
+    doc = json.loads(COUNTERS.read_text())
+    for config in doc["configs"]:
+        by = {r["variant"]: r for r in config["results"]}
+        for name, src, factor in (("cudnn", "fa2", 0.5), ("cudnn-fp8", "fp8", 0.25)):
+            peer = copy.deepcopy(by[src])
+            peer.update(variant=name, peer=True)
+            peer.pop("counters")
+            peer.pop("measured")
+            peer["timing"]["median_ms"] = by[src]["timing"]["median_ms"] * factor
+            config["results"].append(peer)
+    res = Results([Run("peers.json", schema.validate(doc))])
+    from reports.report import fastest_summary
+
+    summary = " ".join(fastest_summary(res))
+    # bf16 rows against cudnn (not the faster cudnn-fp8), fp8 rows against cudnn-fp8
+    assert "bf16 rows: best of ours (fa2) runs at 2.00× the speed of the best bf16 peer (cudnn)" \
+        not in summary  # fa2 is not 2x faster: the ratio is cudnn's time / fa2's
+    assert "bf16 rows: best of ours (fa2) runs at 0.50× the speed of the best bf16 peer (cudnn)" \
+        in summary
+    assert "fp8 rows: best of ours (fp8) runs at 0.25× the speed of the best fp8 peer " \
+        "(cudnn-fp8)" in summary
+
+
+# -- issue 13: reports at scale and on error ------------------------------------------------------
+
+
+def big_file(path: Path, n_rows: int) -> Path:
+    """A synthetic file of ``n_rows`` rows: the counters file's configurations repeated with
+    other batch sizes (real rows, made-up configurations)."""
+    doc = json.loads(COUNTERS.read_text())
+    base = doc["configs"]
+    configs = []
+    i = 0
+    while len(configs) * 4 < n_rows:
+        c = copy.deepcopy(base[i % len(base)])
+        c["B"] += 1000 * (i // len(base) + 1)
+        configs.append(c)
+        i += 1
+    doc["configs"] = configs
+    path.write_text(json.dumps(doc))
+    return path
+
+
+@pytest.mark.parametrize("n_rows, seconds", [
+    (5000, 60),
+    pytest.param(50000, 30, marks=pytest.mark.skipif(
+        not os.environ.get("FA_SLOW_TESTS"),
+        reason="50,000 rows (a 350 MB file): set FA_SLOW_TESTS=1")),
+])
+def test_report_is_linear_in_rows(tmp_path, n_rows, seconds):
+    path = big_file(tmp_path / "big.json", n_rows)
+    start = time.monotonic()
+    p = run_cli(str(path), "-o", str(tmp_path / "out"))
+    took = time.monotonic() - start
+    assert p.returncode == 0, p.stderr
+    assert took < seconds, f"{n_rows} rows took {took:.1f} s"
+    md = (tmp_path / "out" / "report.md").read_text()
+    assert f"{n_rows} rows, {n_rows} timed" in md
+
+
+def test_output_path_that_is_a_file_is_refused(tmp_path):
+    target = tmp_path / "a-file"
+    target.write_text("keep me")
+    for out in (target, target / "sub"):
+        p = run_cli(str(COUNTERS), "-o", str(out))
+        assert p.returncode == 2
+        assert p.stderr.count("\n") == 1 and "Traceback" not in p.stderr
+        assert p.stderr.startswith(f"error: {out}: ") and "no report written" in p.stderr
+    assert target.read_text() == "keep me"
+    assert sorted(x.name for x in tmp_path.iterdir()) == ["a-file"]
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only folders")
+def test_read_only_output_folder_is_refused(tmp_path):
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    ro.chmod(0o555)
+    try:
+        for out in (ro, ro / "new"):
+            p = run_cli(str(COUNTERS), "-o", str(out))
+            assert p.returncode == 2 and p.stderr.count("\n") == 1, p.stderr
+            assert "not writable" in p.stderr and "Traceback" not in p.stderr
+        assert not list(ro.iterdir())
+    finally:
+        ro.chmod(0o755)
+
+
+def test_a_failure_while_writing_leaves_nothing_behind(tmp_path, monkeypatch, capsys):
+    """Disk full after some files were written: exit 2, one line, no half-written folder."""
+    import reports.__main__ as cli
+    import reports.plots
+
+    real_save = reports.plots.save
+    calls = []
+
+    def failing_save(plot, outdir):
+        calls.append(plot.name)
+        if len(calls) == 3:
+            raise OSError(28, "No space left on device")
+        real_save(plot, outdir)
+
+    monkeypatch.setattr(reports.plots, "save", failing_save)
+    monkeypatch.setattr("reports.report.save", failing_save)
+    new = tmp_path / "new"
+    assert cli.main([str(COUNTERS), "-o", str(new)]) == 2
+    err = capsys.readouterr().err
+    assert err == f"error: {new}: cannot write the report: No space left on device; no report written\n"
+    assert not new.exists() and not list(tmp_path.iterdir())
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "report.md").write_text("the previous report")
+    calls.clear()
+    assert cli.main([str(COUNTERS), "-o", str(old)]) == 2
+    assert [x.name for x in old.iterdir()] == ["report.md"]
+    assert (old / "report.md").read_text() == "the previous report"

@@ -232,6 +232,98 @@ CASES = [
     (_set(verification(False), *_res(2, "verification")), f"{R2}.verification.passed"),
 ]
 
+# Impossible values (issue 13): each refused naming the file, the key and the problem.
+PLACEMENT = {"basis": "counters", "intensity_dram": 500.0, "intensity_l2": 120.0,
+             "attainable_tflops": 700.0, "fraction": 0.4, "bound": "compute"}
+
+
+def _dup_config(doc):
+    doc["configs"].append(copy.deepcopy(doc["configs"][0]))
+
+
+def _counter(value):
+    def f(doc):
+        doc["configs"][0]["results"][0]["counters"] = {
+            "status": "ok", "reason": "", "values": {"dram__bytes_read.sum": value}}
+    return f
+
+
+IMPOSSIBLE = [
+    (_set([0.011, 0.0, 0.0112], *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms[1]",
+     "expected a positive time, got 0.0"),
+    (_set([0.011, -5.04], *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms[1]",
+     "expected a positive time, got -5.04"),
+    # 777777.5 is written as the literal 1e999 below: valid JSON syntax that parses to inf
+    (_set([0.011, 777777.5], *_res(0, "timing", "samples_ms")), f"{R0}.timing.samples_ms[1]",
+     "non-finite number inf"),
+    (_set(-5.04, *_res(0, "timing", "median_ms")), f"{R0}.timing.median_ms",
+     "expected a positive time, got -5.04"),
+    (_set(0, *_res(0, "timing", "median_ms")), f"{R0}.timing.median_ms",
+     "expected a positive time, got 0"),
+    (_set(-1.0, *_res(0, "timing", "min_ms")), f"{R0}.timing.min_ms", "positive time"),
+    (_set(-1.0, *_res(0, "model", "bytes_read")), f"{R0}.model.bytes_read", "a count >= 0"),
+    (_set(-109.0, *_res(0, "derived", "tflops_convention")),
+     f"{R0}.derived.tflops_convention", "a value >= 0"),
+    (_counter(-2.0), f"{R0}.counters.values.dram__bytes_read.sum", "a counter value >= 0"),
+    (_set({"dram_bytes": -1.0}, *_res(0, "measured")), f"{R0}.measured.dram_bytes",
+     "a measured value >= 0"),
+    (_set(-0.1, *_res(0, "verification", "max_abs_error")), f"{R0}.verification.max_abs_error",
+     ">= 0"),
+    (_dup_config, "configs[2]", "duplicate configuration (B=2, H=3, N=17, d=64, causal=true, "
+     'dtype="bf16"; also at configs[0])'),
+    (_set({**PLACEMENT, "basis": "model"}, *_res(0, "placement")), f"{R0}.placement.basis",
+     "expected one of counters|compulsory"),
+    (_set({**PLACEMENT, "fraction": -0.1}, *_res(0, "placement")), f"{R0}.placement.fraction",
+     ">= 0"),
+    (_set({**PLACEMENT, "intensity_dram": 0.0}, *_res(0, "placement")),
+     f"{R0}.placement.intensity_dram", "positive"),
+    (_set({**PLACEMENT, "basis": "compulsory"}, *_res(0, "placement")),
+     f"{R0}.placement.intensity_l2", "must be null when basis is 'compulsory'"),
+    (_set({**PLACEMENT, "bound": "l2", "intensity_l2": None}, *_res(0, "placement")),
+     f"{R0}.placement.bound", "is 'l2' but intensity_l2 is null"),
+    (_set({**PLACEMENT, "bound": "memory"}, *_res(0, "placement")), f"{R0}.placement.bound",
+     "expected one of compute|dram|l2"),
+    (_set(PLACEMENT, *_res(2, "placement")), f"{R2}.placement", "the row has no timing"),
+]
+
+
+@pytest.mark.parametrize("mutate,key_path,problem", IMPOSSIBLE,
+                         ids=[f"{i}:{c[1]}" for i, c in enumerate(IMPOSSIBLE)])
+def test_impossible_values_refused(tmp_path, mutate, key_path, problem):
+    doc = good_doc()
+    mutate(doc)
+    path = tmp_path / "impossible.json"
+    path.write_text(json.dumps(doc, indent=1).replace("777777.5", "1e999"))
+    with pytest.raises(SchemaError) as info:
+        load_results(path)
+    assert str(info.value).startswith(f"{path}: {key_path}: "), str(info.value)
+    assert problem in str(info.value)
+    run = run_reports(str(path))
+    assert run.returncode == 2 and run.stderr.count("\n") == 1 and "Traceback" not in run.stderr
+
+
+def test_placement_and_zero_counters_accepted(tmp_path):
+    """The checks are not too strict: a valid placement (and a compulsory one with a null L2
+    intensity), zero counters and errors, and a second configuration differing in one field."""
+    doc = good_doc()
+    doc["configs"][0]["results"][0]["placement"] = PLACEMENT
+    doc["configs"][0]["results"][0]["counters"] = {
+        "status": "ok", "reason": "", "values": {"sm__ops_path_tensor_src_fp8.sum": 0.0}}
+    other = copy.deepcopy(doc["configs"][0])
+    other["causal"] = False
+    other["results"][0]["placement"] = {**PLACEMENT, "basis": "compulsory", "intensity_l2": None}
+    doc["configs"].append(other)
+    path = tmp_path / "fine.json"
+    path.write_text(json.dumps(doc))
+    assert load_results(path)["configs"][2]["results"][0]["placement"]["basis"] == "compulsory"
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in (REPO_ROOT / "tests" / "data").glob("*.json")
+                                        if p.name not in ("gate-truncated.json",
+                                                          "gate-schema-unknown.json")))
+def test_committed_files_still_load(name):
+    load_results(REPO_ROOT / "tests" / "data" / name)
+
 
 @pytest.mark.parametrize("mutate,key_path", CASES, ids=[f"{i}:{c[1]}" for i, c in enumerate(CASES)])
 def test_validation_error_names_file_and_key(tmp_path, mutate, key_path):
