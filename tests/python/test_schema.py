@@ -318,11 +318,25 @@ def test_placement_and_zero_counters_accepted(tmp_path):
     assert load_results(path)["configs"][2]["results"][0]["placement"]["basis"] == "compulsory"
 
 
+# The gate's fixtures that are broken on purpose, with what the reader must say about each.
+BROKEN_FIXTURES = {
+    "gate-truncated.json": "invalid JSON",
+    "gate-schema-unknown.json": "unknown version",
+    "gate-duplicate-row.json": "appears twice",
+    "gate-negative-sample.json": r"samples_ms\[5\]",
+}
+
+
 @pytest.mark.parametrize("name", sorted(p.name for p in (REPO_ROOT / "tests" / "data").glob("*.json")
-                                        if p.name not in ("gate-truncated.json",
-                                                          "gate-schema-unknown.json")))
+                                        if p.name not in BROKEN_FIXTURES))
 def test_committed_files_still_load(name):
     load_results(REPO_ROOT / "tests" / "data" / name)
+
+
+@pytest.mark.parametrize("name,says", sorted(BROKEN_FIXTURES.items()))
+def test_broken_fixtures_are_refused(name, says):
+    with pytest.raises(SchemaError, match=says):
+        load_results(REPO_ROOT / "tests" / "data" / name)
 
 
 @pytest.mark.parametrize("mutate,key_path", CASES, ids=[f"{i}:{c[1]}" for i, c in enumerate(CASES)])
