@@ -59,10 +59,21 @@ def problems(doc: Any) -> list[tuple[str, str]]:
     for e in sorted(validator().iter_errors(doc), key=lambda e: list(map(str, e.absolute_path))):
         e = best_match([e])  # an anyOf's failure: the branch that came closest, and its key
         message = e.message if len(e.message) <= 200 else e.message[:197] + "..."
-        found.append((key_path(e.absolute_path), message))
+        parts = list(e.absolute_path)
+        if e.validator in ("required", "dependentRequired") and isinstance(e.instance, dict):
+            # named at the missing key, as the readers name it
+            missing = [k for k in _required_keys(e) if k not in e.instance and repr(k) in message]
+            parts += missing[:1]
+        found.append((key_path(parts), message))
     if found or not isinstance(doc, dict):
         return found
     return unique_rows(doc)
+
+
+def _required_keys(e) -> list:
+    if e.validator == "required":
+        return list(e.validator_value)
+    return [k for keys in e.validator_value.values() for k in keys]  # dependentRequired
 
 
 def unique_rows(doc: dict) -> list[tuple[str, str]]:
