@@ -254,9 +254,11 @@ int run(int argc, char** argv) {
       "TFLOP/s: 4*B*H*N^2*d per second, halved for causal (the field's convention); "
       "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
       "DRAM meas: DRAM bytes counted by CUPTI (separate untimed run, L2 flushed first); /mod: "
-      "that over the model; L2/m: SM<->L2 bytes over the model; TC/m: tensor FLOPs counted over "
-      "the model's.\nroofline: attained over min(peak, intensity x bandwidth), at the measured "
-      "DRAM intensity when counted; roofs: %s.\n",
+      "that over the model; L2/m: SM<->L2 bytes (counted at the SM) over the model; TC/m: tensor "
+      "FLOPs counted over the model's.\nroofline: attained over the lowest of the tensor peak, "
+      "DRAM intensity x DRAM bandwidth and L2 intensity x L2 bandwidth (counted bytes; without "
+      "counters, the compulsory bytes and no L2 roof); the roof named is that lowest one; "
+      "roofs: %s.\n",
       record.ceilings.source.c_str());
   if (write_error.empty()) std::printf("results: %s\n", json_path.c_str());
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
