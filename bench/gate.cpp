@@ -351,8 +351,10 @@ std::map<std::string, double> gated_counters(const VariantResult& r) {
   };
   const counters::Measured m = counters::interpret(v);
   if (have({"dram__bytes_read.sum", "dram__bytes_write.sum"})) out["dram_bytes"] = m.dram_bytes();
-  if (have({"lts__t_sectors_srcunit_tex_op_read.sum", "lts__t_sectors_srcunit_tex_op_write.sum"})) {
+  if (have({counters::kSmFromL2Sectors, counters::kSmToL2Sectors}) ||
+      have({counters::kL2SideReadSectors, counters::kL2SideWriteSectors})) {
     out["l2_bytes"] = m.l2_bytes();
+    out[kL2CountedAtSm] = counters::l2_counted_at_sm(v) ? 1 : 0;
   }
   if (have({"sm__ops_path_tensor_src_bf16_dst_fp32.sum"}) ||
       have({"sm__ops_path_tensor_src_fp16.sum"}) || have({"sm__ops_path_tensor_src_fp8.sum"})) {
@@ -758,8 +760,17 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
           row.notes.push_back(fmt::format("spread (IQR/median) {:.1f}% / {:.1f}%: a noisy machine?",
                                           pct(t.base.dispersion), pct(t.cur.dispersion)));
         }
-        const auto bcnt = counters_on ? gated_counters(bv) : std::map<std::string, double>{};
-        const auto ccnt = counters_on ? gated_counters(cv) : std::map<std::string, double>{};
+        auto bcnt = counters_on ? gated_counters(bv) : std::map<std::string, double>{};
+        auto ccnt = counters_on ? gated_counters(cv) : std::map<std::string, double>{};
+        if (bcnt.count(kL2CountedAtSm) && ccnt.count(kL2CountedAtSm) &&
+            bcnt[kL2CountedAtSm] != ccnt[kL2CountedAtSm]) {
+          row.problems.push_back(fmt::format(
+              "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
+              "comparable; record the baseline again with this fa-bench",
+              bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
+          error = true;
+          bcnt.erase("l2_bytes");
+        }
         for (const char* name : kGateCounters) {
           auto b = bcnt.find(name);
           if (b == bcnt.end()) continue;

@@ -51,12 +51,35 @@ json model_json(const model::IoModel& m) {
               {"terms", terms}};
 }
 
+// Why a timing cannot be written as one, or "": every sample is a time in ms, finite and > 0
+// (schema/fa-bench-result.schema.json; the readers refuse anything else, and NaN/inf would be
+// written as null).
+std::string unwritable_timing(const Timing& t) {
+  if (t.samples_ms.empty()) return "timing: no samples";
+  for (std::size_t i = 0; i < t.samples_ms.size(); ++i) {
+    const double s = t.samples_ms[i];
+    if (!std::isfinite(s) || s <= 0) {
+      const std::string shown = std::isnan(s) ? "NaN" : std::isinf(s) ? "inf" : json(s).dump();
+      return "timing: sample " + std::to_string(i) + " is " + shown + ", not a time > 0";
+    }
+  }
+  return "";
+}
+
 json result_json(const VariantResult& r) {
+  // A timed row with an impossible sample is written untimed, as an error with the reason (its
+  // timing, derived figures and placement left out): a file stays readable, and nothing is
+  // compared against a time that is not one.
+  const std::string bad_timing = r.timing ? unwritable_timing(*r.timing) : "";
+  const bool timed = r.timing && bad_timing.empty();
+  const Status status = !bad_timing.empty() && r.status == Status::ok ? Status::error : r.status;
+  const std::string reason =
+      bad_timing.empty() ? r.reason : (r.reason.empty() ? "" : r.reason + "; ") + bad_timing;
   json j{{"variant", r.variant},
          {"algorithm", to_string(r.algorithm)},
          {"peer", r.peer},
-         {"status", to_string(r.status)},
-         {"reason", r.reason},
+         {"status", to_string(status)},
+         {"reason", reason},
          {"tiles", {{"block_q", r.tiles.block_q}, {"block_kv", r.tiles.block_kv}}},
          {"block_order", r.block_order},
          {"model", model_json(r.model)}};
@@ -86,10 +109,10 @@ json result_json(const VariantResult& r) {
   } else {
     j["verification"] = nullptr;
   }
-  if (r.timing) {
+  if (timed) {
     const auto& t = *r.timing;
     json samples = json::array();
-    for (double s : t.samples_ms) samples.push_back(num(s));
+    for (double s : t.samples_ms) samples.push_back(s);
     j["timing"] = {
         {"l2", t.l2},
         {"warmup", t.warmup},
@@ -108,7 +131,9 @@ json result_json(const VariantResult& r) {
   }
   if (r.counters) {
     json values = json::object();
-    for (const auto& [k, v] : r.counters->values) values[k] = num(v);
+    // A metric without a finite value is left out (null would make the file unreadable).
+    for (const auto& [k, v] : r.counters->values)
+      if (std::isfinite(v)) values[k] = v;
     j["counters"] = {{"status", r.counters->status},
                      {"reason", r.counters->reason},
                      {"collect_seconds", r.counters->collect_seconds},
@@ -117,7 +142,8 @@ json result_json(const VariantResult& r) {
       json kernels = json::array();
       for (const auto& k : r.counters->kernels) {
         json kv = json::object();
-        for (const auto& [name, v] : k.values) kv[name] = num(v);
+        for (const auto& [name, v] : k.values)
+          if (std::isfinite(v)) kv[name] = v;
         kernels.push_back({{"name", k.name}, {"values", kv}});
       }
       j["counters"]["kernels"] = kernels;
@@ -142,7 +168,7 @@ json result_json(const VariantResult& r) {
   } else {
     j["measured"] = nullptr;
   }
-  if (r.derived) {
+  if (r.derived && timed) {
     const auto& d = *r.derived;
     j["derived"] = {{"tflops_convention", d.tflops_convention},
                     {"tflops_model", d.tflops_model},
@@ -155,7 +181,11 @@ json result_json(const VariantResult& r) {
   } else {
     j["derived"] = nullptr;
   }
-  if (r.placement) {
+  // Written only for a row placed under known roofs (placement_of leaves bound "" and zeros when a
+  // roof or the byte count is unknown), with finite figures: the schema's placement.
+  if (r.placement && timed && !r.placement->bound.empty() && r.placement->intensity_dram > 0 &&
+      r.placement->attainable_flops_per_s > 0 && std::isfinite(r.placement->intensity_dram) &&
+      std::isfinite(r.placement->attainable_flops_per_s) && std::isfinite(r.placement->fraction)) {
     const auto& pl = *r.placement;
     j["placement"] = {{"basis", pl.basis},
                       {"intensity_dram", num(pl.intensity_dram)},
@@ -199,6 +229,18 @@ struct Reader {
     if (!std::isfinite(x) || x < 0)
       fail(path + "." + key, impossible(at(j, path, key), "a finite number >= 0"));
     return x;
+  }
+  // Errors, ratios and tolerances: a number >= 0, or null where the value was not finite.
+  double error_figure(const json& j, const std::string& path, const char* key) const {
+    const double x = number(j, path, key);
+    if (!std::isnan(x) && (!std::isfinite(x) || x < 0))
+      fail(path + "." + key, impossible(at(j, path, key), "a number >= 0, or null"));
+    return x;
+  }
+  std::int64_t count(const json& j, const std::string& path, const char* key) const {
+    const std::int64_t n = integer(j, path, key);
+    if (n < 0) fail(path + "." + key, impossible(at(j, path, key), "a count >= 0"));
+    return n;
   }
   std::string impossible(const json& v, const char* accepted) const {
     return "impossible value " + v.dump() + " (accepted: " + accepted + ")";
@@ -281,29 +323,29 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     ver.metric = v.value("metric", "max_abs_error");
     ver.passed = rd.boolean(v, vp, "passed");
     ver.all_finite = rd.boolean(v, vp, "all_finite");
-    ver.nonfinite_count = rd.integer(v, vp, "nonfinite_count");
-    if (ver.nonfinite_count < 0)
-      rd.fail(vp + ".nonfinite_count", rd.impossible(v["nonfinite_count"], "a count >= 0"));
-    ver.max_abs_error = rd.number(v, vp, "max_abs_error");
-    ver.rmse = rd.number(v, vp, "rmse");
-    ver.baseline_max_abs_error = rd.number(v, vp, "baseline_max_abs_error");
-    ver.tolerance = rd.number(v, vp, "tolerance");
-    ver.baseline_rmse = v.contains("baseline_rmse") ? rd.number(v, vp, "baseline_rmse") : 0.0;
-    ver.rows_checked = rd.integer(v, vp, "rows_checked");
-    ver.heads_checked = rd.integer(v, vp, "heads_checked");
+    ver.nonfinite_count = rd.count(v, vp, "nonfinite_count");
+    ver.max_abs_error = rd.error_figure(v, vp, "max_abs_error");
+    ver.rmse = rd.error_figure(v, vp, "rmse");
+    ver.baseline_max_abs_error = rd.error_figure(v, vp, "baseline_max_abs_error");
+    ver.tolerance = rd.error_figure(v, vp, "tolerance");
+    ver.baseline_rmse = v.contains("baseline_rmse") ? rd.error_figure(v, vp, "baseline_rmse") : 0.0;
+    ver.rows_checked = rd.count(v, vp, "rows_checked");
+    ver.heads_checked = rd.count(v, vp, "heads_checked");
     if (v.contains("lse_max_abs_error"))
-      ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
-    // The per-row rule's fields (files written since the rule; absent from older ones).
-    if (v.contains("worst_row_ratio")) ver.worst_row_ratio = rd.nonnegative(v, vp, "worst_row_ratio");
+      ver.lse_max_abs_error = rd.error_figure(v, vp, "lse_max_abs_error");
+    // The per-row rule's fields (files written since the rule; absent from older ones). A row
+    // whose output held NaN has an infinite ratio, written as null (like the errors above).
+    if (v.contains("worst_row_ratio"))
+      ver.worst_row_ratio = rd.error_figure(v, vp, "worst_row_ratio");
     if (v.contains("worst_head")) ver.worst_head = rd.integer(v, vp, "worst_head");
     if (v.contains("worst_row")) ver.worst_row = rd.integer(v, vp, "worst_row");
     if (v.contains("inputs_unchanged"))
       ver.inputs_unchanged = rd.boolean(v, vp, "inputs_unchanged");
     if (v.contains("lse_worst_row_ratio"))
-      ver.lse_worst_row_ratio = rd.nonnegative(v, vp, "lse_worst_row_ratio");
-    if (v.contains("relative_rmse")) ver.relative_rmse = rd.nonnegative(v, vp, "relative_rmse");
+      ver.lse_worst_row_ratio = rd.error_figure(v, vp, "lse_worst_row_ratio");
+    if (v.contains("relative_rmse")) ver.relative_rmse = rd.error_figure(v, vp, "relative_rmse");
     if (v.contains("baseline_relative_rmse"))
-      ver.baseline_relative_rmse = rd.nonnegative(v, vp, "baseline_relative_rmse");
+      ver.baseline_relative_rmse = rd.error_figure(v, vp, "baseline_relative_rmse");
     r.verification = ver;
   }
   const json& t = rd.at(j, p, "timing");
@@ -325,6 +367,15 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
     if (tm.samples_ms.empty())
       rd.fail(tp + ".samples_ms", "empty (a timed row has at least one sample)");
     tm.stats = summarize(tm.samples_ms);
+    // The stored statistics are required (reports/ reads them) and checked, though the figures
+    // used here are recomputed from the samples.
+    for (const char* key : {"median_ms", "q1_ms", "q3_ms", "min_ms", "max_ms", "mean_ms"}) {
+      const json& x = rd.at(t, tp, key);
+      if (!x.is_number() || !std::isfinite(x.get<double>()) || x.get<double>() <= 0)
+        rd.fail(tp + "." + key, rd.impossible(x, "a time in ms > 0"));
+    }
+    rd.nonnegative(t, tp, "stddev_ms");
+    rd.nonnegative(t, tp, "relative_iqr");
     const json& clk = rd.at(t, tp, "sm_clock_mhz");
     tm.sm_clock_before_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "before"));
     tm.sm_clock_after_mhz = static_cast<int>(rd.integer(clk, tp + ".sm_clock_mhz", "after"));
@@ -513,16 +564,21 @@ RunResult read_document(const std::string& text, const std::string& source) {
     d.sm_count = static_cast<int>(rd.integer(dev, "device", "sm_count"));
     d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
     d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
-    d.smem_per_sm_bytes = rd.integer(dev, "device", "smem_per_sm_bytes");
+    // Required as the schema requires them; the rest are optional (scripts/peers_torch.py, through
+    // reports/schema.py, writes what torch knows of the device).
+    d.smem_per_sm_bytes = rd.optional_integer(dev, "device", "smem_per_sm_bytes", 0);
     d.smem_per_block_optin_bytes =
         rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
     d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, "device", "memory_bus_bits", 0));
-    d.sm_clock_max_mhz = static_cast<int>(rd.integer(dev, "device", "sm_clock_max_mhz"));
+    d.sm_clock_max_mhz =
+        static_cast<int>(rd.optional_integer(dev, "device", "sm_clock_max_mhz", 0));
     d.mem_clock_max_mhz =
         static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
-    d.driver_version = rd.str(dev, "device", "driver_version");
-    d.cuda_driver_version = static_cast<int>(rd.integer(dev, "device", "cuda_driver_version"));
-    d.cuda_runtime_version = static_cast<int>(rd.integer(dev, "device", "cuda_runtime_version"));
+    if (dev.contains("driver_version")) d.driver_version = rd.str(dev, "device", "driver_version");
+    d.cuda_driver_version =
+        static_cast<int>(rd.optional_integer(dev, "device", "cuda_driver_version", 0));
+    d.cuda_runtime_version =
+        static_cast<int>(rd.optional_integer(dev, "device", "cuda_runtime_version", 0));
     r.device = d;
   }
   r.no_gpu_reason = doc.value("no_gpu_reason", "");

@@ -77,6 +77,7 @@ class ReferenceSample {
   double fp8_baseline_max_abs_error_ = 0, fp8_baseline_rmse_ = 0;  // plain per-head FP8
   double fp8_baseline_relative_rmse_ = 0;
   double fp8_typical_row_relative_ = 0;  // median over sampled rows of the plain FP8 row's figure
+  double fp8_typical_lse_error_ = 0;     // median over sampled rows of the plain FP8 lse error
 };
 
 // Rows checked in a head of N rows: all when N <= 48; otherwise the first and last rows, the

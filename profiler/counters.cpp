@@ -12,8 +12,8 @@ const std::vector<std::string>& default_metrics() {
   static const std::vector<std::string> metrics{
       "dram__bytes_read.sum",
       "dram__bytes_write.sum",
-      "lts__t_sectors_srcunit_tex_op_read.sum",
-      "lts__t_sectors_srcunit_tex_op_write.sum",
+      kSmFromL2Sectors,
+      kSmToL2Sectors,
       "sm__ops_path_tensor_src_bf16_dst_fp32.sum",
       "sm__ops_path_tensor_src_fp16.sum",
       "sm__ops_path_tensor_src_fp8.sum",
@@ -27,14 +27,24 @@ const std::vector<std::string>& default_metrics() {
   return metrics;
 }
 
+bool l2_counted_at_sm(const std::map<std::string, double>& v) {
+  return v.count(kSmFromL2Sectors) > 0 || v.count(kSmToL2Sectors) > 0;
+}
+
 Measured interpret(const std::map<std::string, double>& v) {
   Measured m;
   m.dram_read_bytes = get(v, "dram__bytes_read.sum");
   m.dram_write_bytes = get(v, "dram__bytes_write.sum");
-  m.l2_read_bytes = 32.0 * get(v, "lts__t_sectors_srcunit_tex_op_read.sum");
-  m.l2_write_bytes = 32.0 * get(v, "lts__t_sectors_srcunit_tex_op_write.sum");
+  if (l2_counted_at_sm(v)) {
+    m.l2_read_bytes = 32.0 * get(v, kSmFromL2Sectors);
+    m.l2_write_bytes = 32.0 * get(v, kSmToL2Sectors);
+  } else {  // a file written before 2026-11-22: counted at the L2's tag stage
+    m.l2_read_bytes = 32.0 * get(v, kL2SideReadSectors);
+    m.l2_write_bytes = 32.0 * get(v, kL2SideWriteSectors);
+  }
   m.tensor_flops = get(v, "sm__ops_path_tensor_src_bf16_dst_fp32.sum") +
-                   get(v, "sm__ops_path_tensor_src_fp16.sum") + get(v, "sm__ops_path_tensor_src_fp8.sum");
+                   get(v, "sm__ops_path_tensor_src_fp16.sum") +
+                   get(v, "sm__ops_path_tensor_src_fp8.sum");
   m.fp32_flops = get(v, "sm__sass_thread_inst_executed_op_fadd_pred_on.sum") +
                  get(v, "sm__sass_thread_inst_executed_op_fmul_pred_on.sum") +
                  2.0 * get(v, "sm__sass_thread_inst_executed_op_ffma_pred_on.sum");

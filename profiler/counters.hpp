@@ -1,5 +1,5 @@
 // Which hardware counters a run collects and what they mean (metric names checked on the H200,
-// chip GH100; ../shared/facts/h200.md), and the figures derived from them.
+// chip GH100, against CUPTI's metric list), and the figures derived from them.
 #pragma once
 
 #include <map>
@@ -8,10 +8,23 @@
 
 namespace fa::counters {
 
-// DRAM bytes; SM->L2 traffic (sectors x 32: lts__t_bytes would also count traffic between the
-// two L2 partitions); tensor ops by source type (one op = one FLOP); FP32 instructions; the
-// instruction count; time and SM clock.
+// SM <-> L2 traffic is counted at the SM, as the 32-byte sectors the crossbar carries between the
+// L1TEX unit (which also serves cp.async and TMA) and the L2. Counted at the L2's tag stage
+// instead (lts__t_sectors_srcunit_tex_op_{read,write}, fa-bench before 2026-11-22), the same
+// launch read 2-12% apart over five collections and below the bytes the SMs received (H200,
+// fa2 B=2 H=7 N=2048 d=128: 4.02-4.58e6 sectors at the L2 against 7.56941e6 at the SMs, the
+// latter identical in all five and equal to the IO model's Q + per-block K/V re-reads).
+inline constexpr const char* kSmFromL2Sectors = "l1tex__m_xbar2l1tex_read_sectors.sum";
+inline constexpr const char* kSmToL2Sectors = "l1tex__m_l1tex2xbar_write_sectors.sum";
+inline constexpr const char* kL2SideReadSectors = "lts__t_sectors_srcunit_tex_op_read.sum";
+inline constexpr const char* kL2SideWriteSectors = "lts__t_sectors_srcunit_tex_op_write.sum";
+
+// DRAM bytes; SM <-> L2 sectors (above); tensor ops by source type (one op = one FLOP); FP32
+// instructions; the instruction count; time and SM clock.
 const std::vector<std::string>& default_metrics();
+
+// Whether these values count SM <-> L2 traffic at the SM (files from 2026-11-22 on) or at the L2.
+bool l2_counted_at_sm(const std::map<std::string, double>& values);
 
 struct Measured {
   double dram_read_bytes = 0, dram_write_bytes = 0;

@@ -528,7 +528,11 @@ std::map<std::string, double> CounterSession::collect(std::vector<std::uint8_t>&
                                                       int passes, const RangeWork& work,
                                                       const std::function<void()>& before_pass,
                                                       bool evict) {
-  // 1. Empty counter data image, configuration for one user range replayed by us.
+  // 1. Empty counter data image, configuration for one user range replayed by us. The image is
+  //    sized again for these metrics first: the range profiler keeps the metric list of its last
+  //    cuptiRangeProfilerGetCounterDataSize call and decodes only those (H200, CUDA 13.0: after the
+  //    write-back image was sized, every other metric of the main collection read NaN).
+  counter_data = counter_data_image(profiler_, metrics);
   reset_counter_data(profiler_, counter_data);
   set_config(profiler_, config, counter_data);
 

@@ -1,7 +1,10 @@
-"""Reader, validator and writer for fa-bench result files, schema ``fa-bench/1``.
+"""Reader, validator and writer for fa-bench result files, schemas ``fa-bench/2`` and ``/1``.
 
-The schema is defined in ``docs/results-schema.md``; the C++ side (``bench/result_json.cpp``)
-writes and reads the same documents. Standard library only.
+The one definition of the file is ``schema/fa-bench-result.schema.json`` (JSON Schema 2020-12,
+explained in ``docs/results-schema.md``); the C++ side (``bench/result_json.cpp``) writes and
+reads the same documents. This module checks the same rules by hand, standard library only, to
+name the file and key of a problem in plain words; tests/python/test_json_schema.py holds both
+to the same verdict on the same documents (``reports/json_schema.py`` runs the JSON Schema).
 
 Every problem is reported as a :class:`SchemaError` whose message reads
 ``"<file>: <key path>: <problem>"``, e.g.
@@ -20,22 +23,48 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2")
+# What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
+# C++ side moves to /2 with its vocabulary; ctest has the C++ reader read this writer's output);
+# make_result()/new_document() write /2 when asked.
 SCHEMA_VERSION = "fa-bench/1"
-UNDERSTOOD_VERSIONS = (SCHEMA_VERSION,)
 
 DTYPES = ("bf16", "fp16")
 ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model knows
 STATUSES = ("ok", "failed", "skipped", "unsupported", "error", "model_only", "interrupted")
+DIRECTIONS = ("forward", "backward")
+BLOCK_ORDERS = ("blocks", "heads", "")
 CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # what makes a configuration unique
+L2_MODES = ("cold", "warm")
+INPUTS = ("normal", "outliers")
+DEVICE_REQUIRED = ("index", "name", "uuid", "compute_capability", "sm_count", "memory_bytes",
+                   "l2_bytes")
 PLACEMENT_BASES = ("counters", "compulsory")
 PLACEMENT_BOUNDS = ("compute", "dram", "l2")
+OLD_BOUNDS = ("memory", "compute", "")  # derived.bound / measured.bound of older files
+METRICS = ("row_ratio", "max_abs_error", "rmse")
+COUNTER_STATUSES = ("ok", "unavailable", "error", "skipped")
 MODEL_NUMBERS = (
     "flops_matrix",
     "flops_convention",
+    "flops_nonmatrix",
     "bytes_read",
     "bytes_written",
     "bytes_compulsory",
+    "bytes_asymptotic",
 )
+VERIFICATION_REQUIRED = ("passed", "all_finite", "nonfinite_count", "max_abs_error", "rmse",
+                         "baseline_max_abs_error", "tolerance", "rows_checked", "heads_checked")
+ERROR_FIGURES = ("max_abs_error", "rmse", "baseline_max_abs_error", "baseline_rmse", "tolerance",
+                 "lse_max_abs_error", "worst_row_ratio", "lse_worst_row_ratio", "relative_rmse",
+                 "baseline_relative_rmse")
+TIMES = ("median_ms", "q1_ms", "q3_ms", "min_ms", "max_ms", "mean_ms")
+DERIVED_NUMBERS = ("tflops_convention", "tflops_model", "effective_gbps", "arithmetic_intensity")
+MEASURED_NUMBERS = ("dram_bytes", "dram_over_model", "dram_over_compulsory", "l2_bytes",
+                    "l2_over_model", "tensor_flops", "tensor_over_model", "fp32_flops",
+                    "intensity_dram", "intensity_l2")
+CALIBRATION_SCHEMA = "fa-bench-gate-calibration/1"  # the gate's --calibrate (docs/ci-gates.md)
+CALIBRATION_METRICS = ("time", "dram_bytes", "l2_bytes", "tensor_flops", "instructions")
 
 
 class SchemaError(ValueError):
@@ -59,6 +88,17 @@ def load_results(path: str | os.PathLike) -> dict:
     Raises SchemaError for a file that is not UTF-8 JSON or does not follow the schema, and
     OSError when the file cannot be read.
     """
+    doc = read_document(path)
+    # NaN and Infinity are refused while parsing; a literal too large for a double (1e999)
+    # parses to inf. A quick walk finds one; the walk that names its key path runs only then.
+    v = _Validator(os.fspath(path), check_finite=_has_non_finite(doc))
+    v.document(doc)
+    return doc
+
+
+def read_document(path: str | os.PathLike) -> Any:
+    """Read and parse a JSON file strictly (UTF-8; no NaN/Infinity), without checking the
+    schema. Raises SchemaError naming the file, OSError when it cannot be read."""
     source = os.fspath(path)
     data = Path(path).read_bytes()
     try:
@@ -73,10 +113,6 @@ def load_results(path: str | os.PathLike) -> dict:
         ) from None
     except _NonStandardConstant as e:
         raise SchemaError(source, "", f"invalid JSON: {e.args[0]} is not a JSON value") from None
-    # NaN and Infinity are refused while parsing; a literal too large for a double (1e999)
-    # parses to inf. A quick walk finds one; the walk that names its key path runs only then.
-    v = _Validator(source, check_finite=_has_non_finite(doc))
-    v.document(doc)
     return doc
 
 
@@ -110,7 +146,8 @@ def _refuse_constant(name: str) -> Any:
 
 
 def validate(doc: Any, source: str | None = "<document>") -> dict:
-    """Check ``doc`` against schema fa-bench/1; returns it unchanged, raises SchemaError."""
+    """Check ``doc`` against its schema (fa-bench/2 or /1); returns it unchanged, raises
+    SchemaError."""
     v = _Validator(source)
     v.document(doc)
     return doc
@@ -156,9 +193,11 @@ def _kind(value: Any) -> str:
 
 
 class _Validator:
-    def __init__(self, source: str | None, check_finite: bool = True):
+    def __init__(self, source: str | None, check_finite: bool = True,
+                 version: str = SCHEMA_VERSION):
         self.source = source
         self.check_finite = check_finite
+        self.version = version  # set from the document's "schema"
 
     def fail(self, path: str, problem: str) -> None:
         raise SchemaError(self.source, path, problem)
@@ -259,6 +298,7 @@ class _Validator:
                 f"unknown version {_show(doc['schema'])}; "
                 f"this reader understands {', '.join(UNDERSTOOD_VERSIONS)}",
             )
+        self.version = doc["schema"]
         if self.check_finite:
             self.finite_everywhere(doc, "")  # names the key path of the first non-finite number
 
@@ -271,18 +311,12 @@ class _Validator:
 
         device = self.obj(self.get(doc, "", "device"), "device", nullable=True)
         if device is not None:
-            self.string(self.get(device, "device", "name"), "device.name")
-            cc = self.string(
-                self.get(device, "device", "compute_capability"), "device.compute_capability"
-            )
-            if not re.fullmatch(r"[0-9]+\.[0-9]+", cc):
-                self.fail("device.compute_capability", f"expected \"major.minor\", got {cc!r}")
-            self.integer(self.get(device, "device", "sm_count"), "device.sm_count", minimum=1)
+            self.device(device, "device")
         if "no_gpu_reason" in doc:
             self.string(doc["no_gpu_reason"], "no_gpu_reason")
 
-        self.obj(self.get(doc, "", "settings"), "settings")
-        self.obj(self.get(doc, "", "ceilings"), "ceilings")
+        self.settings(self.obj(self.get(doc, "", "settings"), "settings"), "settings")
+        self.ceilings(self.obj(self.get(doc, "", "ceilings"), "ceilings"), "ceilings")
 
         configs = self.lst(self.get(doc, "", "configs"), "configs")
         seen: dict[tuple, int] = {}
@@ -294,6 +328,109 @@ class _Validator:
                 self.fail(f"configs[{i}]", f"duplicate configuration ({what}; also at "
                           f"configs[{seen[key]}])")
             seen[key] = i
+        if "gate_calibration" in doc:
+            self.gate_calibration(doc["gate_calibration"], "gate_calibration")
+
+    # -- the objects, each as schema/fa-bench-result.schema.json defines it ---------------------
+
+    def keys(self, obj: dict, path: str, spec: dict, required: tuple = ()) -> None:
+        """Checks each key of ``spec`` (key -> check(value, path)) present in ``obj``; the keys
+        in ``required`` must be there."""
+        for key in required:
+            self.get(obj, path, key)
+        for key, check in spec.items():
+            if key in obj:
+                check(obj[key], _join(path, key))
+
+    def count(self, value: Any, path: str) -> int:
+        return self.integer(value, path, minimum=0)
+
+    def positive_count(self, value: Any, path: str) -> int:
+        return self.integer(value, path, minimum=1)
+
+    def clock(self, value: Any, path: str) -> int:
+        return self.integer(value, path, minimum=-1)
+
+    def error_figure(self, value: Any, path: str) -> None:
+        """An error, ratio or tolerance: a number >= 0, or null (the value was not finite)."""
+        if value is not None:
+            self.non_negative(value, path, "an error or count >= 0")
+
+    def enum(self, allowed: tuple[str, ...]):
+        return lambda value, path: self.one_of(value, path, allowed)
+
+    def device(self, device: dict, path: str) -> None:
+        self.keys(device, path, {
+            "index": self.count, "name": self.string, "uuid": self.string,
+            "pci_bus_id": self.string, "compute_capability": self.compute_capability,
+            "sm_count": self.positive_count, "memory_bytes": self.count, "l2_bytes": self.count,
+            "smem_per_sm_bytes": self.count, "smem_per_block_optin_bytes": self.count,
+            "memory_bus_bits": self.count, "sm_clock_max_mhz": self.clock,
+            "mem_clock_max_mhz": self.clock, "driver_version": self.string,
+            "cuda_driver_version": self.count, "cuda_runtime_version": self.count,
+        }, DEVICE_REQUIRED)
+
+    def compute_capability(self, value: Any, path: str) -> None:
+        cc = self.string(value, path)
+        if not re.fullmatch(r"[0-9]+\.[0-9]+", cc):
+            self.fail(path, f"expected \"major.minor\", got {cc!r}")
+
+    def settings(self, s: dict, path: str) -> None:
+        self.keys(s, path, {
+            "seed": self.count, "warmup": self.count, "repetitions": self.count,
+            "min_time_s": self.non_negative, "l2": self.enum(L2_MODES),
+            "model_only": self.boolean, "inputs": self.enum(INPUTS),
+            "fp8_prequantized": self.boolean, "timing_engine": self.string,
+            "model_smem_per_sm_bytes": self.count,
+        }, ("seed", "warmup", "repetitions", "min_time_s", "l2", "model_only"))
+
+    def ceilings(self, c: dict, path: str) -> None:
+        def peaks(value: Any, p: str) -> None:
+            self.keys(self.obj(value, p), p, dict.fromkeys(("bf16", "fp16", "fp8"),
+                                                            self.non_negative))
+
+        def datasheet(value: Any, p: str) -> None:
+            self.keys(self.obj(value, p), p, dict.fromkeys(
+                ("dram_bytes_per_s", "tensor_flops_per_s_bf16", "tensor_flops_per_s_fp8"),
+                self.non_negative))
+
+        self.keys(c, path, {
+            "source": self.string, "dram_bytes_per_s": self.non_negative,
+            "l2_bytes_per_s": self.non_negative, "fp32_flops_per_s": self.non_negative,
+            "tensor_flops_per_s": peaks, "datasheet": datasheet,
+        }, ("source", "dram_bytes_per_s", "tensor_flops_per_s"))
+
+    def gate_calibration(self, cal: Any, path: str) -> None:
+        self.obj(cal, path)
+        if self.get(cal, path, "schema") != CALIBRATION_SCHEMA:
+            self.fail(_join(path, "schema"), f"expected {CALIBRATION_SCHEMA!r}, got "
+                      f"{_show(cal['schema'])}")
+        if "rule" in cal:
+            self.string(cal["rule"], _join(path, "rule"))
+        if "runs" in cal:
+            for i, run in enumerate(self.lst(cal["runs"], _join(path, "runs"))):
+                self.string(run, f"{_join(path, 'runs')}[{i}]")
+        seen: dict[str, int] = {}
+        for i, row in enumerate(self.lst(self.get(cal, path, "rows"), _join(path, "rows"))):
+            rp = f"{_join(path, 'rows')}[{i}]"
+            self.obj(row, rp)
+            key = self.string(self.get(row, rp, "row"), _join(rp, "row"))
+            if not key:
+                self.fail(_join(rp, "row"), "must not be empty")
+            self.calibration_metrics(self.get(row, rp, "tolerances"), _join(rp, "tolerances"))
+            if "observed" in row:
+                self.calibration_metrics(row["observed"], _join(rp, "observed"))
+            if key in seen:
+                self.fail(_join(rp, "row"), f"row {key!r} appears twice (also at rows[{seen[key]}])")
+            seen[key] = i
+
+    def calibration_metrics(self, m: Any, path: str) -> None:
+        for metric, value in self.obj(m, path).items():
+            p = _join(path, metric)
+            self.one_of(metric, p, CALIBRATION_METRICS)
+            self.number(value, p)
+            if not 0 <= value < 10:
+                self.fail(p, f"expected a fraction in [0, 10), got {value}")
 
     def config(self, config: Any, path: str) -> None:
         self.obj(config, path)
@@ -301,20 +438,23 @@ class _Validator:
             self.integer(self.get(config, path, key), _join(path, key), minimum=1)
         self.boolean(self.get(config, path, "causal"), _join(path, "causal"))
         self.one_of(self.get(config, path, "dtype"), _join(path, "dtype"), DTYPES)
-        self.integer(self.get(config, path, "seed"), _join(path, "seed"))
+        self.count(self.get(config, path, "seed"), _join(path, "seed"))
         results = self.lst(self.get(config, path, "results"), _join(path, "results"))
-        seen: dict[str, int] = {}
+        seen: dict[Any, int] = {}
         for j, result in enumerate(results):
             rpath = f"{path}.results[{j}]"
             self.result(result, rpath)
-            name = result["variant"]
-            if name in seen:
+            key = row_identity(result, self.version)
+            if key in seen:
+                name = result["variant"]
+                what = "" if self.version == "fa-bench/1" else \
+                    " with the same direction, kernel_config and options"
                 self.fail(
                     _join(rpath, "variant"),
-                    f"variant {name!r} appears twice in this configuration "
-                    f"(also at results[{seen[name]}])",
+                    f"variant {name!r}{what} appears twice in this configuration "
+                    f"(also at results[{seen[key]}])",
                 )
-            seen[name] = j
+            seen[key] = j
 
     def result(self, r: Any, path: str) -> None:
         self.obj(r, path)
@@ -333,39 +473,37 @@ class _Validator:
         tiles = self.obj(self.get(r, path, "tiles"), p("tiles"))
         for key in ("block_q", "block_kv"):
             self.integer(self.get(tiles, p("tiles"), key), f"{p('tiles')}.{key}", minimum=0)
+        if "block_order" in r:
+            self.one_of(r["block_order"], p("block_order"), BLOCK_ORDERS)
+
+        # fa-bench/2: every row says its direction, kernel configuration and options.
+        if self.version != "fa-bench/1":
+            for key in ("direction", "kernel_config", "options"):
+                self.get(r, path, key)
+        if "direction" in r:
+            self.one_of(r["direction"], p("direction"), DIRECTIONS)
+        if r.get("kernel_config") is not None:
+            self.kernel_config(r["kernel_config"], p("kernel_config"))
+        if "options" in r:
+            for name, value in self.obj(r["options"], p("options")).items():
+                if not isinstance(value, (str, int, float)):
+                    self.fail(_join(p("options"), name),
+                              f"expected a string, number or boolean, got {_got(value)}")
 
         verification = self.obj(self.get(r, path, "verification"), p("verification"), nullable=True)
         if verification is not None:
-            passed = self.boolean(
-                self.get(verification, p("verification"), "passed"), p("verification.passed")
-            )
+            self.verification(verification, p("verification"))
+            passed = verification["passed"]
             if passed and status == "failed":
                 self.fail(p("verification.passed"), "is true but status is 'failed'")
             if not passed and status != "failed":
                 self.fail(p("verification.passed"), f"is false but status is {status!r}, not 'failed'")
         elif status == "failed":
             self.fail(p("verification"), "is null but status is 'failed' (failed means verified and wrong)")
-        if verification is not None:
-            self.numbers_non_negative(verification, p("verification"), "an error or count >= 0")
 
         timing = self.obj(self.get(r, path, "timing"), p("timing"), nullable=True)
         if timing is not None:
-            samples = self.lst(self.get(timing, p("timing"), "samples_ms"), p("timing.samples_ms"))
-            if not samples:
-                self.fail(p("timing.samples_ms"), "is empty (a timed result has at least one sample)")
-            # fast path (hundreds of samples per row, 50,000 rows): one pass, no call per sample
-            if not (set(map(type, samples)) <= {float, int}
-                    and 0 < min(samples) and max(samples) < math.inf):
-                for k, x in enumerate(samples):
-                    self.positive(x, f"{p('timing.samples_ms')}[{k}]", "a positive time")
-            self.positive(self.get(timing, p("timing"), "median_ms"), p("timing.median_ms"),
-                          "a positive time")
-            for key in ("q1_ms", "q3_ms", "min_ms", "max_ms", "mean_ms"):
-                if key in timing:
-                    self.positive(timing[key], p(f"timing.{key}"), "a positive time")
-            for key in ("stddev_ms", "relative_iqr"):
-                if key in timing:
-                    self.non_negative(timing[key], p(f"timing.{key}"))
+            self.timing(timing, p("timing"))
         if (timing is not None) != (status == "ok"):
             self.fail(
                 p("timing"),
@@ -373,23 +511,16 @@ class _Validator:
                 f"timing is {'null' if timing is None else 'present'})",
             )
 
-        model = self.obj(self.get(r, path, "model"), p("model"))
-        for key in MODEL_NUMBERS:
-            self.non_negative(self.get(model, p("model"), key), f"{p('model')}.{key}",
-                              "a count >= 0")
-        self.numbers_non_negative(model, p("model"), "a count >= 0")
+        self.model(self.obj(self.get(r, path, "model"), p("model")), p("model"))
 
-        counters = r.get("counters")
-        if isinstance(counters, dict):
-            values = counters.get("values")
-            if isinstance(values, dict):
-                self.numbers_non_negative(values, p("counters.values"), "a counter value >= 0")
-            for k, kernel in enumerate(counters.get("kernels") or []):
-                if isinstance(kernel, dict) and isinstance(kernel.get("values"), dict):
-                    self.numbers_non_negative(kernel["values"], p(f"counters.kernels[{k}].values"),
-                                              "a counter value >= 0")
-        measured = r.get("measured")
-        if isinstance(measured, dict):
+        counters = self.obj(r.get("counters"), p("counters"), nullable=True)
+        if counters is not None:
+            self.counters(counters, p("counters"))
+        measured = self.obj(r.get("measured"), p("measured"), nullable=True)
+        if measured is not None:
+            self.keys(measured, p("measured"), {**dict.fromkeys(MEASURED_NUMBERS, self.nn_measured),
+                                                "roofline_fraction": self.nn_measured,
+                                                "bound": self.enum(OLD_BOUNDS)}, MEASURED_NUMBERS)
             self.numbers_non_negative(measured, p("measured"), "a measured value >= 0")
 
         derived = self.obj(self.get(r, path, "derived"), p("derived"), nullable=True)
@@ -400,12 +531,110 @@ class _Validator:
                 f"derived is {'null' if derived is None else 'present'})",
             )
         if derived is not None:
-            self.numbers_non_negative(derived, p("derived"), "a value >= 0")
+            self.derived(derived, p("derived"))
 
         if r.get("placement") is not None:
             if timing is None:
                 self.fail(p("placement"), "is present but the row has no timing")
             self.placement(r["placement"], p("placement"))
+
+    def nn_value(self, value: Any, path: str) -> None:
+        self.non_negative(value, path, "a value >= 0")
+
+    def nn_measured(self, value: Any, path: str) -> None:
+        self.non_negative(value, path, "a measured value >= 0")
+
+    def nn_count(self, value: Any, path: str) -> None:
+        self.non_negative(value, path, "a count >= 0")
+
+    def kernel_config(self, kc: Any, path: str) -> None:
+        self.obj(kc, path)
+
+        def cluster(value: Any, p: str) -> None:
+            dims = self.lst(value, p)
+            if len(dims) != 3:
+                self.fail(p, f"expected 3 integers [x, y, z], got {len(dims)}")
+            for i, n in enumerate(dims):
+                self.positive_count(n, f"{p}[{i}]")
+
+        self.keys(kc, path, {"block_q": self.positive_count, "block_kv": self.positive_count,
+                             "stages": self.positive_count, "warpgroups": self.count,
+                             "cluster": cluster},
+                  ("block_q", "block_kv", "stages", "warpgroups", "cluster"))
+
+    def verification(self, v: dict, path: str) -> None:
+        self.keys(v, path, {
+            "metric": self.enum(METRICS), "passed": self.boolean, "all_finite": self.boolean,
+            "nonfinite_count": self.count, "rows_checked": self.count,
+            "heads_checked": self.count, "worst_head": self.clock, "worst_row": self.clock,
+            "inputs_unchanged": self.boolean,
+            **dict.fromkeys(ERROR_FIGURES, self.error_figure),
+        }, VERIFICATION_REQUIRED)
+        # unknown keys: a number there is >= 0 (worst_head/worst_row are -1 when no row checked)
+        self.numbers_non_negative({k: x for k, x in v.items() if k not in ("worst_head", "worst_row")},
+                                  path, "an error or count >= 0")
+
+    def timing(self, timing: dict, path: str) -> None:
+        def samples(value: Any, p: str) -> None:
+            xs = self.lst(value, p)
+            if not xs:
+                self.fail(p, "is empty (a timed result has at least one sample)")
+            # fast path (hundreds of samples per row, 50,000 rows): one pass, no call per sample
+            if not (set(map(type, xs)) <= {float, int} and 0 < min(xs) and max(xs) < math.inf):
+                for k, x in enumerate(xs):
+                    self.positive(x, f"{p}[{k}]", "a positive time")
+
+        def time(value: Any, p: str) -> None:
+            self.positive(value, p, "a positive time")
+
+        def clocks(value: Any, p: str) -> None:
+            self.keys(self.obj(value, p), p, {"before": self.clock, "after": self.clock},
+                      ("before", "after"))
+
+        spec = {"l2": self.enum(L2_MODES), "warmup": self.count, "samples_ms": samples,
+                **dict.fromkeys(TIMES, time), "stddev_ms": self.non_negative,
+                "relative_iqr": self.non_negative, "sm_clock_mhz": clocks}
+        # samples and the median first: their messages are the ones readers rely on
+        self.keys(timing, path, spec, ("samples_ms", "median_ms", *spec))
+
+    def model(self, model: dict, path: str) -> None:
+        def terms(value: Any, p: str) -> None:
+            for i, term in enumerate(self.lst(value, p)):
+                tp = f"{p}[{i}]"
+                self.keys(self.obj(term, tp), tp, {"name": self.string, "write": self.boolean,
+                                                   "bytes": self.nn_count},
+                          ("name", "write", "bytes"))
+
+        self.keys(model, path, {**dict.fromkeys(MODEL_NUMBERS, self.nn_count),
+                                "onchip_budget_bytes": self.nn_count, "terms": terms},
+                  MODEL_NUMBERS)
+        self.numbers_non_negative(model, path, "a count >= 0")
+
+    def counters(self, c: dict, path: str) -> None:
+        def values(value: Any, p: str) -> None:
+            for name, x in self.obj(value, p).items():
+                self.non_negative(x, _join(p, name), "a counter value >= 0")
+
+        def kernels(value: Any, p: str) -> None:
+            for i, k in enumerate(self.lst(value, p)):
+                kp = f"{p}[{i}]"
+                self.keys(self.obj(k, kp), kp, {"name": self.string, "values": values},
+                          ("name", "values"))
+
+        self.keys(c, path, {"status": self.enum(COUNTER_STATUSES), "reason": self.string,
+                            "collect_seconds": self.non_negative, "values": values,
+                            "kernels": kernels, "kernels_reason": self.string},
+                  ("status", "reason", "values"))
+
+    def derived(self, d: dict, path: str) -> None:
+        self.keys(d, path, {**dict.fromkeys(DERIVED_NUMBERS, self.nn_value),
+                            "roofline_attainable_tflops": self.nn_value,
+                            "roofline_fraction": self.nn_value, "bound": self.enum(OLD_BOUNDS),
+                            "best_peer": self.string, "speed_vs_best_peer": self.nn_value},
+                  DERIVED_NUMBERS)
+        if "best_peer" in d and "speed_vs_best_peer" not in d:
+            self.fail(_join(path, "speed_vs_best_peer"), "missing (best_peer is set)")
+        self.numbers_non_negative(d, path, "a value >= 0")
 
     def placement(self, pl: Any, path: str) -> None:
         self.obj(pl, path)
@@ -422,6 +651,16 @@ class _Validator:
         bound = self.one_of(self.get(pl, path, "bound"), _join(path, "bound"), PLACEMENT_BOUNDS)
         if bound == "l2" and l2 is None:
             self.fail(_join(path, "bound"), "is 'l2' but intensity_l2 is null")
+
+
+def row_identity(result: dict, version: str) -> Any:
+    """What makes a row unique within a configuration (what the gate matches on): fa-bench/1 the
+    variant; fa-bench/2 (variant, direction, kernel_config, options)."""
+    if version == "fa-bench/1":
+        return result["variant"]
+    return (result["variant"], result.get("direction"),
+            json.dumps(result.get("kernel_config"), sort_keys=True),
+            json.dumps(result.get("options"), sort_keys=True))
 
 
 # --------------------------------------------------------------------------------------------
@@ -519,8 +758,10 @@ def new_document(
     settings: dict | None = None,
     ceilings: dict | None = None,
     tool_version: str = "0.1.0",
+    version: str = SCHEMA_VERSION,
 ) -> dict:
     """An empty, complete document; append configs (see :func:`make_config`) to ``configs``.
+    ``version``: "fa-bench/1", or "fa-bench/2" (its rows made by ``make_result(version=...)``).
 
     ``settings`` and ``ceilings`` are laid over defaults (roofs of 0 = unknown).
     """
@@ -539,8 +780,10 @@ def new_document(
         "dram_bytes_per_s": 0.0,
         "tensor_flops_per_s": {"bf16": 0.0, "fp16": 0.0},
     }
+    if version not in UNDERSTOOD_VERSIONS:
+        raise ValueError(f"new_document: unknown version {version!r}")
     return {
-        "schema": SCHEMA_VERSION,
+        "schema": version,
         "tool": {"name": "fa-bench", "version": tool_version, "git_revision": _git_revision()},
         "created_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "command_line": command_line,
@@ -583,8 +826,14 @@ def make_result(
     derived: dict | None = None,
     l2: str = "cold",
     warmup: int = 0,
+    version: str = SCHEMA_VERSION,
+    direction: str = "forward",
+    kernel_config: dict | None = None,
+    options: dict | None = None,
 ) -> dict:
-    """One result. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
+    """One result of a ``version`` document. fa-bench/2 rows also get ``direction``,
+    ``kernel_config`` (null: a configuration we do not choose, e.g. a peer's) and ``options``
+    ({} when none); fa-bench/1 rows get them only when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
     with statistics computed as the C++ side does (SM clocks -1 = unknown). ``model`` keys
     not given are 0 (not modelled), ``terms`` []. ``derived`` defaults, for status "ok", to
     :func:`derive` with unknown roofs.
@@ -617,12 +866,15 @@ def make_result(
         "status": status,
         "reason": reason,
         "tiles": dict(tiles) if tiles is not None else {"block_q": 0, "block_kv": 0},
+        **({"direction": direction, "kernel_config": kernel_config, "options": dict(options or {})}
+           if version != "fa-bench/1" or kernel_config is not None or options is not None
+           else {}),
         "verification": verification,
         "timing": timing,
         "model": model,
         "derived": derived,
     }
-    v = _Validator("make_result")
+    v = _Validator("make_result", version=version)
     v.finite_everywhere(result, variant)
     v.result(result, variant)
     return result

@@ -144,7 +144,7 @@ for d in runs:
                 continue
             v = cv["values"]
             m = {"dram_read": v.get("dram__bytes_read.sum", 0), "dram_write": v.get("dram__bytes_write.sum", 0),
-                 "l2": 32 * (v.get("lts__t_sectors_srcunit_tex_op_read.sum", 0) + v.get("lts__t_sectors_srcunit_tex_op_write.sum", 0)),
+                 "l2": 32 * (v.get("l1tex__m_xbar2l1tex_read_sectors.sum", 0) + v.get("l1tex__m_l1tex2xbar_write_sectors.sum", 0)),
                  "tensor": sum(v.get(k, 0) for k in ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum", "sm__ops_path_tensor_src_fp8.sum"))}
             for k, x in m.items():
                 vals.setdefault((r["variant"], k), []).append(x)
@@ -154,7 +154,10 @@ print(f"{'variant':<10} {'metric':<11} {'n':>2} {'min':>14} {'max':>14} {'spread
 for (var, k), xs in sorted(vals.items()):
     lo, hi = min(xs), max(xs)
     spread = hi / lo - 1 if lo > 0 else (0 if hi == 0 else float("inf"))
-    ok = len(xs) == 5 and (spread <= limits[k] or (k.startswith("dram") and hi < 1e6))
+    # DRAM writes: 1% or 1 MB (the write counter jitters by a few hundred kB; see
+    # tests/test_counters_gpu.cpp FiveCollectionsRepeat).
+    ok = len(xs) == 5 and (spread <= limits[k] or (k.startswith("dram") and hi < 1e6)
+                           or (k == "dram_write" and hi - lo <= 1e6))
     bad += not ok
     print(f"{var:<10} {k:<11} {len(xs):>2} {lo:>14.6g} {hi:>14.6g} {100*spread:>7.2f}%  {'ok' if ok else 'BAD'}")
 print(f"repeatability: {'ok' if bad == 0 and vals else 'BAD'} ({bad} bad)")

@@ -205,10 +205,10 @@ def fixtures() -> dict[str, str]:
     variant("gate-no-gpu.json", "as a run on a machine without a GPU: device null, rows model_only",
             no_gpu)
 
-    def schema2(doc: dict) -> None:
-        doc["schema"] = "fa-bench/2"
+    def schema_unknown(doc: dict) -> None:
+        doc["schema"] = "fa-bench/99"  # a version no reader knows (fa-bench/2 is known)
 
-    variant("gate-schema-unknown.json", "schema set to an unknown version", schema2)
+    variant("gate-schema-unknown.json", "schema set to an unknown version", schema_unknown)
 
     # ---- the issue-12 cases: regressions the old rule passed, and what must not pass ----
     rng = random.Random(12)

@@ -2,6 +2,7 @@
 // without a device), the measured figures, and the ceilings cache.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -36,8 +37,10 @@ TEST(Counters, DefaultMetricsExistOnGH100) {
 TEST(Counters, InterpretSumsTheRightThings) {
   const auto m = counters::interpret({{"dram__bytes_read.sum", 100},
                                       {"dram__bytes_write.sum", 50},
-                                      {"lts__t_sectors_srcunit_tex_op_read.sum", 10},
-                                      {"lts__t_sectors_srcunit_tex_op_write.sum", 2},
+                                      {"l1tex__m_xbar2l1tex_read_sectors.sum", 10},
+                                      {"l1tex__m_l1tex2xbar_write_sectors.sum", 2},
+                                      // counted at the L2 too: the SM's count wins
+                                      {"lts__t_sectors_srcunit_tex_op_read.sum", 99},
                                       {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1000},
                                       {"sm__ops_path_tensor_src_fp8.sum", 24},
                                       {"sm__sass_thread_inst_executed_op_ffma_pred_on.sum", 7},
@@ -48,6 +51,18 @@ TEST(Counters, InterpretSumsTheRightThings) {
   EXPECT_DOUBLE_EQ(m.tensor_flops, 1024);
   EXPECT_DOUBLE_EQ(m.fp32_flops, 15);  // FFMA counts 2
   EXPECT_DOUBLE_EQ(m.seconds, 2e-3);   // ns
+}
+
+// Files written before 2026-11-22 counted SM <-> L2 traffic at the L2: still read, and said so.
+TEST(Counters, OlderFilesCountL2AtTheL2) {
+  const std::map<std::string, double> old{{"lts__t_sectors_srcunit_tex_op_read.sum", 10},
+                                          {"lts__t_sectors_srcunit_tex_op_write.sum", 2}};
+  EXPECT_FALSE(counters::l2_counted_at_sm(old));
+  EXPECT_DOUBLE_EQ(counters::interpret(old).l2_bytes(), 12 * 32);
+  EXPECT_TRUE(counters::l2_counted_at_sm({{"l1tex__m_xbar2l1tex_read_sectors.sum", 1}}));
+  const auto& m = counters::default_metrics();
+  EXPECT_NE(std::find(m.begin(), m.end(), counters::kSmFromL2Sectors), m.end());
+  EXPECT_EQ(std::find(m.begin(), m.end(), counters::kL2SideReadSectors), m.end());
 }
 
 TEST(Counters, MeasuredSetAgainstTheModel) {
@@ -63,7 +78,7 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
   bench::CounterResult c;
   c.values = {{"dram__bytes_read.sum", 1.5e9},
               {"dram__bytes_write.sum", 0.5e9},
-              {"lts__t_sectors_srcunit_tex_op_read.sum", 4e9 / 32},
+              {"l1tex__m_xbar2l1tex_read_sectors.sum", 4e9 / 32},
               {"sm__ops_path_tensor_src_bf16_dst_fp32.sum", 1e12}};
   r.counters = c;
   Ceilings roofs{"test", 4e12, 800e12, 800e12, 1600e12};

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 #include <vector>
 
 #include "kernels/common/cuda_check.hpp"
@@ -68,12 +69,17 @@ TEST(CountersGpu, CopyAndGemmCountWhatTheyDo) {
   for (void* p : {src, dst, a, b, c}) cudaFree(p);
 }
 
-// Issue 12: five identical collections of the same launch repeat. DRAM reads and writes within 1%
-// of each other (where >= 1 MB), SM<->L2 bytes within 2%, tensor FLOPs exactly. The launches:
-// fa2 at B=2 H=7 N=2048 d=128 (its DRAM writes differed by -42% between two collections before
-// the write-back), and a 16 MiB memset, whose lines all stay dirty in a 60 MB L2 when it ends
-// (with the write-back, 16 MiB of DRAM writes; without, whatever the L2 let out).
+// Issue 12: five identical collections of the same launch repeat. DRAM reads within 1% of each
+// other (where >= 1 MB); DRAM writes within 1% or 1 MB, whichever is larger: the write counter
+// jitters by a few hundred kB whatever the write-back does (H200, 2026-11-22: fa2's 7.45 MB of O
+// and lse counted 7.12-7.74 MB over five collections, 7.24-7.90 MB with three eviction passes or
+// a 100 us settle; at N=8192, 29.6-30.2 MB); SM<->L2 bytes within 2% (counted at the SM they
+// repeat exactly); tensor FLOPs exactly. The launches: fa2 at B=2 H=7 N=2048 d=128 (its DRAM
+// writes differed by -42% between two collections before the write-back), and a 16 MiB memset,
+// whose lines all stay dirty in a 60 MB L2 when it ends (with the write-back, 16 MiB of DRAM
+// writes; without, whatever the L2 let out).
 TEST(CountersGpu, FiveCollectionsRepeat) {
+  constexpr double kWriteJitterBytes = 1e6;
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
@@ -99,9 +105,14 @@ TEST(CountersGpu, FiveCollectionsRepeat) {
       for (const auto& x : m) lo = std::min(lo, x.*f), hi = std::max(hi, x.*f);
       return std::make_pair(lo, hi);
     };
-    for (auto f : {&counters::Measured::dram_read_bytes, &counters::Measured::dram_write_bytes}) {
-      const auto [lo, hi] = spread(f);
-      if (hi >= 1e6) EXPECT_LE(hi / lo - 1, 0.01) << what << ": DRAM " << lo << " .. " << hi;
+    {
+      const auto [lo, hi] = spread(&counters::Measured::dram_read_bytes);
+      if (hi >= 1e6) EXPECT_LE(hi / lo - 1, 0.01) << what << ": DRAM read " << lo << " .. " << hi;
+    }
+    {
+      const auto [lo, hi] = spread(&counters::Measured::dram_write_bytes);
+      EXPECT_LE(hi - lo, std::max(0.01 * lo, kWriteJitterBytes))
+          << what << ": DRAM write " << lo << " .. " << hi;
     }
     const auto [l2lo, l2hi] = spread(&counters::Measured::l2_write_bytes);
     const auto [l2rlo, l2rhi] = spread(&counters::Measured::l2_read_bytes);
@@ -116,8 +127,10 @@ TEST(CountersGpu, FiveCollectionsRepeat) {
   FA_CUDA_CHECK(cudaMalloc(&buf, set_bytes));
   const auto ms =
       five("memset 16 MiB", [&] { FA_CUDA_CHECK(cudaMemsetAsync(buf, 1, set_bytes, nullptr)); });
-  EXPECT_NEAR(ms[0].dram_write_bytes / set_bytes, 1.0, 0.01)
-      << "every written byte reaches DRAM in the range";
+  for (const auto& m : ms) {
+    EXPECT_NEAR(m.dram_write_bytes, double(set_bytes), kWriteJitterBytes)
+        << "every written byte reaches DRAM in the range";
+  }
 
   const Shape s{2, 7, 2048, 128, false, DType::bf16};
   const VariantInfo* info = find_variant("fa2");
@@ -138,6 +151,11 @@ TEST(CountersGpu, FiveCollectionsRepeat) {
                         [&] { ASSERT_EQ(launcher->run(s, tiles, db, nullptr), ""); });
   // O (bf16) and the log-sum-exp (fp32) are written once: at least that many bytes reach DRAM.
   EXPECT_GE(fa2[0].dram_write_bytes, 0.99 * (bytes + s.heads_total() * s.N * 4.0));
+  // Counted at the SM, L2 -> SM bytes are what the kernel loads: Q once, K and V once per query
+  // block (H200, 2026-11-22: 242,221,120 B against 242,221,056 modelled).
+  const double kv_per_block = 2.0 * s.N * s.d * 2;
+  const double loads = bytes + s.heads_total() * (s.N / tiles.block_q) * kv_per_block;
+  EXPECT_NEAR(fa2[0].l2_read_bytes, loads, 1e-3 * loads);
   for (void* p : {buf, q, k, v, o, lse}) cudaFree(p);
 }
 

@@ -97,6 +97,11 @@ struct Grid {
   std::int64_t N;
 };
 
+// gtest prints a failing parameter with this (otherwise as raw bytes, padding included).
+void PrintTo(const Grid& g, std::ostream* os) {
+  *os << "d=" << g.d << " " << to_string(g.dtype) << (g.causal ? " causal" : " full") << " N=" << g.N;
+}
+
 void run_grid(const Grid& g) {
   std::string why;
   const auto device = query_device(0, &why);

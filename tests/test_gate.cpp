@@ -390,6 +390,30 @@ TEST(Gate, CountersOnOneSideOnlyIsAnError) {
   EXPECT_EQ(gate("gate-h200-base.json", "gate-counters-fa2-x1.50.json").exit_code, 1);
 }
 
+// L2 bytes counted at the SM (fa-bench from 2026-11-22) and at the L2 (before) are not comparable:
+// a baseline of one and a run of the other is an error that says to record the baseline again.
+TEST(Gate, L2CountedAtDifferentPointsIsAnError) {
+  const RunResult base = load("gate-h200-base.json");
+  RunResult cur = base;
+  for (auto& c : cur.configs) {
+    for (auto& v : c.results) {
+      if (!v.counters) continue;
+      auto& m = v.counters->values;
+      m["l1tex__m_xbar2l1tex_read_sectors.sum"] = m.at("lts__t_sectors_srcunit_tex_op_read.sum");
+      m["l1tex__m_l1tex2xbar_write_sectors.sum"] = m.at("lts__t_sectors_srcunit_tex_op_write.sum");
+      m.erase("lts__t_sectors_srcunit_tex_op_read.sum");
+      m.erase("lts__t_sectors_srcunit_tex_op_write.sum");
+    }
+  }
+  const auto r = run_gate(base, cur, {}, "base", "cur");
+  EXPECT_EQ(r.exit_code, 2);
+  std::string problems;
+  for (const auto& row : r.rows) problems += joined(row.problems);
+  EXPECT_NE(problems.find("counted at the L2 in the baseline, at the SM"), std::string::npos)
+      << problems;
+  EXPECT_EQ(run_gate(cur, cur, {}, "cur", "cur").exit_code, 0);  // both at the SM: compared
+}
+
 TEST(Gate, PeersAreSentinels) {
   // cudnn (a peer) 20% slower with 10% more bytes: reported as an environment change.
   const std::string base = "h200-gate-base-2026-11-21.json", cur = "gate-peer-cudnn-x1.20.json";

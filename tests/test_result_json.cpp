@@ -2,8 +2,12 @@
 // file and the problem named, and the C++ reader on the Python writer's output.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <functional>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "bench/result_json.hpp"
@@ -204,12 +208,123 @@ TEST(ResultJson, RefusesNegativeOrMissingCounters) {
                  "configs[0].results[0].counters.values.dram__bytes_read.sum: impossible value");
   a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", 0.0}};  // zero is a count
   EXPECT_NO_THROW(from_json_text(to_json_text(a), "ok.json"));
-  a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", NAN}};  // written as null
-  expect_refused(to_json_text(a), "counters.values.dram__bytes_read.sum: expected a number");
+  // A metric without a finite value (the H200's write-back image left NaN metrics) is left out of
+  // the file rather than written as null, which no reader accepts.
+  a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", NAN},
+                                              {"lts__t_bytes.sum", 5.0}};
+  const RunResult read = from_json_text(to_json_text(a), "nan-counter.json");
+  EXPECT_EQ(read.configs[0].results[0].counters->values,
+            (std::map<std::string, double>{{"lts__t_bytes.sum", 5.0}}));
+  nlohmann::json doc = nlohmann::json::parse(to_json_text(a));
+  doc["configs"][0]["results"][0]["counters"]["values"]["dram__bytes_read.sum"] = nullptr;
+  expect_refused(doc.dump(), "counters.values.dram__bytes_read.sum: expected a number");
   a.configs[0].results[0].counters->values = {{"dram__bytes_read.sum", 1.0}};
   a.configs[0].results[0].counters->kernels = {{"gemm", {{"dram__bytes_read.sum", -1.0}}}};
   expect_refused(to_json_text(a),
                  "counters.kernels[0].values.dram__bytes_read.sum: impossible value -1");
+}
+
+// The writer never writes a file its reader refuses: a timed row with a sample that is not a time
+// > 0 (NaN, inf, 0) is written untimed, as an error naming the sample; a verification whose output
+// held NaN (infinite worst-row ratio) is written with null figures and read back.
+TEST(ResultJson, WriterKeepsImpossibleTimesOutOfTheFile) {
+  for (const double bad : {static_cast<double>(NAN), static_cast<double>(INFINITY), 0.0, -1.0}) {
+    RunResult a = sample_record();
+    a.configs[0].results[0].timing->samples_ms[2] = bad;
+    a.configs[0].results[0].placement = Placement{"compulsory", 800, 0, 700e12, 0.61, "compute"};
+    const RunResult b = from_json_text(to_json_text(a), "bad-sample.json");
+    const VariantResult& r = b.configs[0].results[0];
+    EXPECT_EQ(r.status, Status::error);
+    EXPECT_NE(r.reason.find("timing: sample 2 is "), std::string::npos) << r.reason;
+    EXPECT_FALSE(r.timing);
+    EXPECT_FALSE(r.derived);
+    EXPECT_FALSE(r.placement);
+    EXPECT_TRUE(r.verification->passed);  // verified and right; its time is what was not kept
+  }
+  RunResult a = sample_record();
+  Verification& v = *a.configs[0].results[1].verification;  // the failed row
+  v.all_finite = false;
+  v.nonfinite_count = 3;
+  v.max_abs_error = NAN;
+  v.worst_row_ratio = INFINITY;
+  v.lse_worst_row_ratio = INFINITY;
+  const RunResult b = from_json_text(to_json_text(a), "nan-output.json");
+  EXPECT_TRUE(std::isnan(b.configs[0].results[1].verification->worst_row_ratio));
+  EXPECT_EQ(to_json_text(b), to_json_text(a));
+  // A negative error is impossible, and refused.
+  nlohmann::json doc = nlohmann::json::parse(to_json_text(sample_record()));
+  doc["configs"][0]["results"][0]["verification"]["worst_row_ratio"] = -0.5;
+  expect_refused(doc.dump(), "verification.worst_row_ratio: impossible value -0.5");
+  doc = nlohmann::json::parse(to_json_text(sample_record()));
+  doc["configs"][0]["results"][0]["timing"].erase("median_ms");
+  expect_refused(doc.dump(), "configs[0].results[0].timing.median_ms: missing");
+  doc = nlohmann::json::parse(to_json_text(sample_record()));
+  doc["configs"][0]["results"][0]["timing"]["q1_ms"] = 0;
+  expect_refused(doc.dump(), "configs[0].results[0].timing.q1_ms: impossible value 0");
+}
+
+// Every key the writer can emit, in one record: with FA_RESULT_DUMP set it is written to that file,
+// which CI validates against schema/fa-bench-result.schema.json (tests/CMakeLists.txt,
+// scripts/test.sh, tests/python/test_json_schema.py).
+TEST(ResultJson, FullRecordReadsBackAndDumps) {
+  RunResult a = sample_record();
+  a.device->pci_bus_id = "0000:18:00.0";
+  a.device->memory_bytes = 150ll << 30;
+  a.device->smem_per_sm_bytes = 233472;
+  a.device->smem_per_block_optin_bytes = 232448;
+  a.device->memory_bus_bits = 6144;
+  a.device->sm_clock_max_mhz = 1980;
+  a.device->mem_clock_max_mhz = 3201;
+  a.device->cuda_driver_version = 13000;
+  a.device->cuda_runtime_version = 13000;
+  a.settings.timing_engine = "google-benchmark";
+  a.settings.model_smem_per_sm_bytes = 233472;
+  auto& c = a.configs[0];
+  VariantResult& ok = c.results[0];
+  ok.block_order = "heads";
+  ok.verification->baseline_rmse = 2e-4;
+  ok.verification->rows_checked = 17;
+  ok.verification->heads_checked = 4;
+  ok.verification->worst_row_ratio = 0.25;
+  ok.verification->worst_head = 3;
+  ok.verification->worst_row = 16;
+  ok.verification->lse_worst_row_ratio = 0.1;
+  ok.verification->relative_rmse = 0.01;
+  ok.verification->baseline_relative_rmse = 0.02;
+  CounterResult counters;
+  counters.values = {{"dram__bytes_read.sum", 3e6}, {"lts__t_bytes.sum", 9e6}};
+  counters.collect_seconds = 0.2;
+  counters.kernels = {{"gemm", {{"dram__bytes_read.sum", 1e6}}},
+                      {"softmax", {{"dram__bytes_read.sum", 2e6}}}};
+  ok.counters = counters;
+  MeasuredDerived m;
+  m.dram_bytes = 3e6;
+  m.dram_over_model = 0.5;
+  m.l2_bytes = 9e6;
+  m.intensity_dram = 100;
+  m.intensity_l2 = 30;
+  ok.measured = m;
+  ok.placement = Placement{"counters", 100, 30, 480e12, 0.4, "dram"};
+  VariantResult peer = ok;
+  peer.variant = "cudnn";
+  peer.peer = true;
+  peer.counters =
+      CounterResult{"unavailable", "another profiler holds the counters", {}, 0, {}, ""};
+  peer.measured.reset();
+  peer.placement = Placement{"compulsory", 800, 0, 700e12, 0.61, "compute"};
+  c.results.push_back(peer);
+  compare_with_peers(c);
+  ASSERT_FALSE(c.results[0].derived->best_peer.empty());
+  const std::string text = to_json_text(a);
+  EXPECT_EQ(to_json_text(from_json_text(text, "full.json")), text);
+  if (const char* out = std::getenv("FA_RESULT_DUMP")) {
+    const std::filesystem::path dir = std::filesystem::path(out).parent_path();
+    if (!dir.empty()) std::filesystem::create_directories(dir);
+    std::ofstream f(out, std::ios::binary);
+    f << text;
+    f.close();
+    ASSERT_TRUE(f) << "cannot write " << out;
+  }
 }
 
 TEST(ResultJson, RefusesDuplicateConfigurations) {

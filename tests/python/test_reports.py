@@ -296,7 +296,8 @@ def test_plots_without_data_are_skipped_with_a_reason(counters):
 def synthetic_doc(device: str = "synthetic test device (not a measurement)") -> dict:
     """A block-size sweep made up for the test: fa2 and fa1 at three tile shapes."""
     doc = schema.new_document(
-        "synthetic", device={"name": device, "compute_capability": "9.0", "sm_count": 1},
+        "synthetic", device={"index": 0, "name": device, "uuid": "", "compute_capability": "9.0",
+                                 "sm_count": 1, "memory_bytes": 0, "l2_bytes": 0},
         ceilings={"source": "datasheet (made up)", "dram_bytes_per_s": 1e12,
                   "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14}})
     results = []
@@ -704,8 +705,9 @@ def placement_doc() -> dict:
     """A small synthetic file with fa-bench's ``placement`` objects; the values are made up and
     differ from what the Python formula would give, so the test sees which one is used."""
     doc = schema.new_document(
-        "synthetic placement", device={"name": "synthetic GPU (not a measurement)",
-                                       "compute_capability": "9.0", "sm_count": 1},
+        "synthetic placement", device={"index": 0, "name": "synthetic GPU (not a measurement)",
+                                       "uuid": "", "compute_capability": "9.0", "sm_count": 1,
+                                       "memory_bytes": 0, "l2_bytes": 0},
         ceilings={"source": "measured (made up)", "dram_bytes_per_s": 1e12, "l2_bytes_per_s": 4e12,
                   "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14, "fp8": 2e14}})
     model = {"flops_matrix": 1e12, "flops_convention": 1e12, "bytes_read": 1e9,

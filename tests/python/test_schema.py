@@ -1,4 +1,4 @@
-"""Tests of reports/schema.py (the fa-bench/1 reader and writer) and `python -m reports`."""
+"""Tests of reports/schema.py (the fa-bench/2 and /1 reader and writer) and `python -m reports`."""
 
 from __future__ import annotations
 
@@ -44,7 +44,8 @@ def verification(passed: bool) -> dict:
 def good_doc() -> dict:
     doc = schema.new_document(
         "fa-bench --N 17",
-        device={"name": "NVIDIA H200", "compute_capability": "9.0", "sm_count": 132},
+        device={"index": 0, "name": "NVIDIA H200", "uuid": "GPU-0", "compute_capability": "9.0",
+                "sm_count": 132, "memory_bytes": 150754820096, "l2_bytes": 62914560},
     )
     results = [
         make_result("fa2", algorithm="fa2", status="ok", tiles={"block_q": 128, "block_kv": 64},
@@ -153,7 +154,8 @@ CASES = [
     # top level
     (_set([], "configs", 0), "configs[0]"),
     (_del("schema"), "schema"),
-    (_set("fa-bench/2", "schema"), "schema"),
+    (_set("fa-bench/99", "schema"), "schema"),
+    (_set("fa-bench/2", "schema"), f"{R0}.direction"),  # a /2 row says its direction
     (_del("tool"), "tool"),
     (_set("fa-bench", "tool"), "tool"),
     (_del("tool", "name"), "tool.name"),
@@ -265,7 +267,8 @@ IMPOSSIBLE = [
     (_set(-109.0, *_res(0, "derived", "tflops_convention")),
      f"{R0}.derived.tflops_convention", "a value >= 0"),
     (_counter(-2.0), f"{R0}.counters.values.dram__bytes_read.sum", "a counter value >= 0"),
-    (_set({"dram_bytes": -1.0}, *_res(0, "measured")), f"{R0}.measured.dram_bytes",
+    (_set({**dict.fromkeys(schema.MEASURED_NUMBERS, 1.0), "dram_bytes": -1.0}, *_res(0, "measured")),
+     f"{R0}.measured.dram_bytes",
      "a measured value >= 0"),
     (_set(-0.1, *_res(0, "verification", "max_abs_error")), f"{R0}.verification.max_abs_error",
      ">= 0"),
@@ -388,7 +391,7 @@ def test_null_device_allowed(tmp_path):
     assert load_results(path)["device"] is None
 
 
-@pytest.mark.parametrize("version", ["fa-bench/2", "fa-bench/0", "", None, 1])
+@pytest.mark.parametrize("version", ["fa-bench/3", "fa-bench/0", "", None, 1])
 def test_unknown_schema_version_refused(tmp_path, version):
     doc = good_doc()
     doc["schema"] = version
@@ -402,8 +405,8 @@ def test_unknown_schema_version_refused(tmp_path, version):
 
 def test_unknown_schema_checked_before_structure(tmp_path):
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({"schema": "fa-bench/2", "runs": []}))
-    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/2'"):
+    path.write_text(json.dumps({"schema": "fa-bench/3", "runs": []}))
+    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/3'"):
         load_results(path)
 
 

@@ -1,0 +1,350 @@
+"""schema/fa-bench-result.schema.json, the one definition of the result file: the C++ writer's
+output, the Python writer's output and every committed result file validate against it; the
+gate's broken-on-purpose fixtures and mutated documents do not; and reports/schema.py's hand
+validator gives the same verdict as the JSON Schema on the same documents."""
+
+from __future__ import annotations
+
+import copy
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import test_schema as ts  # the fa-bench/1 document and its mutations (tests/python/test_schema.py)
+
+from reports import json_schema, schema
+from reports.schema import SchemaError, make_result, read_document, validate, write_results
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+DATA = REPO_ROOT / "tests" / "data"
+V2 = "fa-bench/2"
+
+
+def kc(bq=128, bk=64, stages=2, warpgroups=0, cluster=(1, 1, 1)) -> dict:
+    return {"block_q": bq, "block_kv": bk, "stages": stages, "warpgroups": warpgroups,
+            "cluster": list(cluster)}
+
+
+def good_doc_v2() -> dict:
+    """A fa-bench/2 document with every optional part: two rows of one variant told apart by
+    their options, a peer without a kernel configuration, counters, measured, placement and a
+    gate calibration."""
+    doc = schema.new_document("fa-bench --N 17", device=ts.good_doc()["device"], version=V2)
+    ok = dict(algorithm="fa2", status="ok", verification=ts.verification(True),
+              samples_ms=[0.011, 0.0105, 0.0112], model=ts.model(), version=V2)
+    r0 = make_result("fa2", **ok, kernel_config=kc(), options={"block_order": "blocks"})
+    r0["counters"] = {"status": "ok", "reason": "", "collect_seconds": 0.2,
+                      "values": {"dram__bytes_read.sum": 3e6},
+                      "kernels": [{"name": "main", "values": {"dram__bytes_read.sum": 3e6}}]}
+    r0["measured"] = {k: 1.0 for k in schema.MEASURED_NUMBERS}
+    r0["placement"] = dict(ts.PLACEMENT)
+    r1 = make_result("fa2", **ok, kernel_config=kc(), options={"block_order": "heads"})
+    r2 = make_result("fa3", **{**ok, "algorithm": "fa2"},
+                     kernel_config=kc(128, 128, 3, 2, (2, 1, 1)))
+    r3 = make_result("cudnn", **ok, peer=True)  # kernel_config null: not ours to choose
+    r4 = make_result("fa2", algorithm="fa2", status="unsupported", reason="no backward yet",
+                     model=ts.model(), version=V2, direction="backward", kernel_config=kc(),
+                     options={"block_order": "blocks"})
+    doc["configs"].append(schema.make_config(B=2, H=3, N=17, d=64, causal=True, dtype="bf16",
+                                             seed=1234, results=[r0, r1, r2, r3, r4]))
+    doc["gate_calibration"] = {
+        "schema": "fa-bench-gate-calibration/1", "rule": "tolerance = max(floor, 2 x ...)",
+        "runs": ["a.json", "b.json"],
+        "rows": [{"row": "fa2 B=2 H=3 N=17 d=64 causal=1 bf16",
+                  "tolerances": {"time": 0.02, "dram_bytes": 0.02},
+                  "observed": {"time": 0.004, "dram_bytes": 0.0}}]}
+    return doc
+
+
+def both(doc_text: str, tmp_path: Path) -> tuple[str | None, list[tuple[str, str]]]:
+    """The hand validator's problem (None: valid) and the JSON Schema's problems, for one file."""
+    path = tmp_path / "doc.json"
+    path.write_text(doc_text)
+    try:
+        schema.load_results(path)
+        hand = None
+    except SchemaError as e:
+        hand = e.path or "document"
+    return hand, json_schema.problems(read_document(path))
+
+
+# -- documents both must accept ----------------------------------------------------------------
+
+
+def _v1_with_v2_keys(doc):
+    r = doc["configs"][0]["results"][0]
+    r.update(direction="forward", kernel_config=kc(), options={"order": "heads", "x": 1, "y": True})
+
+
+def _v2_same_variant_other_direction(doc):
+    r = copy.deepcopy(doc["configs"][0]["results"][1])
+    r.update(direction="backward", status="skipped", reason="", timing=None, derived=None)
+    r.pop("placement", None)
+    doc["configs"][0]["results"].append(r)
+
+
+def _calibration_without_observed(doc):
+    del doc["gate_calibration"]["rows"][0]["observed"]
+
+
+def _worst_row_minus_one(doc):
+    doc["configs"][0]["results"][0]["verification"].update(worst_head=-1, worst_row=-1,
+                                                            worst_row_ratio=None)
+
+
+def _placement_compulsory(doc):
+    doc["configs"][0]["results"][0]["placement"] = {**ts.PLACEMENT, "basis": "compulsory",
+                                                    "intensity_l2": None}
+
+
+GOOD = [
+    ("v1", ts.good_doc, None),
+    ("v1 with v2 keys", ts.good_doc, _v1_with_v2_keys),
+    ("v1 null device", lambda: schema.new_document("fa-bench --model-only"), None),
+    ("v2", good_doc_v2, None),
+    ("v2 other direction", good_doc_v2, _v2_same_variant_other_direction),
+    ("v2 calibration without observed", good_doc_v2, _calibration_without_observed),
+    ("v2 worst row -1, null ratio", good_doc_v2, _worst_row_minus_one),
+    ("v2 compulsory placement", good_doc_v2, _placement_compulsory),
+]
+
+
+@pytest.mark.parametrize("make,change", [g[1:] for g in GOOD], ids=[g[0] for g in GOOD])
+def test_both_accept(tmp_path, make, change):
+    doc = make()
+    if change:
+        change(doc)
+    hand, problems = both(json.dumps(doc, indent=1), tmp_path)
+    assert hand is None and problems == [], (hand, problems)
+
+
+# -- documents both must refuse, at the same key ----------------------------------------------
+
+
+def _r2(i, *keys):
+    return ("configs", 0, "results", i, *keys)
+
+
+def _v2_duplicate_identity(doc):
+    rs = doc["configs"][0]["results"]
+    rs[1]["options"] = dict(rs[0]["options"])
+
+
+def _calibration_duplicate_row(doc):
+    rows = doc["gate_calibration"]["rows"]
+    rows.append(copy.deepcopy(rows[0]))
+
+
+V2_BAD = [
+    (ts._del(*_r2(0, "direction")), "configs[0].results[0].direction"),
+    (ts._set("sideways", *_r2(0, "direction")), "configs[0].results[0].direction"),
+    (ts._del(*_r2(0, "kernel_config")), "configs[0].results[0].kernel_config"),
+    (ts._del(*_r2(0, "options")), "configs[0].results[0].options"),
+    (ts._set([], *_r2(0, "options")), "configs[0].results[0].options"),
+    (ts._set({"order": None}, *_r2(0, "options")), "configs[0].results[0].options.order"),
+    (ts._set({"order": [1]}, *_r2(0, "options")), "configs[0].results[0].options.order"),
+    (ts._set("128x64", *_r2(0, "kernel_config")), "configs[0].results[0].kernel_config"),
+    (ts._del(*_r2(0, "kernel_config", "stages")), "configs[0].results[0].kernel_config.stages"),
+    (ts._set(0, *_r2(0, "kernel_config", "block_q")), "configs[0].results[0].kernel_config.block_q"),
+    (ts._set(0, *_r2(0, "kernel_config", "stages")), "configs[0].results[0].kernel_config.stages"),
+    (ts._set(-1, *_r2(0, "kernel_config", "warpgroups")),
+     "configs[0].results[0].kernel_config.warpgroups"),
+    (ts._set([1, 1], *_r2(0, "kernel_config", "cluster")),
+     "configs[0].results[0].kernel_config.cluster"),
+    (ts._set([1, 0, 1], *_r2(0, "kernel_config", "cluster")),
+     "configs[0].results[0].kernel_config.cluster[1]"),
+    (ts._set(2.0, *_r2(0, "kernel_config", "block_kv")),
+     "configs[0].results[0].kernel_config.block_kv"),
+    (_v2_duplicate_identity, "configs[0].results[1].variant"),
+    (ts._set("bad", *_r2(0, "counters", "status")), "configs[0].results[0].counters.status"),
+    (ts._set(None, *_r2(0, "counters", "values", "dram__bytes_read.sum")),
+     "configs[0].results[0].counters.values.dram__bytes_read.sum"),
+    (ts._del(*_r2(0, "measured", "fp32_flops")), "configs[0].results[0].measured.fp32_flops"),
+    (ts._set(-2, *_r2(0, "verification", "worst_head")),
+     "configs[0].results[0].verification.worst_head"),
+    (ts._set(-2, *_r2(0, "verification", "worst_row")), "configs[0].results[0].verification.worst_row"),
+    (ts._set("x", *_r2(0, "verification", "max_abs_error")),
+     "configs[0].results[0].verification.max_abs_error"),
+    (ts._del(*_r2(0, "verification", "rmse")), "configs[0].results[0].verification.rmse"),
+    (ts._set("rel", *_r2(0, "verification", "metric")), "configs[0].results[0].verification.metric"),
+    (ts._del(*_r2(0, "timing", "q3_ms")), "configs[0].results[0].timing.q3_ms"),
+    (ts._del(*_r2(0, "timing", "sm_clock_mhz")), "configs[0].results[0].timing.sm_clock_mhz"),
+    (ts._set("hot", *_r2(0, "timing", "l2")), "configs[0].results[0].timing.l2"),
+    (ts._set(-1.0, *_r2(0, "timing", "stddev_ms")), "configs[0].results[0].timing.stddev_ms"),
+    (ts._set(-2, *_r2(0, "timing", "sm_clock_mhz", "before")),
+     "configs[0].results[0].timing.sm_clock_mhz.before"),
+    (ts._del(*_r2(0, "model", "flops_nonmatrix")), "configs[0].results[0].model.flops_nonmatrix"),
+    (ts._del(*_r2(0, "model", "bytes_asymptotic")), "configs[0].results[0].model.bytes_asymptotic"),
+    (ts._set(-1.0, *_r2(0, "model", "terms", 0, "bytes")),
+     "configs[0].results[0].model.terms[0].bytes"),
+    (ts._del(*_r2(0, "derived", "effective_gbps")), "configs[0].results[0].derived.effective_gbps"),
+    (ts._set("x", *_r2(0, "derived", "bound")), "configs[0].results[0].derived.bound"),
+    (ts._set("weird", *_r2(0, "block_order")), "configs[0].results[0].block_order"),
+    (ts._set(1.0, "configs", 0, "seed"), "configs[0].seed"),
+    (ts._del("device", "uuid"), "device.uuid"),
+    (ts._set(-2, "device", "sm_clock_max_mhz"), "device.sm_clock_max_mhz"),
+    (ts._set(1.0e3, "device", "index"), "device.index"),
+    (ts._del("settings", "l2"), "settings.l2"),
+    (ts._set("hot", "settings", "l2"), "settings.l2"),
+    (ts._set(-1, "settings", "warmup"), "settings.warmup"),
+    (ts._set("odd", "settings", "inputs"), "settings.inputs"),
+    (ts._del("ceilings", "source"), "ceilings.source"),
+    (ts._set(-1.0, "ceilings", "dram_bytes_per_s"), "ceilings.dram_bytes_per_s"),
+    (ts._set(-1.0, "ceilings", "tensor_flops_per_s", "bf16"), "ceilings.tensor_flops_per_s.bf16"),
+    (ts._set([], "gate_calibration"), "gate_calibration"),
+    (ts._set("fa-bench-gate-calibration/2", "gate_calibration", "schema"),
+     "gate_calibration.schema"),
+    (ts._del("gate_calibration", "rows"), "gate_calibration.rows"),
+    (ts._set("", "gate_calibration", "rows", 0, "row"), "gate_calibration.rows[0].row"),
+    (ts._set({"speed": 0.1}, "gate_calibration", "rows", 0, "tolerances"),
+     "gate_calibration.rows[0].tolerances.speed"),
+    (ts._set({"time": 10.0}, "gate_calibration", "rows", 0, "tolerances"),
+     "gate_calibration.rows[0].tolerances.time"),
+    (ts._set({"time": -0.1}, "gate_calibration", "rows", 0, "observed"),
+     "gate_calibration.rows[0].observed.time"),
+    (_calibration_duplicate_row, "gate_calibration.rows[1].row"),
+]
+
+BAD = ([(ts.good_doc, m, k, False) for m, k in ts.CASES]
+       + [(ts.good_doc, m, k, i == 2)  # IMPOSSIBLE[2] writes 1e999
+          for i, (m, k, _) in enumerate(ts.IMPOSSIBLE)]
+       + [(good_doc_v2, m, k, False) for m, k in V2_BAD])
+
+
+@pytest.mark.parametrize("make,mutate,key,inf", BAD, ids=[f"{i}:{b[2]}" for i, b in enumerate(BAD)])
+def test_both_refuse_at_the_same_key(tmp_path, make, mutate, key, inf):
+    doc = make()
+    mutate(doc)
+    text = json.dumps(doc, indent=1)
+    if inf:
+        text = text.replace("777777.5", "1e999")  # parses to inf: valid JSON, not a number here
+    hand, problems = both(text, tmp_path)
+    assert hand is not None, f"hand validator accepted a document broken at {key}"
+    assert problems, f"JSON Schema accepted a document broken at {key} (hand: {hand})"
+    assert hand.startswith(key), (hand, key)
+    # The schema names the same key, or one above or below it (an anyOf names its object), or a
+    # sibling for a rule between two keys (placement: bound "l2" needs intensity_l2).
+    paths = [p or "document" for p, _ in problems]
+    parent = hand.rsplit(".", 1)[0]
+    assert any(p.startswith(hand) or hand.startswith(p) or p.rsplit(".", 1)[0] == parent
+               for p in paths), (hand, problems)
+
+
+def test_integers_are_integers_and_numbers_finite(tmp_path):
+    """What plain JSON Schema would let through and the readers refuse: 64.0 for an integer."""
+    doc = ts.good_doc()
+    doc["configs"][0]["d"] = 64.0
+    hand, problems = both(json.dumps(doc), tmp_path)
+    assert hand == "configs[0].d" and [p for p, _ in problems] == ["configs[0].d"]
+
+
+# -- the files: committed, C++ writer, Python writer -------------------------------------------
+
+BROKEN = ts.BROKEN_FIXTURES
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in DATA.glob("*.json") if p.name not in BROKEN))
+def test_committed_file_validates(name):
+    assert json_schema.check_file(DATA / name) == []
+
+
+@pytest.mark.parametrize("name,rule", [
+    ("gate-truncated.json", "invalid JSON"),
+    ("gate-schema-unknown.json", "schema: 'fa-bench/99' is not one of"),
+    ("gate-duplicate-row.json", "configs[0].results[4].variant: row 'fa2' appears twice"),
+    ("gate-negative-sample.json", "timing.samples_ms[5]: -2.129"),
+])
+def test_broken_fixtures_fail_the_schema(name, rule):
+    assert name in BROKEN
+    lines = json_schema.check_file(DATA / name)
+    assert lines and any(rule in line for line in lines), lines
+    assert set(BROKEN) == {"gate-truncated.json", "gate-schema-unknown.json",
+                           "gate-duplicate-row.json", "gate-negative-sample.json"}
+
+
+def test_python_writer_output_validates(tmp_path):
+    for name, make in (("v1.json", ts.good_doc), ("v2.json", good_doc_v2)):
+        write_results(make(), tmp_path / name)
+        assert json_schema.check_file(tmp_path / name) == []
+    out = tmp_path / "fixture.json"
+    subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "make_python_fixture.py"), str(out)],
+                   check=True, cwd=tmp_path)
+    assert json_schema.check_file(out) == []
+
+
+def build_binary(name: str) -> Path | None:
+    env = os.environ.get("FA_BENCH_BIN")
+    folder = Path(env).parent if env else REPO_ROOT / "build" / "bin"
+    path = folder / name
+    return path if path.is_file() and os.access(path, os.X_OK) else None
+
+
+def require_binary(name: str) -> Path:
+    binary = build_binary(name)
+    if binary is None:
+        if os.environ.get("FA_BENCH_BIN"):  # CI (scripts/test.sh) builds it: missing is a failure
+            pytest.fail(f"{name} not next to $FA_BENCH_BIN")
+        pytest.skip(f"{name} not built (looked next to $FA_BENCH_BIN, then build/bin)")
+    return binary
+
+
+def test_cpp_model_only_output_validates(tmp_path):
+    """The C++ writer without a GPU: every variant, both masks, two head dims."""
+    out = tmp_path / "model-only.json"
+    run = subprocess.run([str(require_binary("fa-bench")), "--model-only", "--N", "128,1000",
+                          "--d", "64,128", "--causal", "both", "--variants", "all",
+                          "--json", str(out)], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr
+    doc = read_document(out)
+    assert doc["schema"] in schema.UNDERSTOOD_VERSIONS
+    assert json_schema.check_file(out) == []
+
+
+def test_cpp_full_record_validates(tmp_path):
+    """The C++ writer with every key it emits (tests/test_result_json.cpp dumps the record)."""
+    out = tmp_path / "full-record.json"
+    run = subprocess.run([str(require_binary("fa_tests_cpu")),
+                          "--gtest_filter=ResultJson.FullRecordReadsBackAndDumps"],
+                         capture_output=True, text=True, timeout=120,
+                         env={**os.environ, "FA_RESULT_DUMP": str(out)})
+    assert run.returncode == 0, run.stdout[-2000:]
+    doc = read_document(out)
+    row = doc["configs"][0]["results"][0]
+    for key in ("placement", "counters", "measured"):
+        assert row[key] is not None, key
+    for key in ("worst_row_ratio", "worst_head", "worst_row", "lse_worst_row_ratio",
+                "relative_rmse", "baseline_relative_rmse", "inputs_unchanged"):
+        assert key in row["verification"], key
+    assert "onchip_budget_bytes" in row["model"] and "best_peer" in row["derived"]
+    assert json_schema.check_file(out) == []
+    validate(doc)  # and the hand validator agrees
+
+
+# -- scripts/validate_results.py ---------------------------------------------------------------
+
+
+def run_script(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(REPO_ROOT / "scripts" / "validate_results.py"), *args],
+                          capture_output=True, text=True)
+
+
+def test_script_exit_codes(tmp_path):
+    good = tmp_path / "good.json"
+    write_results(good_doc_v2(), good)
+    run = run_script(str(good), str(DATA / "h200-sweep-2026-11-21.json"))
+    assert run.returncode == 0 and run.stderr == "", run.stderr
+    assert "2 of 2 files valid" in run.stdout
+    bad = tmp_path / "bad.json"
+    doc = good_doc_v2()
+    doc["configs"][0]["results"][0]["direction"] = "up"
+    bad.write_text(json.dumps(doc))
+    run = run_script(str(good), str(bad), str(tmp_path / "absent.json"))
+    assert run.returncode == 1
+    lines = run.stderr.splitlines()
+    assert lines[0].startswith(f"{bad}: configs[0].results[0].direction: 'up' is not one of")
+    assert lines[1].startswith(f"{tmp_path / 'absent.json'}: cannot read")
+    assert len(lines) == 2 and "1 of 3 files valid" in run.stdout
+    assert run_script().returncode == 2
