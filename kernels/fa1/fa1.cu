@@ -21,7 +21,9 @@
 #include <string>
 
 #include "kernels/common/fault.cuh"
+#include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/fa1/fa1.hpp"
 
 namespace fa {
@@ -103,43 +105,19 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
 
       const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
       const std::int64_t rows[2] = {row_a, row_b};
-      const int shift = FAULTS ? p.fault.mask_shift : 0;
-      const bool dropped = FAULTS && j == p.fault.drop_kv_block;
-      const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = s[n][e] * p.scale_log2;
-          if (needs_mask) {
-            const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
-            if (key >= N || (CAUSAL && key > rows[e >> 1] + shift) || dropped) x = -INFINITY;
-          }
-          s[n][e] = x;
-        }
-      }
+      const KeyMask<CAUSAL, BC, FAULTS> mask{
+          k0, N, row_a, row_b, p.fault.mask_shift, j == p.fault.drop_kv_block};
+      const bool needs_mask =  // written out here: see scale_and_mask
+          mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
+      scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
 
-      // Block statistics m~, l~ and P~ = exp(S - m~).
+      // Block statistics m~, l~ and P~ = exp(S - m~) (online_softmax.cuh's pieces, block-local).
       float m_blk[2], l_blk[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        float mx = -INFINITY;
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float base = (mx == -INFINITY) ? 0.0f : mx;  // a row with no key in this block
-        float sum = 0.0f;
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n) {
-          s[n][2 * r] = exp2f(s[n][2 * r] - base);
-          s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
-          sum += s[n][2 * r] + s[n][2 * r + 1];
-        }
-        sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-        sum += __shfl_xor_sync(0xffffffffu, sum, 2);
-        m_blk[r] = mx;
-        l_blk[r] = sum;
+        m_blk[r] = row_max(s, r, -INFINITY);
+        // exp_base: a row with no key in this block subtracts 0.
+        l_blk[r] = quad_sum(exp2_row(s, r, exp_base(m_blk[r])));
       }
 
       float pv[kDTiles][4];
@@ -215,35 +193,20 @@ std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
               state + rows * D + rows,
               b.lse,
               s.N,
-              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              softmax_scale_log2(s, fault),
               fault};
   kernel<<<static_cast<unsigned>(s.heads_total()), kThreads, kSmem, stream>>>(p);
-  if (auto e = cudaGetLastError(); e != cudaSuccess) {
-    return std::string("fa1 launch: ") + cudaGetErrorString(e);
-  }
-  return "";
+  return launch_status("fa1");
 }
 
-template <int D, int BR, int BC, bool FAULTS = false>
-std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
-                     const FaultInjection& f = {}) {
-  if (s.dtype == DType::bf16) {
-    return s.causal ? launch_fa1<D, BR, BC, true, __nv_bfloat16, FAULTS>(s, b, stream, f)
-                    : launch_fa1<D, BR, BC, false, __nv_bfloat16, FAULTS>(s, b, stream, f);
-  }
-  return s.causal ? launch_fa1<D, BR, BC, true, __half, FAULTS>(s, b, stream, f)
-                  : launch_fa1<D, BR, BC, false, __half, FAULTS>(s, b, stream, f);
-}
-
-// FA1's state traffic falls with Bc (the state crosses HBM N/Bc times) and does not depend on Br:
-// the Bc=128 shapes are the knob that shows it.
-#define FA1_TILE_LIST(X) \
-  X(64, 128, 64)         \
-  X(64, 64, 64)          \
-  X(64, 128, 128)        \
-  X(128, 128, 64)        \
-  X(128, 64, 64)         \
-  X(128, 128, 128)
+// The compiled tile shapes; the first of each head dim is the default. FA1's state traffic falls
+// with Bc (the state crosses HBM N/Bc times) and does not depend on Br: the Bc=128 shapes are the
+// knob that shows it.
+using Fa1Tiles =
+    TileList<TileShape<64, 128, 64>, TileShape<64, 64, 64>, TileShape<64, 128, 128>,
+             TileShape<128, 128, 64>, TileShape<128, 64, 64>, TileShape<128, 128, 128>>;
+// Faults are compiled into the default tiles only (the tests' shapes).
+using Fa1FaultTiles = TileList<TileShape<64, 128, 64>, TileShape<128, 128, 64>>;
 
 class Fa1Launcher final : public Launcher {
  public:
@@ -257,34 +220,32 @@ class Fa1Launcher final : public Launcher {
                   cudaStream_t stream) override {
     if (b.workspace_bytes < workspace_bytes(s, t)) return "fa1: workspace too small";
     if (fault_.any()) {
-      // Faults are compiled into the default tiles only (the tests' shapes).
-      if (s.d == 64 && t == Tiles{128, 64})
-        return dispatch<64, 128, 64, true>(s, b, stream, fault_);
-      if (s.d == 128 && t == Tiles{128, 64})
-        return dispatch<128, 128, 64, true>(s, b, stream, fault_);
-      return "fa1: fault injection is compiled for the default tiles only";
+      if (!Fa1FaultTiles::contains(s.d, t))
+        return "fa1: fault injection is compiled for the default tiles only";
+      return launch<true>(Fa1FaultTiles{}, s, t, b, stream);
     }
-#define FA1_DISPATCH(D, BR, BC) \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) return dispatch<D, BR, BC>(s, b, stream);
-    FA1_TILE_LIST(FA1_DISPATCH)
-#undef FA1_DISPATCH
-    return "fa1: no kernel compiled for d=" + std::to_string(s.d) + " tiles " +
-           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
+    return launch<false>(Fa1Tiles{}, s, t, b, stream);
   }
 
  private:
+  // Tile list -> (tiles, causal, dtype) instantiation -> launch.
+  template <bool FAULTS, typename List>
+  std::string launch(List, const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                     cudaStream_t stream) const {
+    return dispatch_tiles<List>("fa1", s, t, [&](auto shape, auto causal, auto type) {
+      using S = decltype(shape);
+      return launch_fa1<S::D, S::BR, S::BC, decltype(causal)::value, typename decltype(type)::type,
+                        FAULTS>(s, b, stream, fault_);
+    });
+  }
+
   FaultInjection fault_;
 };
 
 }  // namespace
 
 std::vector<Tiles> fa1_tile_options(int d) {
-  std::vector<Tiles> out;
-#define FA1_OPTION(D, BR, BC) \
-  if (d == D) out.push_back({BR, BC});
-  FA1_TILE_LIST(FA1_OPTION)
-#undef FA1_OPTION
-  return out;
+  return Fa1Tiles::options(d);
 }
 
 std::unique_ptr<Launcher> make_fa1_launcher(const LaunchOptions& o) {

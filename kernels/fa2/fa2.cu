@@ -21,7 +21,9 @@
 #include <string>
 
 #include "kernels/common/fault.cuh"
+#include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/fa2/fa2.hpp"
 
 namespace fa {
@@ -100,8 +102,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   float o[kDTiles][4];
 #pragma unroll
   for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY};  // rows g and g+8, log2 domain
-  float l_run[2] = {0.0f, 0.0f};            // this thread's partial row sums
+  OnlineSoftmax<> softmax;  // m (log2 domain) and this thread's partial l, rows g and g+8
   const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
 
   for (int j = 0; j < num_kv; ++j) {
@@ -121,53 +122,13 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
     float s[kNTiles][4];
     warp_qkt<D, BC>(s, qf, sK + buf * BC * D, lane);
 
-    const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    const int shift = FAULTS ? p.fault.mask_shift : 0;
-    const bool dropped = FAULTS && j == p.fault.drop_kv_block;
-    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * p.scale_log2;
-        if (needs_mask) {
-          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
-          const std::int64_t row = (e < 2) ? row_a : row_b;
-          if (key >= N || (CAUSAL && key > row + shift) || dropped) x = -INFINITY;
-        }
-        s[n][e] = x;
-      }
-    }
-
-    // Online softmax: new row max, rescale factor for what was accumulated so far.
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_run[r];
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      // A row with every key masked so far keeps m = -inf; subtract 0 so exp2 gives 0, not NaN.
-      const float base = (mx == -INFINITY) ? 0.0f : mx;
-      alpha[r] = exp2f(m_run[r] - base);
-      m_run[r] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        s[n][2 * r] = exp2f(s[n][2 * r] - base);
-        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
-        sum += s[n][2 * r] + s[n][2 * r + 1];
-      }
-      l_run[r] = l_run[r] * alpha[r] + sum;
-    }
-#pragma unroll
-    for (int i = 0; i < kDTiles; ++i) {
-      o[i][0] *= alpha[0];
-      o[i][1] *= alpha[0];
-      o[i][2] *= alpha[1];
-      o[i][3] *= alpha[1];
-    }
+    const KeyMask<CAUSAL, BC, FAULTS> mask{
+        static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
+        j == p.fault.drop_kv_block};
+    const bool needs_mask =  // written out here: see scale_and_mask
+        mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
+    scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
+    softmax.update(s, o);  // s becomes P; m, l move on; O rescaled
 
     warp_pv<D, BC>(o, s, sV + buf * BC * D, lane);
     // The next iteration's prefetch overwrites the buffer read here.
@@ -176,33 +137,9 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
 
   // Epilogue: finish the row sums across the 4 threads of each row, apply the deferred 1/l.
   float inv_l[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    l_run[r] = l;
-    inv_l[r] = 1.0f / l;
-  }
-  T* Oh = static_cast<T*>(p.o) + head_offset;
-#pragma unroll
-  for (int i = 0; i < kDTiles; ++i) {
-    const int col = i * 8 + 2 * t;
-    if (row_a < N) {
-      *reinterpret_cast<std::uint32_t*>(Oh + row_a * D + col) =
-          pack2<T>(o[i][0] * inv_l[0], o[i][1] * inv_l[0]);
-    }
-    if (row_b < N) {
-      *reinterpret_cast<std::uint32_t*>(Oh + row_b * D + col) =
-          pack2<T>(o[i][2] * inv_l[1], o[i][3] * inv_l[1]);
-    }
-  }
-  if (t == 0) {
-    constexpr float kLn2 = 0.6931471805599453f;
-    float* lse_h = p.lse + bh * N;
-    if (row_a < N) lse_h[row_a] = (m_run[0] + log2f(l_run[0])) * kLn2;
-    if (row_b < N) lse_h[row_b] = (m_run[1] + log2f(l_run[1])) * kLn2;
-  }
+  softmax.finish(1.0f, inv_l);
+  softmax.store<T, D>(static_cast<T*>(p.o) + head_offset, p.lse + bh * N, o, inv_l, row_a, row_b, N,
+                      t);
 #ifdef FA_TEST_FA2_SLOWDOWN  // each block holds its SM slot 5% longer: a ~5% slower kernel
   if (threadIdx.x == 0) {
     const long long until = clock64() + (clock64() - test_t0) / 20;
@@ -237,7 +174,7 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
               b.o,
               b.lse,
               s.N,
-              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              softmax_scale_log2(s, fault),
               static_cast<int>(q_blocks),
               heads_fastest ? 1 : 0,
               fault};
@@ -245,31 +182,14 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
       heads_fastest ? dim3(static_cast<unsigned>(s.heads_total()), static_cast<unsigned>(q_blocks))
                     : dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total()));
   kernel<<<grid, kThreads, kSmem, stream>>>(p);
-  if (auto e = cudaGetLastError(); e != cudaSuccess) {
-    return std::string("fa2 launch: ") + cudaGetErrorString(e);
-  }
-  return "";
-}
-
-template <int D, int BR, int BC, bool FAULTS = false>
-std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, bool hf,
-                     const FaultInjection& f = {}) {
-  if (s.dtype == DType::bf16) {
-    return s.causal ? launch_fa2<D, BR, BC, true, __nv_bfloat16, FAULTS>(s, b, stream, hf, f)
-                    : launch_fa2<D, BR, BC, false, __nv_bfloat16, FAULTS>(s, b, stream, hf, f);
-  }
-  return s.causal ? launch_fa2<D, BR, BC, true, __half, FAULTS>(s, b, stream, hf, f)
-                  : launch_fa2<D, BR, BC, false, __half, FAULTS>(s, b, stream, hf, f);
+  return launch_status("fa2");
 }
 
 // The compiled tile shapes; the first of each head dim is the default (fastest measured).
-#define FA2_TILE_LIST(X) \
-  X(64, 128, 64)         \
-  X(64, 128, 128)        \
-  X(64, 64, 64)          \
-  X(128, 128, 64)        \
-  X(128, 64, 64)         \
-  X(128, 128, 32)
+using Fa2Tiles = TileList<TileShape<64, 128, 64>, TileShape<64, 128, 128>, TileShape<64, 64, 64>,
+                          TileShape<128, 128, 64>, TileShape<128, 64, 64>, TileShape<128, 128, 32>>;
+// Faults are compiled into the default tiles only (the tests' shapes).
+using Fa2FaultTiles = TileList<TileShape<64, 128, 64>, TileShape<128, 128, 64>>;
 
 class Fa2Launcher final : public Launcher {
  public:
@@ -278,23 +198,25 @@ class Fa2Launcher final : public Launcher {
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
     if (fault_.any()) {
-      // Faults are compiled into the default tiles only (the tests' shapes).
-      if (s.d == 64 && t == Tiles{128, 64})
-        return dispatch<64, 128, 64, true>(s, b, stream, heads_fastest_, fault_);
-      if (s.d == 128 && t == Tiles{128, 64})
-        return dispatch<128, 128, 64, true>(s, b, stream, heads_fastest_, fault_);
-      return "fa2: fault injection is compiled for the default tiles only";
+      if (!Fa2FaultTiles::contains(s.d, t))
+        return "fa2: fault injection is compiled for the default tiles only";
+      return launch<true>(Fa2FaultTiles{}, s, t, b, stream);
     }
-#define FA2_DISPATCH(D, BR, BC)                        \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) \
-    return dispatch<D, BR, BC>(s, b, stream, heads_fastest_);
-    FA2_TILE_LIST(FA2_DISPATCH)
-#undef FA2_DISPATCH
-    return "fa2: no kernel compiled for d=" + std::to_string(s.d) + " tiles " +
-           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
+    return launch<false>(Fa2Tiles{}, s, t, b, stream);
   }
 
  private:
+  // Tile list -> (tiles, causal, dtype) instantiation -> launch.
+  template <bool FAULTS, typename List>
+  std::string launch(List, const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                     cudaStream_t stream) const {
+    return dispatch_tiles<List>("fa2", s, t, [&](auto shape, auto causal, auto type) {
+      using S = decltype(shape);
+      return launch_fa2<S::D, S::BR, S::BC, decltype(causal)::value, typename decltype(type)::type,
+                        FAULTS>(s, b, stream, heads_fastest_, fault_);
+    });
+  }
+
   bool heads_fastest_;
   FaultInjection fault_;
 };
@@ -302,11 +224,7 @@ class Fa2Launcher final : public Launcher {
 }  // namespace
 
 std::vector<Tiles> fa2_tile_options(int d) {
-  std::vector<Tiles> out;
-#define FA2_OPTION(D, BR, BC) \
-  if (d == D) out.push_back({BR, BC});
-  FA2_TILE_LIST(FA2_OPTION)
-#undef FA2_OPTION
+  std::vector<Tiles> out = Fa2Tiles::options(d);
 #ifdef FA_TEST_FA2_SMALL_TILE  // test builds only (scripts/gate_h200.sh): last tile = default
   if (!out.empty()) std::rotate(out.begin(), out.end() - 1, out.end());
 #endif

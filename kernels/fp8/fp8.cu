@@ -29,7 +29,9 @@
 #include <string>
 
 #include "kernels/common/fault.cuh"
+#include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/online_softmax.cuh"
 #include "kernels/fp8/fp8.hpp"
 
 namespace fa {
@@ -290,7 +292,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
   float o[kDTiles][4];
 #pragma unroll
   for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  float m_run[2] = {-INFINITY, -INFINITY}, l_run[2] = {0.0f, 0.0f};
+  OnlineSoftmax<> softmax;  // m (log2 domain) and this thread's partial l, rows g and g+8
   const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
 
   for (int j = 0; j < num_kv; ++j) {
@@ -325,50 +327,13 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
       }
     }
 
-    const std::int64_t k0 = static_cast<std::int64_t>(j) * BC;
-    const int shift = FAULTS ? p.fault.mask_shift : 0;
-    const bool dropped = FAULTS && j == p.fault.drop_kv_block;
-    const bool needs_mask = (k0 + BC > N) || (CAUSAL && k0 + BC - 1 > q0 + shift) || dropped;
-#pragma unroll
-    for (int n = 0; n < kNTiles; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * qk_factor;
-        if (needs_mask) {
-          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
-          const std::int64_t row = (e < 2) ? row_a : row_b;
-          if (key >= N || (CAUSAL && key > row + shift) || dropped) x = -INFINITY;
-        }
-        s[n][e] = x;
-      }
-    }
-    float alpha[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      float mx = m_run[r];
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) mx = fmaxf(mx, fmaxf(s[n][2 * r], s[n][2 * r + 1]));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-      const float base = (mx == -INFINITY) ? 0.0f : mx;
-      alpha[r] = exp2f(m_run[r] - base);
-      m_run[r] = mx;
-      float sum = 0.0f;
-#pragma unroll
-      for (int n = 0; n < kNTiles; ++n) {
-        s[n][2 * r] = exp2f(s[n][2 * r] - base);
-        s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
-        sum += s[n][2 * r] + s[n][2 * r + 1];
-      }
-      l_run[r] = l_run[r] * alpha[r] + sum;
-    }
-#pragma unroll
-    for (int i = 0; i < kDTiles; ++i) {
-      o[i][0] *= alpha[0];
-      o[i][1] *= alpha[0];
-      o[i][2] *= alpha[1];
-      o[i][3] *= alpha[1];
-    }
+    const KeyMask<CAUSAL, BC, FAULTS> mask{
+        static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
+        j == p.fault.drop_kv_block};
+    const bool needs_mask =  // written out here: see scale_and_mask
+        mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
+    scale_and_mask(s, qk_factor, mask, needs_mask, t);
+    softmax.update(s, o);  // s becomes P; m, l move on; O rescaled
 
     // O += P8 V8, 32 keys per step; P8's A fragment is read straight off the S accumulators
     // in the permuted key order that V8 was stored in.
@@ -397,33 +362,8 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
   }
 
   float inv[2];
-#pragma unroll
-  for (int r = 0; r < 2; ++r) {
-    float l = l_run[r];
-    l += __shfl_xor_sync(0xffffffffu, l, 1);
-    l += __shfl_xor_sync(0xffffffffu, l, 2);
-    l_run[r] = l;
-    inv[r] = descale_v / kPScale / l;
-  }
-  __nv_bfloat16* Oh = p.o + bh * N * D;
-#pragma unroll
-  for (int i = 0; i < kDTiles; ++i) {
-    const int col = i * 8 + 2 * t;
-    if (row_a < N) {
-      *reinterpret_cast<std::uint32_t*>(Oh + row_a * D + col) =
-          pack2<__nv_bfloat16>(o[i][0] * inv[0], o[i][1] * inv[0]);
-    }
-    if (row_b < N) {
-      *reinterpret_cast<std::uint32_t*>(Oh + row_b * D + col) =
-          pack2<__nv_bfloat16>(o[i][2] * inv[1], o[i][3] * inv[1]);
-    }
-  }
-  if (t == 0) {
-    constexpr float kLn2 = 0.6931471805599453f;
-    float* lse_h = p.lse + bh * N;
-    if (row_a < N) lse_h[row_a] = (m_run[0] + log2f(l_run[0])) * kLn2;
-    if (row_b < N) lse_h[row_b] = (m_run[1] + log2f(l_run[1])) * kLn2;
-  }
+  softmax.finish(descale_v / kPScale, inv);
+  softmax.store<__nv_bfloat16, D>(p.o + bh * N * D, p.lse + bh * N, o, inv, row_a, row_b, N, t);
 }
 
 // ---- launcher ----------------------------------------------------------------------------
@@ -462,19 +402,16 @@ std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuf
               s.N,
               padded(s.N),
               s.heads_total(),
-              static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier()),
+              softmax_scale_log2(s, fault),
               static_cast<int>(q_blocks),
               fault};
   kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(s.heads_total())), kThreads,
            kSmem, stream>>>(p);
-  if (auto e = cudaGetLastError(); e != cudaSuccess)
-    return std::string("fp8 launch: ") + cudaGetErrorString(e);
-  return "";
+  return launch_status("fp8");
 }
 
-#define FP8_TILE_LIST(X) \
-  X(64, 128, 128)        \
-  X(128, 128, 128)
+// The compiled tile shapes (one per head dim). Faults use the same list (FAULTS instantiations).
+using Fp8Tiles = TileList<TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
 
 class Fp8Launcher final : public Launcher {
  public:
@@ -512,18 +449,14 @@ class Fp8Launcher final : public Launcher {
                                cudaStream_t stream, const FaultInjection& f) {
     const Workspace w = carve(s, b.workspace);
     // Faults go to a separate instantiation (FAULTS), so the measured kernels are untouched.
-#define FP8_DISPATCH(D, BR, BC)                                                       \
-  if (s.d == D && t.block_q == BR && t.block_kv == BC) {                              \
-    if (f.any()) {                                                                    \
-      return s.causal ? launch_attention<D, BR, BC, true, true>(s, w, b, stream, f)   \
-                      : launch_attention<D, BR, BC, false, true>(s, w, b, stream, f); \
-    }                                                                                 \
-    return s.causal ? launch_attention<D, BR, BC, true, false>(s, w, b, stream, f)    \
-                    : launch_attention<D, BR, BC, false, false>(s, w, b, stream, f);  \
-  }
-    FP8_TILE_LIST(FP8_DISPATCH)
-#undef FP8_DISPATCH
-    return "fp8: no kernel compiled for d=" + std::to_string(s.d);
+    return Fp8Tiles::dispatch("fp8", s.d, t, [&](auto shape) {
+      using S = decltype(shape);
+      return with_causal(s.causal, [&](auto causal) {
+        constexpr bool kCausal = decltype(causal)::value;
+        return f.any() ? launch_attention<S::D, S::BR, S::BC, kCausal, true>(s, w, b, stream, f)
+                       : launch_attention<S::D, S::BR, S::BC, kCausal, false>(s, w, b, stream, f);
+      });
+    });
   }
 
   static std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
@@ -564,12 +497,7 @@ class Fp8Launcher final : public Launcher {
 }  // namespace
 
 std::vector<Tiles> fp8_tile_options(int d) {
-  std::vector<Tiles> out;
-#define FP8_OPTION(D, BR, BC) \
-  if (d == D) out.push_back({BR, BC});
-  FP8_TILE_LIST(FP8_OPTION)
-#undef FP8_OPTION
-  return out;
+  return Fp8Tiles::options(d);
 }
 
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o) {

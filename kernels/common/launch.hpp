@@ -1,0 +1,108 @@
+// Host-side pieces every tiled kernel's launcher (fa1, fa2, fp8) repeats: the list of compiled
+// tile shapes and the dispatch from run-time values (head dim, tiles, causal, dtype) to a
+// template instantiation, the softmax scale with the fault hooks folded in, the launch check.
+//
+//   using Fa2Tiles = TileList<TileShape<64, 128, 64>, TileShape<64, 128, 128>, ...>;  // default
+//   first Fa2Tiles::options(d)                      -> the tiles compiled for head dim d, in list
+//   order Fa2Tiles::dispatch("fa2", s.d, t, [&](auto shape) { ... decltype(shape)::D ... })
+//                                             -> the lambda's string, or "fa2: no kernel compiled
+//                                             ..."
+//   with_causal(s.causal, [&](auto causal) { ... decltype(causal)::value ... })
+//   with_dtype(s.dtype, [&](auto type) { using T = typename decltype(type)::type; ... })
+//   dispatch_tiles<Fa2Tiles>("fa2", s, t, [&](auto shape, auto causal, auto type) { ... })
+//                                             -> the three above in one
+//
+// Only the shapes named in a list are instantiated, so a separate list (e.g. the default tiles
+// only) keeps the FAULTS instantiations of the verification tests few.
+#pragma once
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <string>
+#include <type_traits>
+#include <vector>
+
+#include "kernels/common/fault.hpp"
+#include "kernels/problem.hpp"
+#include "kernels/registry.hpp"
+
+namespace fa {
+
+template <int D_, int BR_, int BC_>
+struct TileShape {
+  static constexpr int D = D_;    // head dim
+  static constexpr int BR = BR_;  // query rows per thread block
+  static constexpr int BC = BC_;  // keys per inner step
+};
+
+template <typename... Shapes>
+struct TileList {
+  // The tiles compiled for head dim d, in list order (the first is the default).
+  static std::vector<Tiles> options(int d) {
+    std::vector<Tiles> out;
+    ((d == Shapes::D ? out.push_back(Tiles{Shapes::BR, Shapes::BC}) : void()), ...);
+    return out;
+  }
+  static bool contains(int d, const Tiles& t) {
+    return ((d == Shapes::D && t == Tiles{Shapes::BR, Shapes::BC}) || ...);
+  }
+  // Calls f(Shape{}) for the listed shape matching (d, t) and returns its result; a one-line
+  // reason when none matches.
+  template <typename F>
+  static std::string dispatch(const char* variant, int d, const Tiles& t, F&& f) {
+    std::string out;
+    const bool found =
+        ((d == Shapes::D && t == Tiles{Shapes::BR, Shapes::BC} ? (out = f(Shapes{}), true)
+                                                               : false) ||
+         ...);
+    if (found) return out;
+    return std::string(variant) + ": no kernel compiled for d=" + std::to_string(d) + " tiles " +
+           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
+  }
+};
+
+// f(std::true_type{}) or f(std::false_type{}): a run-time flag as a template argument.
+template <typename F>
+std::string with_causal(bool causal, F&& f) {
+  return causal ? f(std::true_type{}) : f(std::false_type{});
+}
+
+template <typename T>
+struct TypeTag {
+  using type = T;
+};
+
+// f(TypeTag<__nv_bfloat16>{}) or f(TypeTag<__half>{}) for the 16-bit input types.
+template <typename F>
+std::string with_dtype(DType dtype, F&& f) {
+  return dtype == DType::bf16 ? f(TypeTag<__nv_bfloat16>{}) : f(TypeTag<__half>{});
+}
+
+// f(shape, causal, type) for the listed tile shape matching (s.d, t), with s.causal and s.dtype
+// (16-bit inputs) as template arguments: the whole run-time -> instantiation step of fa1 and fa2.
+template <typename List, typename F>
+std::string dispatch_tiles(const char* variant, const Shape& s, const Tiles& t, F&& f) {
+  return List::dispatch(variant, s.d, t, [&](auto shape) {
+    return with_causal(s.causal, [&](auto causal) {
+      return with_dtype(s.dtype, [&](auto type) { return f(shape, causal, type); });
+    });
+  });
+}
+
+// The softmax scale times log2(e) (the kernels take exponentials as exp2), with the fault hooks
+// scale_factor and natural_exp applied (kernels/common/fault.hpp).
+inline float softmax_scale_log2(const Shape& s, const FaultInjection& fault) {
+  return static_cast<float>(s.scale() * 1.4426950408889634 * fault.scale_multiplier());
+}
+
+// "" after a good launch, else "<variant> launch: <CUDA error>".
+inline std::string launch_status(const char* variant) {
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
+    return std::string(variant) + " launch: " + cudaGetErrorString(e);
+  }
+  return "";
+}
+
+}  // namespace fa
