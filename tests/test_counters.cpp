@@ -145,16 +145,16 @@ TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
 TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
   // The path a machine without profiling rights takes; forced, since no CI machine has a GPU
   // whose counters are locked. Same classification and message as CUPTI's real error.
-  setenv("FA_BENCH_FORCE_CUPTI_ERROR", "insufficient_privileges", 1);
+  CounterSession::force_error_for_tests(CounterError::no_permission);
   const CounterSession s = CounterSession::create(0, counters::default_metrics());
-  unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
+  CounterSession::force_error_for_tests(CounterError::none);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().kind, CounterError::no_permission);
   EXPECT_NE(s.error().message.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos)
       << s.error().message;
-  setenv("FA_BENCH_FORCE_CUPTI_ERROR", "hardware_busy", 1);
+  CounterSession::force_error_for_tests(CounterError::busy);
   const CounterSession busy = CounterSession::create(0, counters::default_metrics());
-  unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
+  CounterSession::force_error_for_tests(CounterError::none);
   EXPECT_EQ(busy.error().kind, CounterError::busy);
   EXPECT_NE(busy.error().message.find("another profiler"), std::string::npos)
       << busy.error().message;

@@ -314,7 +314,7 @@ std::vector<Tiles> fa2_tile_options(int d) {
 }
 
 std::unique_ptr<Launcher> make_fa2_launcher(const LaunchOptions& o) {
-  return std::make_unique<Fa2Launcher>(o.fa2_heads_interleaved, o.fault);
+  return std::make_unique<Fa2Launcher>(o.is(kOptionBlockOrder, std::string("heads")), o.fault);
 }
 
 }  // namespace fa

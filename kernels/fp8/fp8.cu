@@ -573,7 +573,7 @@ std::vector<Tiles> fp8_tile_options(int d) {
 }
 
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o) {
-  return std::make_unique<Fp8Launcher>(o.fp8_prequantized, o.fault);
+  return std::make_unique<Fp8Launcher>(o.is(kOptionPrequantized, true), o.fault);
 }
 
 }  // namespace fa
