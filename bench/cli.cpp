@@ -306,7 +306,8 @@ void resolve_variants(const RawFlags& f, Options& o) {
           fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
     }
   }
-  if (o.variants.empty()) throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
+  if (o.variants.empty())
+    throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
 }
 
 // Tiles and options: every head dim must plan (bench/plan.cpp) with what was asked.

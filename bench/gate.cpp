@@ -75,8 +75,9 @@ bool RowSelector::selects(const RowSpec& spec) const {
   if (spec.variant != variant) return false;
   if (tiles && !(spec.kernel_config && spec.tiles() == *tiles)) return false;
   for (const auto& want : option_values) {
-    const bool found = std::any_of(spec.options.begin(), spec.options.end(),
-                                   [&](const auto& kv) { return fa::to_string(kv.second) == want; });
+    const bool found = std::any_of(spec.options.begin(), spec.options.end(), [&](const auto& kv) {
+      return fa::to_string(kv.second) == want;
+    });
     if (!found) return false;
   }
   return true;
@@ -104,8 +105,8 @@ bool parse_row_selector(const std::string& text, RowSelector* out) {
   std::size_t at = 0;
   while (at < rest.size()) {  // "~value" ...
     const std::size_t next = rest.find('~', at + 1);
-    const std::string v = rest.substr(at + 1, next == std::string::npos ? std::string::npos
-                                                                        : next - at - 1);
+    const std::string v =
+        rest.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
     if (v.empty()) return false;
     sel.option_values.push_back(v);
     at = next == std::string::npos ? rest.size() : next;
@@ -685,9 +686,9 @@ Key mapped_key(const RunResult& base, const Shape& shape, const std::string& tar
     }
   }
   if (found.size() > 1) {
-    rep->file_problems.push_back(
-        fmt::format("--map-variant: {} names {} baseline rows of {}; name one (e.g. {}@BrxBc~value)",
-                    target, found.size(), config_label(shape), sel.variant));
+    rep->file_problems.push_back(fmt::format(
+        "--map-variant: {} names {} baseline rows of {}; name one (e.g. {}@BrxBc~value)", target,
+        found.size(), config_label(shape), sel.variant));
   }
   if (found.size() == 1) return key_of(shape, *found.front());
   RowSpec none;
@@ -720,8 +721,9 @@ CurrentRows index_current_rows(const RunResult& base, const RunResult& cur, cons
                 fmt::format("{}: two rows map to baseline row {} {} (--map-variant)",
                             rep->current_source, m->second, config_label(c.shape)));
           } else if (mapped_keys.count(k)) {
-            rep->file_notes.push_back(fmt::format("current row {} {} not compared: {} takes its place",
-                                                  label, config_label(c.shape), out.labels[k]));
+            rep->file_notes.push_back(
+                fmt::format("current row {} {} not compared: {} takes its place", label,
+                            config_label(c.shape), out.labels[k]));
             out.shadowed.insert(&v);
           }  // else: a duplicate, reported above
           continue;
@@ -735,7 +737,49 @@ CurrentRows index_current_rows(const RunResult& base, const RunResult& cur, cons
   return out;
 }
 
-// Notes on how a mapped current row differs from the baseline row it is compared with.
+// A row whose kernel configuration alone changed (a variant's default tiles retuned): where a
+// configuration has, on each side, exactly one row of a (variant, direction, options) that found
+// no row of its full spec, the two are the same row, compared with a note on the configuration.
+// Rows that differ in direction or options are never paired.
+void pair_reconfigured_rows(const RunResult& base, const RunResult& cur, CurrentRows* rows) {
+  using Loose = std::tuple<ShapeKey, std::string, Direction, OptionValues>;
+  auto loose = [](const Shape& s, const RowSpec& spec) {
+    return Loose{shape_key(s), spec.variant, spec.direction, spec.options};
+  };
+  std::map<Loose, std::vector<Key>> base_left;
+  for (const auto& bc : base.configs) {
+    for (const auto& bv : bc.results) {
+      const Key k = key_of(bc.shape, bv.spec);
+      if (!rows->rows.count(k)) base_left[loose(bc.shape, bv.spec)].push_back(k);
+    }
+  }
+  std::set<Key> base_keys;
+  for (const auto& bc : base.configs) {
+    for (const auto& bv : bc.results) base_keys.insert(key_of(bc.shape, bv.spec));
+  }
+  std::map<Loose, std::vector<std::pair<const ConfigResult*, const VariantResult*>>> cur_left;
+  for (const auto& c : cur.configs) {
+    for (const auto& v : c.results) {
+      const Key& k = rows->key_of_row.at(&v);
+      // Only rows standing for their own spec (not mapped, not shadowed) that no baseline row has.
+      if (base_keys.count(k) || rows->shadowed.count(&v) || k != key_of(c.shape, v.spec)) continue;
+      cur_left[loose(c.shape, v.spec)].push_back({&c, &v});
+    }
+  }
+  for (const auto& [l, keys] : base_left) {
+    auto it = cur_left.find(l);
+    if (keys.size() != 1 || it == cur_left.end() || it->second.size() != 1) continue;
+    const auto [c, v] = it->second.front();
+    rows->rows.erase(rows->key_of_row[v]);
+    rows->labels.erase(rows->key_of_row[v]);
+    rows->rows[keys.front()] = v;
+    rows->labels[keys.front()] = row_label(*c, *v);
+    rows->key_of_row[v] = keys.front();
+  }
+}
+
+// Notes on how a current row differs from the baseline row it is compared with (mapped, or
+// reconfigured).
 void spec_notes(const RowSpec& b, const RowSpec& c, GateRow* row) {
   const Tiles bt = b.tiles(), ct = c.tiles();
   if (!(bt == ct)) {
@@ -745,12 +789,11 @@ void spec_notes(const RowSpec& b, const RowSpec& c, GateRow* row) {
   const KernelConfig none{};
   const KernelConfig bk = b.kernel_config.value_or(none), ck = c.kernel_config.value_or(none);
   if (bk.stages != ck.stages || bk.warpgroups != ck.warpgroups || bk.cluster != ck.cluster) {
-    row->notes.push_back(
-        fmt::format("kernel config {} -> {}", to_string(bk), to_string(ck)));
+    row->notes.push_back(fmt::format("kernel config {} -> {}", to_string(bk), to_string(ck)));
   }
   if (b.direction != c.direction) {
-    row->notes.push_back(fmt::format("direction {} -> {}", to_string(b.direction),
-                                     to_string(c.direction)));
+    row->notes.push_back(
+        fmt::format("direction {} -> {}", to_string(b.direction), to_string(c.direction)));
   }
   std::set<std::string> names;
   for (const auto& [k, v] : b.options) names.insert(k);
@@ -790,8 +833,8 @@ void compare_counters(const VariantResult& bv, const VariantResult& cv, const Ga
     cc.name = name;
     cc.base = b->second;
     cc.cur = c->second;
-    cc.tolerance = calibrated(o, ckey, name, o.counter_tolerance_given, o.tolerance_for(name),
-                              &cc.calibrated);
+    cc.tolerance =
+        calibrated(o, ckey, name, o.counter_tolerance_given, o.tolerance_for(name), &cc.calibrated);
     if (cc.base > 0) {
       cc.change = cc.cur / cc.base - 1;
       cc.regressed = cc.change > cc.tolerance;
@@ -823,17 +866,17 @@ void compare_measured(const VariantResult& bv, const VariantResult& cv, const Ga
     *error = *hard_error = true;
   }
   if (t.cur.n < o.min_samples) {
-    row->problems.push_back(fmt::format(
-        "{} timing samples in the current run, {} or more needed to decide: rerun with "
-        "--repetitions 100 (under --min-time a slow row gets few samples)",
-        t.cur.n, o.min_samples));
+    row->problems.push_back(
+        fmt::format("{} timing samples in the current run, {} or more needed to decide: rerun with "
+                    "--repetitions 100 (under --min-time a slow row gets few samples)",
+                    t.cur.n, o.min_samples));
     *error = *hard_error = true;
   }
   if (t.clock_flag) {
-    row->notes.push_back(fmt::format(
-        "SM clock differs: {:.0f} MHz (baseline) vs {:.0f} MHz (current), {:+.1f}%; "
-        "judged in cycles as well as time",
-        t.base.clock_mhz, t.cur.clock_mhz, pct(t.clock_diff)));
+    row->notes.push_back(
+        fmt::format("SM clock differs: {:.0f} MHz (baseline) vs {:.0f} MHz (current), {:+.1f}%; "
+                    "judged in cycles as well as time",
+                    t.base.clock_mhz, t.cur.clock_mhz, pct(t.clock_diff)));
   }
   if (t.noisy) {
     row->notes.push_back(fmt::format("spread (IQR/median) {:.1f}% / {:.1f}%: a noisy machine?",
@@ -883,7 +926,8 @@ void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, Curre
                                          to_string(bv.status), bv.reason));
       error = true;
     } else {
-      row.notes.push_back(fmt::format("not compared: the baseline row is {}", to_string(bv.status)));
+      row.notes.push_back(
+          fmt::format("not compared: the baseline row is {}", to_string(bv.status)));
       if (it == cur.rows.end()) return;  // e.g. unsupported on both sides: nothing to say
     }
     return done();
@@ -902,9 +946,10 @@ void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, Curre
     return done();
   }
   if (cv.status == Status::failed || cv.status == Status::error) {
-    row.problems.push_back(fmt::format("the current run's {} {}{}", row.variant,
-                                       cv.status == Status::failed ? "failed verification" : "errored",
-                                       cv.reason.empty() ? "" : " (" + cv.reason + ")"));
+    row.problems.push_back(
+        fmt::format("the current run's {} {}{}", row.variant,
+                    cv.status == Status::failed ? "failed verification" : "errored",
+                    cv.reason.empty() ? "" : " (" + cv.reason + ")"));
     failed = true;
   } else if (cv.status != Status::ok) {
     const std::string msg =
@@ -970,9 +1015,11 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
   const bool counters_on = counters_gated(base, cur, o, &rep);
   if (measured_run(base) && measured_run(cur)) {  // else: reported above
     CurrentRows rows = index_current_rows(base, cur, o, &rep);
+    pair_reconfigured_rows(base, cur, &rows);
     std::map<Key, bool> matched;
     for (const auto& bc : base.configs) {
-      for (const auto& bv : bc.results) compare_baseline_row(bc, bv, rows, matched, o, counters_on, &rep);
+      for (const auto& bv : bc.results)
+        compare_baseline_row(bc, bv, rows, matched, o, counters_on, &rep);
     }
     report_new_rows(cur, rows, matched, counters_on, &rep);
   }

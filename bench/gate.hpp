@@ -65,7 +65,7 @@ struct GateOptions {
   bool allow_device_mismatch = false;
   // --map-variant: current row selector -> baseline row selector (parse_row_selector).
   std::map<std::string, std::string> variant_map;
-  std::optional<Calibration> calibration;          // from the baseline file
+  std::optional<Calibration> calibration;  // from the baseline file
   std::string update_baseline_path, markdown_path, junit_path, github_benchmark_path, bmf_path;
 
   double tolerance_for(const std::string& counter) const {

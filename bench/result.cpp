@@ -2,8 +2,8 @@
 
 #include <array>
 #include <optional>
-#include <variant>
 #include <utility>
+#include <variant>
 
 #include "profiler/counters.hpp"
 

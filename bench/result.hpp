@@ -19,7 +19,8 @@
 namespace fa::bench {
 
 inline constexpr const char* kSchema = "fa-bench/2";
-// Still read: rows are forward, their spec rebuilt from the fields /1 wrote (bench/result_json.cpp).
+// Still read: rows are forward, their spec rebuilt from the fields /1 wrote
+// (bench/result_json.cpp).
 inline constexpr const char* kSchemaV1 = "fa-bench/1";
 
 enum class Status { ok, failed, skipped, unsupported, error, model_only, interrupted };

@@ -272,7 +272,8 @@ std::optional<KernelConfig> read_kernel_config(const Reader& rd, const json& j,
   auto bounded = [&](const char* key, std::int64_t lo) {
     const std::int64_t x = rd.integer(v, kp, key);
     if (x < lo || x > 1 << 20) {
-      rd.fail(kp + "." + key, rd.impossible(v[key], lo == 1 ? "an integer >= 1" : "an integer >= 0"));
+      rd.fail(kp + "." + key,
+              rd.impossible(v[key], lo == 1 ? "an integer >= 1" : "an integer >= 0"));
     }
     return static_cast<int>(x);
   };
@@ -314,14 +315,20 @@ OptionValues read_options(const Reader& rd, const json& j, const std::string& p)
 // A fa-bench/1 row as a spec, from the fields /1 wrote. /1 named rows with their tiles and block
 // order appended ("fa2@64x64~heads"); the name up to the first '@' or '~' is the variant. Every
 // tiled kernel of the /1 era (fa1, fa2, fp8) kept two tile buffers in flight; /1 recorded fa2's
-// block order (and, wrongly, the cudnn peer's), and fp8's prequantisation in the settings.
+// block order (and, wrongly, the cudnn peer's; not at all before --fa2-order), and fp8's
+// prequantisation in the settings.
 RowSpec spec_from_v1(const std::string& name, const Tiles& tiles, const std::string& block_order,
                      Algorithm algorithm, bool peer, bool fp8_prequantized) {
   RowSpec s;
   s.variant = name.substr(0, name.find_first_of("@~"));
   s.direction = Direction::forward;
-  if (tiles.block_q > 0 && tiles.block_kv > 0) s.kernel_config = KernelConfig{tiles.block_q, tiles.block_kv, 2, 0, {1, 1, 1}};
-  if (!peer && !block_order.empty()) s.options[kOptionBlockOrder] = block_order;
+  if (tiles.block_q > 0 && tiles.block_kv > 0)
+    s.kernel_config = KernelConfig{tiles.block_q, tiles.block_kv, 2, 0, {1, 1, 1}};
+  // fa2, the one /1 variant of the fa2 algorithm that was not a peer, declared the block order;
+  // files from before --fa2-order have none: the only order then was "blocks".
+  if (!peer && algorithm == Algorithm::fa2) {
+    s.options[kOptionBlockOrder] = block_order.empty() ? "blocks" : block_order;
+  }
   if (!peer && algorithm == Algorithm::fp8) s.options[kOptionPrequantized] = fp8_prequantized;
   return s;
 }
@@ -393,7 +400,8 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     if (v.contains("lse_max_abs_error"))
       ver.lse_max_abs_error = rd.number(v, vp, "lse_max_abs_error");
     // The per-row rule's fields (files written since the rule; absent from older ones).
-    if (v.contains("worst_row_ratio")) ver.worst_row_ratio = rd.nonnegative(v, vp, "worst_row_ratio");
+    if (v.contains("worst_row_ratio"))
+      ver.worst_row_ratio = rd.nonnegative(v, vp, "worst_row_ratio");
     if (v.contains("worst_head")) ver.worst_head = rd.integer(v, vp, "worst_head");
     if (v.contains("worst_row")) ver.worst_row = rd.integer(v, vp, "worst_row");
     if (v.contains("inputs_unchanged"))
@@ -684,8 +692,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");
     for (std::size_t k = 0; k < results.size(); ++k) {
-      VariantResult vr = read_result(rd, results[k], cp + ".results[" + std::to_string(k) + "]",
-                                     v1, r.settings.fp8_prequantized);
+      VariantResult vr = read_result(rd, results[k], cp + ".results[" + std::to_string(k) + "]", v1,
+                                     r.settings.fp8_prequantized);
       for (const auto& prev : cr.results) {
         if (prev.spec == vr.spec) rd.fail(cp, "row '" + to_string(vr.spec) + "' appears twice");
       }

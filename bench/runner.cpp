@@ -13,10 +13,10 @@
 #include "bench/plan.hpp"
 #include "bench/verify.hpp"
 #include "bench/version.hpp"
-#include "kernels/registry.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/registry.hpp"
 #include "profiler/ceilings.hpp"
 #include "profiler/counters.hpp"
 #include "profiler/cupti_range.hpp"
@@ -119,7 +119,8 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   v.reason = info.unsupported_reason(shape);
   // No model for a shape the variant does not support: it has no tiles there (d=256).
   if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
-  if (v.reason.empty() && device) v.reason = info.unsupported_on_device(device->cc_major, device->cc_minor);
+  if (v.reason.empty() && device)
+    v.reason = info.unsupported_on_device(device->cc_major, device->cc_minor);
   if (!v.reason.empty()) {
     v.status = Status::unsupported;
   } else if (r.settings.model_only) {
@@ -135,7 +136,8 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
 }  // namespace
 
 RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
-                   const std::string& no_gpu_reason, const std::function<void(const std::string&)>& progress) {
+                   const std::string& no_gpu_reason,
+                   const std::function<void(const std::string&)>& progress) {
   RunResult r;
   r.tool_version = kVersion;
   r.git_revision = kGitRevision;
@@ -160,7 +162,9 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   const auto plan = make_plan(o);
   for (std::size_t i = 0; i < plan.size(); ++i) {
     if (g_interrupted) break;  // Ctrl-C while planning: the record keeps what was planned
-    if (progress) progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(), benchmark_name("", plan[i]).substr(1)));
+    if (progress)
+      progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(),
+                           benchmark_name("", plan[i]).substr(1)));
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
@@ -365,7 +369,7 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
            in->v.allocate(in->qkv_bytes) && in->out.allocate(in->qkv_bytes) &&
            in->lse.allocate(in->lse_bytes);
   in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
-                 nullptr, 0};
+                 nullptr,   0};
   if (!in->ok) return;
   const Inputs dist = ctx.o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
   const cudaStream_t stream = ctx.stream;

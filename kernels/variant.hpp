@@ -107,9 +107,9 @@ std::string to_string(const RowSpec& s);
 
 // Where a variant's FP8 quantisation of Q, K, V runs relative to the timed region.
 enum class Quantisation {
-  none,             // no quantisation (16-bit variants)
-  timed,            // inside the timed region, unless the row sets option "prequantized"
-  outside_timed,    // always outside (a library that takes FP8 inputs)
+  none,           // no quantisation (16-bit variants)
+  timed,          // inside the timed region, unless the row sets option "prequantized"
+  outside_timed,  // always outside (a library that takes FP8 inputs)
 };
 
 // Run-time choices a launcher is made with: the row's option values and, for the verification

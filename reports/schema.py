@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any
 
 SCHEMA_VERSION = "fa-bench/1"
-UNDERSTOOD_VERSIONS = (SCHEMA_VERSION,)
+# fa-bench/2 (the C++ writer since issue 14) adds direction, kernel_config and options per row.
+UNDERSTOOD_VERSIONS = (SCHEMA_VERSION, "fa-bench/2")
 
 DTYPES = ("bf16", "fp16")
 ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model knows

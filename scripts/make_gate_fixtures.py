@@ -206,7 +206,7 @@ def fixtures() -> dict[str, str]:
             no_gpu)
 
     def schema2(doc: dict) -> None:
-        doc["schema"] = "fa-bench/2"
+        doc["schema"] = "fa-bench/9"
 
     variant("gate-schema-unknown.json", "schema set to an unknown version", schema2)
 

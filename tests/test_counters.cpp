@@ -95,14 +95,14 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
 TEST(Counters, ReadingFollowsTheNumbers) {
   bench::ConfigResult c;
   bench::VariantResult standard, fa2, other;
-  standard.variant = "standard";
+  standard.spec.variant = "standard";
   standard.measured =
       bench::MeasuredDerived{17.45e9, 1.00, 65.0, 19e9, 1.12, 5.5e11, 1.0, 0, 31, 28, 0, ""};
   standard.placement = Placement{"counters", 31, 28, 1.3e14, 0.88, "dram"};
-  fa2.variant = "fa2";
+  fa2.spec.variant = "fa2";
   fa2.measured = bench::MeasuredDerived{0.26e9, 0.06, 0.96, 4e9, 0.91, 5.5e11,
                                         1.0,    0,    2100, 137, 0.33, "compute"};
-  other.variant = "odd";
+  other.spec.variant = "odd";
   other.measured = bench::MeasuredDerived{2e9, 0.7, 3.0, 2e9, 0.7, 5.6e11, 1.02, 0, 0, 0, 0, ""};
   c.results = {standard, fa2, other};
   const std::string text = bench::explain_counters(c);
@@ -121,7 +121,7 @@ TEST(Counters, ReadingFollowsTheNumbers) {
 TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
   bench::ConfigResult c;
   bench::VariantResult standard;
-  standard.variant = "standard";
+  standard.spec.variant = "standard";
   standard.measured =
       bench::MeasuredDerived{4e9, 1.00, 15.0, 4e9, 1.0, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
   bench::CounterResult counters;
