@@ -55,8 +55,8 @@ std::string row_label(const ConfigResult& config, const VariantResult& row) {
     }
   }
   for (const auto& [key, value] : me.options) {
-    auto value_of = [&key](const RowSpec& s) {
-      const OptionValue* v = s.option(key);
+    auto value_of = [&name = key](const RowSpec& s) {
+      const OptionValue* v = s.option(name);
       return v ? std::optional<OptionValue>(*v) : std::nullopt;
     };
     if (!differs(value_of)) continue;

@@ -89,6 +89,13 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad({"--min-time", "0"}, "--min-time");
   expect_bad({"--cold", "--warm"}, "--cold");
   expect_bad({"--no-such-flag"}, "no-such-flag");
+  // The counters' forced failure is a hidden test flag with two accepted values (no environment
+  // variable); --profiler-range is a documented flag.
+  expect_bad({"--test-force-counter-error", "maybe"}, "--test-force-counter-error");
+  EXPECT_TRUE(parse({"--test-force-counter-error", "hardware_busy"}).options.test_counter_error ==
+              "hardware_busy");
+  EXPECT_TRUE(parse({"--profiler-range"}).options.profiler_range);
+  EXPECT_FALSE(parse({}).options.profiler_range);
   expect_bad({"--N", "1048576", "--batch", "1000000", "--heads", "100000"}, "overflows 64-bit");
 }
 
@@ -199,6 +206,9 @@ TEST(Cli, VersionHelpAndListExitZero) {
   EXPECT_NE(list.find("fa2"), std::string::npos);
   EXPECT_NE(list.find("Br=128"), std::string::npos);
   EXPECT_NE(list.find("mma.sync"), std::string::npos);
+  const auto help = parse({"--help"}).output;
+  EXPECT_NE(help.find("--profiler-range"), std::string::npos);
+  EXPECT_EQ(help.find("--test-force-counter-error"), std::string::npos);  // hidden
 }
 
 // Hostile input (issue 13): each was a crash, a runaway or a silent wrong answer.

@@ -156,6 +156,9 @@ TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
   const CounterSession busy = CounterSession::create(0, counters::default_metrics());
   CounterSession::force_error_for_tests(CounterError::none);
   EXPECT_EQ(busy.error().kind, CounterError::busy);
+  // Reset, nothing is forced (the negative test): no failure says it was forced.
+  const CounterSession plain = CounterSession::create(0, counters::default_metrics());
+  EXPECT_EQ(plain.error().message.find("forced"), std::string::npos) << plain.error().message;
   EXPECT_NE(busy.error().message.find("another profiler"), std::string::npos)
       << busy.error().message;
 }

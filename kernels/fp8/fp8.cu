@@ -30,6 +30,7 @@
 
 #include "kernels/common/fault.cuh"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fp8/fp8.hpp"
 
 namespace fa {
@@ -446,8 +447,10 @@ std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuf
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = BR * D + 4 * BC * D;
   auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL, FAULTS>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static PerDevice<cudaError_t> attr_once;  // per device: the attribute belongs to its context
+  const cudaError_t attr = attr_once.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
   if (attr != cudaSuccess)
     return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
