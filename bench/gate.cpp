@@ -885,16 +885,22 @@ void compare_measured(const VariantResult& bv, const VariantResult& cv, const Ga
   if (counters_on) compare_counters(bv, cv, o, ckey, row, error);
 }
 
+// A gate row for a file's row: its spec, label, shape, peer flag and configuration label.
+GateRow gate_row_of(const ConfigResult& c, const VariantResult& v) {
+  GateRow row;
+  row.spec = v.spec;
+  row.base_variant = row.variant = row_label(c, v);
+  row.shape = c.shape;
+  row.peer = v.peer;
+  row.config_label = config_label(c.shape);
+  return row;
+}
+
 // One baseline row against its current row (if any); appends the gate's row to the report.
 void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, CurrentRows& cur,
                           std::map<Key, bool>& matched, const GateOptions& o, bool counters_on,
                           GateReport* rep) {
-  GateRow row;
-  row.spec = bv.spec;
-  row.base_variant = row.variant = row_label(bc, bv);
-  row.shape = bc.shape;
-  row.peer = bv.peer;
-  row.config_label = config_label(bc.shape);
+  GateRow row = gate_row_of(bc, bv);
   const CalibrationKey ckey{row_key(bc.shape, bv.spec), legacy_row_key(bc.shape, row.base_variant)};
   bool error = false, failed = false;
   bool hard_error = false;  // impossible values or too few samples: exit 2 even for peers
@@ -971,12 +977,7 @@ void report_new_rows(const RunResult& cur, const CurrentRows& rows,
     for (const auto& v : c.results) {
       if (matched.count(rows.key_of_row.at(&v)) || v.status != Status::ok) continue;
       if (rows.shadowed.count(&v)) continue;
-      GateRow row;
-      row.spec = v.spec;
-      row.variant = row.base_variant = row_label(c, v);
-      row.shape = c.shape;
-      row.peer = v.peer;
-      row.config_label = config_label(c.shape);
+      GateRow row = gate_row_of(c, v);
       row.outcome = RowOutcome::new_row;
       if (v.timing) row.cur_time = side_of(*v.timing);
       if (counters_on) row.cur_counters = gated_counters(v);

@@ -165,13 +165,18 @@ TEST(ResultJson, RefusesMalformedInput) {
 
 // Impossible values (issue 13): the gate passed a file whose times and counters were all zero or
 // negative. Each is refused with the file, the key and the value.
-TEST(ResultJson, RefusesImpossibleValues) {
+// The sample record's text with its first row changed by `change`.
+std::function<std::string(const std::function<void(nlohmann::json&)>&)> first_row_changed() {
   const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
-  auto with = [&](const std::function<void(nlohmann::json & row)>& change) {
+  return [good](const std::function<void(nlohmann::json & row)>& change) {
     nlohmann::json doc = good;
     change(doc["configs"][0]["results"][0]);
     return doc.dump();
   };
+}
+
+TEST(ResultJson, RefusesImpossibleValues) {
+  const auto with = first_row_changed();
   const std::string p = "configs[0].results[0].";
   expect_refused(with([](auto& r) { r["timing"]["samples_ms"][0] = -5.04; }),
                  p + "timing.samples_ms[0]: impossible value -5.04 (accepted: a time in ms > 0)");
@@ -293,11 +298,7 @@ TEST(ResultJson, WritesAndReadsTheRowSpec) {
 
 TEST(ResultJson, RefusesABadRowSpec) {
   const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
-  auto with = [&](const std::function<void(nlohmann::json & row)>& change) {
-    nlohmann::json doc = good;
-    change(doc["configs"][0]["results"][0]);
-    return doc.dump();
-  };
+  const auto with = first_row_changed();
   const std::string p = "configs[0].results[0].";
   expect_refused(with([](auto& r) { r.erase("direction"); }), p + "direction: missing");
   expect_refused(with([](auto& r) { r["direction"] = "sideways"; }), "unknown direction");
