@@ -125,10 +125,18 @@ std::int64_t default_heads(std::int64_t d) {
   return std::max<std::int64_t>(1, 2048 / d);
 }
 
-ParseOutcome parse_cli(int argc, const char* const* argv) {
-  ParseOutcome out;
-  Options& o = out.options;
-  // Everything starting with --benchmark_ belongs to Google Benchmark.
+namespace {
+
+// The flags' text before it is checked, and what CLI11 cannot hold in Options directly.
+struct RawFlags {
+  std::string n = "4096", d = "64", causal = "off", dtype = "bf16", variants = "all";
+  std::string block_q, block_kv, metrics;
+  std::int64_t batch = 0, heads = 0;
+  bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
+};
+
+// Everything starting with --benchmark_ belongs to Google Benchmark; the rest is ours.
+std::vector<std::string> split_arguments(int argc, const char* const* argv, Options& o) {
   std::vector<std::string> ours;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
@@ -140,32 +148,25 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
     }
   }
   o.command_line = "fa-bench" + (o.command_line.empty() ? "" : " " + o.command_line);
+  return ours;
+}
 
-  CLI::App app{
-      "fa-bench: attention variants side by side, verified, timed and set against the "
-      "IO model and the roofline",
-      "fa-bench"};
-  app.set_version_flag("--version", std::string(kVersionString));
-  std::string n_text = "4096", d_text = "64", causal_text = "off", dtype_text = "bf16",
-              variants_text = "all";
-  std::int64_t batch = 0, heads = 0;
-  bool list = false, warm = false, cold = false;
-  app.add_option("--N", n_text,
+void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
+  app.add_option("--N", f.n,
                  "sequence lengths: any positive integer (4096, 1000), a list (1024,2048), or a "
                  "range of powers of two (1024:16384 = 1024,2048,...,16384)");
-  app.add_option("--d", d_text, "head dims: 64, 128, 256 (a list)");
-  app.add_option("--batch", batch, "batch size (default max(1, 16384/N))");
-  app.add_option("--heads", heads, "heads (default 2048/d)");
-  app.add_option("--causal", causal_text, "off | on | both");
-  app.add_option("--dtype", dtype_text, "bf16 | fp16");
-  app.add_option("--variants", variants_text,
+  app.add_option("--d", f.d, "head dims: 64, 128, 256 (a list)");
+  app.add_option("--batch", f.batch, "batch size (default max(1, 16384/N))");
+  app.add_option("--heads", f.heads, "heads (default 2048/d)");
+  app.add_option("--causal", f.causal, "off | on | both");
+  app.add_option("--dtype", f.dtype, "bf16 | fp16");
+  app.add_option("--variants", f.variants,
                  "all, or a comma-separated list of names and 'all' (all,cudnn-fp8; see "
                  "--list-variants)");
-  app.add_flag("--list-variants", list, "describe each variant and exit");
-  std::string block_q_text, block_kv_text;
-  app.add_option("--block-q", block_q_text,
+  app.add_flag("--list-variants", f.list, "describe each variant and exit");
+  app.add_option("--block-q", f.block_q,
                  "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
-  app.add_option("--block-kv", block_kv_text, "key/value rows per block (Bc) for fa1/fa2: a list");
+  app.add_option("--block-kv", f.block_kv, "key/value rows per block (Bc) for fa1/fa2: a list");
   app.add_option(
       "--fa2-order", o.fa2_order,
       "fa2 thread-block order: blocks (query blocks of a head together, default) | heads "
@@ -175,26 +176,23 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
                  "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
+}
+
+void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--warmup", o.warmup, "untimed launches before timing (default 10)");
   app.add_option("--repetitions", o.repetitions,
                  "timed launches per variant, 1 or more (default: as many as --min-time needs)");
   app.add_option("--min-time", o.min_time_s,
                  "seconds of timed launches per variant, finite and > 0 (default 0.2)");
-  app.add_flag("--cold", cold, "flush L2 before every timed launch (default)");
-  app.add_flag("--warm", warm, "do not flush L2 between timed launches");
+  app.add_flag("--cold", f.cold, "flush L2 before every timed launch (default)");
+  app.add_flag("--warm", f.warm, "do not flush L2 between timed launches");
   app.add_option("--device", o.device, "CUDA device index (default 0)");
-  app.add_option("--json", o.json_path, "result file (default results/fa-bench-<time>.json)");
-  app.add_option("--csv", o.csv_path, "also write CSV");
-  app.add_option("--markdown", o.markdown_path, "also write a Markdown table");
   app.add_flag("--model-only", o.model_only, "print the IO model, launch nothing");
-  bool no_counters = false;
-  std::string metrics_text;
-  app.add_flag("--no-counters", no_counters, "skip hardware-counter collection (CUPTI)");
-  bool no_kernel_breakdown = false;
+  app.add_flag("--no-counters", f.no_counters, "skip hardware-counter collection (CUPTI)");
   app.add_flag(
-      "--no-kernel-breakdown", no_kernel_breakdown,
+      "--no-kernel-breakdown", f.no_kernel_breakdown,
       "count multi-kernel variants (standard, fp8) as a whole only, not also kernel by kernel");
-  app.add_option("--metrics", metrics_text,
+  app.add_option("--metrics", f.metrics,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
   app.add_flag("--remeasure", o.remeasure_ceilings,
@@ -205,6 +203,19 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   app.add_flag("--require-gpu", o.require_gpu, "exit 3 when no usable GPU is found");
   app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
                  "shared memory per SM (bytes) for the asymptotic model (default: the device's)");
+  app.add_flag("--profiler-range", o.profiler_range,
+               "for Nsight Compute's range replay (scripts/ncu_compare.py --mode range): one "
+               "untimed launch, then each non-peer variant's verification launch alone between "
+               "cudaProfilerStart and cudaProfilerStop");
+  // Hidden (no help line): the counters' failure paths no healthy machine takes, for
+  // scripts/gpu_check.sh (docs/io-model.md).
+  app.add_option("--test-force-counter-error", o.test_counter_error)->group("");
+}
+
+void add_output_flags(CLI::App& app, Options& o) {
+  app.add_option("--json", o.json_path, "result file (default results/fa-bench-<time>.json)");
+  app.add_option("--csv", o.csv_path, "also write CSV");
+  app.add_option("--markdown", o.markdown_path, "also write a Markdown table");
   app.footer(
       "Flags starting with --benchmark_ go to Google Benchmark.\n"
       "fa-bench gate --baseline BASE.json --current CUR.json: compare two result files, the "
@@ -212,155 +223,202 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
       "Exit codes: 0 ok, 1 a variant failed or errored, 2 bad input, 3 no GPU with "
       "--require-gpu, 4 an output (result file, stdout) could not be written, "
       "130 interrupted.");
+}
 
+// CLI11's own parse: help, version and its errors end the run here (true).
+bool parse_flags(CLI::App& app, const std::vector<std::string>& ours, ParseOutcome* out) {
   try {
     std::vector<std::string> rev(ours.rbegin(), ours.rend());
     app.parse(rev);
   } catch (const CLI::CallForHelp&) {
-    out.action = ParseOutcome::Action::exit;
-    out.output = app.help();
-    if (out.output.empty() || out.output.back() != '\n') out.output += '\n';
-    return out;
+    out->action = ParseOutcome::Action::exit;
+    out->output = app.help();
+    if (out->output.empty() || out->output.back() != '\n') out->output += '\n';
+    return true;
   } catch (const CLI::CallForVersion&) {
-    out.action = ParseOutcome::Action::exit;
-    out.output = std::string(kVersionString) + "\n";
-    return out;
+    out->action = ParseOutcome::Action::exit;
+    out->output = std::string(kVersionString) + "\n";
+    return true;
   } catch (const CLI::ParseError& e) {
-    out.action = ParseOutcome::Action::exit;
-    out.exit_code = kExitBadInput;
-    out.output = fmt::format("error: {} (see fa-bench --help)\n", e.what());
-    return out;
+    out->action = ParseOutcome::Action::exit;
+    out->exit_code = kExitBadInput;
+    out->output = fmt::format("error: {} (see fa-bench --help)\n", e.what());
+    return true;
   }
-  if (list) {
+  return false;
+}
+
+void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
+  o.N = parse_sizes("--N", f.n);
+  o.d = parse_sizes("--d", f.d);
+  for (auto d : o.d) {
+    if (std::find(std::begin(kAcceptedHeadDims), std::end(kAcceptedHeadDims), d) ==
+        std::end(kAcceptedHeadDims)) {
+      throw BadInput{fmt::format("--d: {} is not supported (accepted: 64, 128, 256)", d)};
+    }
+  }
+  if (app.count("--batch")) {
+    if (f.batch <= 0)
+      throw BadInput{fmt::format("--batch: {} (accepted: a positive integer)", f.batch)};
+    o.batch = f.batch;
+  }
+  if (app.count("--heads")) {
+    if (f.heads <= 0)
+      throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", f.heads)};
+    o.heads = f.heads;
+  }
+  if (f.causal == "off") {
+    o.causal = CausalMode::off;
+  } else if (f.causal == "on") {
+    o.causal = CausalMode::on;
+  } else if (f.causal == "both") {
+    o.causal = CausalMode::both;
+  } else {
+    throw BadInput{fmt::format("--causal: '{}' (accepted: off, on, both)", f.causal)};
+  }
+  if (!parse_dtype(f.dtype, &o.dtype)) {
+    throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", f.dtype)};
+  }
+}
+
+// "all" expands to the variants in `all` (registry order); names add themselves; each variant
+// once, where it first appears.
+void resolve_variants(const RawFlags& f, Options& o) {
+  std::string known;
+  for (const auto& v : variant_registry()) known += (known.empty() ? "" : ", ") + v.name;
+  auto add_variant = [&](const std::string& name) {
+    if (std::find(o.variants.begin(), o.variants.end(), name) == o.variants.end())
+      o.variants.push_back(name);
+  };
+  for (const auto& name : split(f.variants, ',')) {
+    if (name.empty()) {
+      throw BadInput{
+          fmt::format("--variants: empty name in '{}' (accepted: all, {}, comma-separated)",
+                      f.variants, known)};
+    } else if (name == "all") {
+      for (const auto& v : variant_registry()) {
+        if (v.in_all) add_variant(v.name);
+      }
+    } else if (find_variant(name)) {
+      add_variant(name);
+    } else {
+      throw BadInput{
+          fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
+    }
+  }
+  if (o.variants.empty())
+    throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
+}
+
+// Tiles and options: every head dim must plan (bench/plan.cpp) with what was asked.
+void resolve_rows(const RawFlags& f, Options& o) {
+  // Compiled tile shapes are at most a few hundred rows; anything past 65536 is a typo (and
+  // past 2^31 would wrap to another size as an int).
+  for (auto [flag, text, list] : {std::tuple{"--block-q", &f.block_q, &o.block_q},
+                                  std::tuple{"--block-kv", &f.block_kv, &o.block_kv}}) {
+    if (text->empty()) continue;
+    for (auto v : parse_sizes(flag, *text, 65536)) list->push_back(static_cast<int>(v));
+  }
+  if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
+    throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
+  }
+  for (auto d : o.d) {
+    std::vector<PlannedRow> rows;
+    if (std::string err = plan_rows(o, static_cast<int>(d), &rows); !err.empty()) {
+      throw BadInput{err};
+    }
+  }
+}
+
+void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
+  o.counters = !f.no_counters;
+  o.kernel_breakdown = !f.no_kernel_breakdown;
+  if (!f.metrics.empty()) {
+    for (const auto& m : split(f.metrics, ',')) {
+      if (m.empty() || m.find_first_of(" \t") != std::string::npos) {
+        throw BadInput{
+            fmt::format("--metrics: '{}' is not a metric name (accepted: names like "
+                        "dram__bytes_read.sum, comma-separated)",
+                        m)};
+      }
+      o.extra_metrics.push_back(m);
+    }
+  }
+  if (o.inputs != "normal" && o.inputs != "outliers") {
+    throw BadInput{fmt::format("--inputs: '{}' (accepted: normal, outliers)", o.inputs)};
+  }
+  if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
+  if (app.count("--repetitions") && o.repetitions < 1) {
+    throw BadInput{fmt::format("--repetitions: {} (accepted: 1 or more)", o.repetitions)};
+  }
+  if (!(o.min_time_s > 0) || !std::isfinite(o.min_time_s)) {
+    throw BadInput{
+        fmt::format("--min-time: {} (accepted: a finite number of seconds > 0)", o.min_time_s)};
+  }
+  if (f.cold && f.warm) throw BadInput{"--cold and --warm: choose one"};
+  o.cold_l2 = !f.warm;
+  if (o.device < 0) throw BadInput{fmt::format("--device: {} (accepted: 0 or more)", o.device)};
+  if (o.model_smem_per_sm < 0) {
+    throw BadInput{
+        fmt::format("--model-smem-per-sm: {} (accepted: bytes > 0)", o.model_smem_per_sm)};
+  }
+  if (!o.test_counter_error.empty() && o.test_counter_error != "insufficient_privileges" &&
+      o.test_counter_error != "hardware_busy") {
+    throw BadInput{fmt::format(
+        "--test-force-counter-error: '{}' (accepted: insufficient_privileges, hardware_busy)",
+        o.test_counter_error)};
+  }
+}
+
+// Every buffer a variant may allocate must be addressable with 64-bit indices: Q/K/V/O are
+// B*H*N*d elements, standard's S/P is B*H*N*N, all of 2-byte elements.
+void check_indexing(const Options& o) {
+  for (auto N : o.N) {
+    for (auto d : o.d) {
+      const std::int64_t B = o.batch.value_or(default_batch(N));
+      const std::int64_t H = o.heads.value_or(default_heads(d));
+      std::int64_t n1 = 0, n2 = 0;
+      if (!checked_product({B, H, N, d, 2}, &n1) || !checked_product({B, H, N, N, 2}, &n2)) {
+        throw BadInput{fmt::format(
+            "--N/--batch/--heads: B={} H={} N={} d={} overflows 64-bit indexing (B*H*N*N*2 "
+            "bytes must be < 2^63)",
+            B, H, N, d)};
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ParseOutcome parse_cli(int argc, const char* const* argv) {
+  ParseOutcome out;
+  Options& o = out.options;
+  const std::vector<std::string> ours = split_arguments(argc, argv, o);
+  CLI::App app{
+      "fa-bench: attention variants side by side, verified, timed and set against the "
+      "IO model and the roofline",
+      "fa-bench"};
+  app.set_version_flag("--version", std::string(kVersionString));
+  RawFlags f;
+  add_problem_flags(app, o, f);
+  add_measurement_flags(app, o, f);
+  add_output_flags(app, o);
+  if (parse_flags(app, ours, &out)) return out;
+  if (f.list) {
     out.action = ParseOutcome::Action::exit;
     out.output = list_variants_text();
     return out;
   }
-
   try {
-    o.N = parse_sizes("--N", n_text);
-    o.d = parse_sizes("--d", d_text);
-    for (auto d : o.d) {
-      if (std::find(std::begin(kAcceptedHeadDims), std::end(kAcceptedHeadDims), d) ==
-          std::end(kAcceptedHeadDims)) {
-        throw BadInput{fmt::format("--d: {} is not supported (accepted: 64, 128, 256)", d)};
-      }
-    }
-    if (app.count("--batch")) {
-      if (batch <= 0)
-        throw BadInput{fmt::format("--batch: {} (accepted: a positive integer)", batch)};
-      o.batch = batch;
-    }
-    if (app.count("--heads")) {
-      if (heads <= 0)
-        throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", heads)};
-      o.heads = heads;
-    }
-    if (causal_text == "off") {
-      o.causal = CausalMode::off;
-    } else if (causal_text == "on") {
-      o.causal = CausalMode::on;
-    } else if (causal_text == "both") {
-      o.causal = CausalMode::both;
-    } else {
-      throw BadInput{fmt::format("--causal: '{}' (accepted: off, on, both)", causal_text)};
-    }
-    if (!parse_dtype(dtype_text, &o.dtype)) {
-      throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", dtype_text)};
-    }
-    std::string known;
-    for (const auto& v : variant_registry()) known += (known.empty() ? "" : ", ") + v.name;
-    // "all" expands to the variants in `all` (registry order); names add themselves; each
-    // variant once, where it first appears.
-    auto add_variant = [&](const std::string& name) {
-      if (std::find(o.variants.begin(), o.variants.end(), name) == o.variants.end())
-        o.variants.push_back(name);
-    };
-    for (const auto& name : split(variants_text, ',')) {
-      if (name.empty()) {
-        throw BadInput{
-            fmt::format("--variants: empty name in '{}' (accepted: all, {}, comma-separated)",
-                        variants_text, known)};
-      } else if (name == "all") {
-        for (const auto& v : variant_registry()) {
-          if (v.in_all) add_variant(v.name);
-        }
-      } else if (find_variant(name)) {
-        add_variant(name);
-      } else {
-        throw BadInput{
-            fmt::format("--variants: unknown variant '{}' (accepted: all, {})", name, known)};
-      }
-    }
-    if (o.variants.empty())
-      throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
-    // Tile sizes: compiled shapes are at most a few hundred rows; anything past 65536 is a typo
-    // (and past 2^31 would wrap to another size as an int).
-    for (auto [flag, text, list] : {std::tuple{"--block-q", &block_q_text, &o.block_q},
-                                    std::tuple{"--block-kv", &block_kv_text, &o.block_kv}}) {
-      if (text->empty()) continue;
-      for (auto v : parse_sizes(flag, *text, 65536)) list->push_back(static_cast<int>(v));
-    }
-    if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
-      throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
-    }
-    for (auto d : o.d) {
-      std::vector<PlannedVariant> rows;
-      if (std::string err = plan_variants(o, static_cast<int>(d), &rows); !err.empty()) {
-        throw BadInput{err};
-      }
-    }
-    o.counters = !no_counters;
-    o.kernel_breakdown = !no_kernel_breakdown;
-    if (!metrics_text.empty()) {
-      for (const auto& m : split(metrics_text, ',')) {
-        if (m.empty() || m.find_first_of(" \t") != std::string::npos) {
-          throw BadInput{
-              fmt::format("--metrics: '{}' is not a metric name (accepted: names like "
-                          "dram__bytes_read.sum, comma-separated)",
-                          m)};
-        }
-        o.extra_metrics.push_back(m);
-      }
-    }
-    if (o.inputs != "normal" && o.inputs != "outliers") {
-      throw BadInput{fmt::format("--inputs: '{}' (accepted: normal, outliers)", o.inputs)};
-    }
-    if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
-    if (app.count("--repetitions") && o.repetitions < 1) {
-      throw BadInput{fmt::format("--repetitions: {} (accepted: 1 or more)", o.repetitions)};
-    }
-    if (!(o.min_time_s > 0) || !std::isfinite(o.min_time_s)) {
-      throw BadInput{
-          fmt::format("--min-time: {} (accepted: a finite number of seconds > 0)", o.min_time_s)};
-    }
-    if (cold && warm) throw BadInput{"--cold and --warm: choose one"};
-    o.cold_l2 = !warm;
-    if (o.device < 0) throw BadInput{fmt::format("--device: {} (accepted: 0 or more)", o.device)};
-    if (o.model_smem_per_sm < 0) {
-      throw BadInput{
-          fmt::format("--model-smem-per-sm: {} (accepted: bytes > 0)", o.model_smem_per_sm)};
-    }
-    // Every buffer a variant may allocate must be addressable with 64-bit indices: Q/K/V/O are
-    // B*H*N*d elements, standard's S/P is B*H*N*N, all of 2-byte elements.
-    for (auto N : o.N) {
-      for (auto d : o.d) {
-        const std::int64_t B = o.batch.value_or(default_batch(N));
-        const std::int64_t H = o.heads.value_or(default_heads(d));
-        std::int64_t n1 = 0, n2 = 0;
-        if (!checked_product({B, H, N, d, 2}, &n1) || !checked_product({B, H, N, N, 2}, &n2)) {
-          throw BadInput{fmt::format(
-              "--N/--batch/--heads: B={} H={} N={} d={} overflows 64-bit indexing (B*H*N*N*2 "
-              "bytes must be < 2^63)",
-              B, H, N, d)};
-        }
-      }
-    }
+    resolve_problem(app, f, o);
+    resolve_variants(f, o);
+    resolve_rows(f, o);
+    resolve_measurement(app, f, o);
+    check_indexing(o);
   } catch (const BadInput& e) {
     out.action = ParseOutcome::Action::exit;
     out.exit_code = kExitBadInput;
     out.output = "error: " + e.message + "\n";
-    return out;
   }
   return out;
 }

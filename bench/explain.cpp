@@ -37,7 +37,7 @@ std::string explain_counters(const ConfigResult& c) {
             ? fmt::format("; {}-bound, {:.0f}% of the lowest roof at its measured intensities",
                           r.placement->bound, 100 * r.placement->fraction)
             : "";
-    out += fmt::format("    {}: {}; {}{}\n", r.variant, dram, tensor, roof);
+    out += fmt::format("    {}: {}; {}{}\n", row_label(c, r), dram, tensor, roof);
     // Several kernels: where the bytes and the time went, kernel by kernel.
     if (r.counters && r.counters->kernels.size() > 1) {
       const counters::Measured whole = counters::interpret(r.counters->values);

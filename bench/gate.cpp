@@ -62,9 +62,57 @@ int GateReport::count(RowOutcome o) const {
       std::count_if(rows.begin(), rows.end(), [&](const GateRow& r) { return r.outcome == o; }));
 }
 
-std::string row_key(const Shape& s, const std::string& variant) {
-  return fmt::format("{} B={} H={} N={} d={} causal={} {}", variant, s.B, s.H, s.N, s.d,
+std::string legacy_row_key(const Shape& s, const std::string& label) {
+  return fmt::format("{} B={} H={} N={} d={} causal={} {}", label, s.B, s.H, s.N, s.d,
                      s.causal ? 1 : 0, to_string(s.dtype));
+}
+
+std::string row_key(const Shape& s, const RowSpec& spec) {
+  return legacy_row_key(s, to_string(spec));
+}
+
+bool RowSelector::selects(const RowSpec& spec) const {
+  if (spec.variant != variant) return false;
+  if (tiles && !(spec.kernel_config && spec.tiles() == *tiles)) return false;
+  for (const auto& want : option_values) {
+    const bool found = std::any_of(spec.options.begin(), spec.options.end(), [&](const auto& kv) {
+      return fa::to_string(kv.second) == want;
+    });
+    if (!found) return false;
+  }
+  return true;
+}
+
+bool parse_row_selector(const std::string& text, RowSelector* out) {
+  RowSelector sel;
+  const std::size_t cut = text.find_first_of("@~");
+  sel.variant = text.substr(0, cut);
+  if (sel.variant.empty()) return false;
+  std::string rest = cut == std::string::npos ? "" : text.substr(cut);
+  if (!rest.empty() && rest[0] == '@') {
+    const std::size_t end = rest.find('~');
+    const std::string t = rest.substr(1, end == std::string::npos ? std::string::npos : end - 1);
+    int q = 0, kv = 0;
+    char x = 0;
+    std::size_t used = 0;
+    if (std::sscanf(t.c_str(), "%d%c%d%zn", &q, &x, &kv, &used) != 3 || x != 'x' ||
+        used != t.size() || q <= 0 || kv <= 0) {
+      return false;
+    }
+    sel.tiles = Tiles{q, kv};
+    rest = end == std::string::npos ? "" : rest.substr(end);
+  }
+  std::size_t at = 0;
+  while (at < rest.size()) {  // "~value" ...
+    const std::size_t next = rest.find('~', at + 1);
+    const std::string v =
+        rest.substr(at + 1, next == std::string::npos ? std::string::npos : next - at - 1);
+    if (v.empty()) return false;
+    sel.option_values.push_back(v);
+    at = next == std::string::npos ? rest.size() : next;
+  }
+  *out = std::move(sel);
+  return true;
 }
 
 namespace {
@@ -402,11 +450,16 @@ std::string impossible_values(const VariantResult& r) {
 
 namespace {
 
-using Key =
-    std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int, std::string>;
+using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>;
+// A row's identity within a file: its configuration and its spec.
+using Key = std::pair<ShapeKey, RowSpec>;
 
-Key key_of(const Shape& s, const std::string& variant) {
-  return {s.B, s.H, s.N, s.d, s.causal, static_cast<int>(s.dtype), variant};
+ShapeKey shape_key(const Shape& s) {
+  return {s.B, s.H, s.N, s.d, s.causal, static_cast<int>(s.dtype)};
+}
+
+Key key_of(const Shape& s, const RowSpec& spec) {
+  return {shape_key(s), spec};
 }
 
 std::string config_label(const Shape& s) {
@@ -479,10 +532,17 @@ void as_sentinel(GateRow& row) {
   row.outcome = RowOutcome::environment;
 }
 
-double calibrated(const GateOptions& o, const std::string& key, const std::string& metric,
+// The calibration's tolerance for a row, looked up by its key (a fa-bench-gate-calibration/1 by
+// the row's legacy key, its label).
+struct CalibrationKey {
+  std::string key, legacy;
+};
+
+double calibrated(const GateOptions& o, const CalibrationKey& k, const std::string& metric,
                   bool given, double fallback, bool* used) {
   *used = false;
   if (given || !o.calibration) return fallback;
+  const std::string& key = o.calibration->legacy_keys ? k.legacy : k.key;
   auto r = o.calibration->tolerances.find(key);
   if (r == o.calibration->tolerances.end()) return fallback;
   auto m = r->second.find(metric);
@@ -491,17 +551,17 @@ double calibrated(const GateOptions& o, const std::string& key, const std::strin
   return m->second;
 }
 
-// Rows of one file that share (configuration, variant): the gate cannot tell which to compare.
+// Rows of one file that share (configuration, row spec): the gate cannot tell which to compare.
 void check_duplicates(const RunResult& r, const std::string& src,
                       std::vector<std::string>* problems) {
   std::set<Key> seen;
   for (const auto& c : r.configs) {
     for (const auto& v : c.results) {
-      if (!seen.insert(key_of(c.shape, v.variant)).second) {
+      if (!seen.insert(key_of(c.shape, v.spec)).second) {
         problems->push_back(fmt::format(
-            "{}: duplicate row {} {}: one configuration and variant appear twice; the gate "
+            "{}: duplicate row {} {}: one configuration and row spec appear twice; the gate "
             "cannot tell which to compare (merge or rerun)",
-            src, v.variant, config_label(c.shape)));
+            src, to_string(v.spec), config_label(c.shape)));
       }
     }
   }
@@ -522,6 +582,436 @@ void environment_diff(const RunResult& base, const RunResult& cur, GateReport* r
 
 }  // namespace
 
+namespace {
+
+// ---- run_gate's steps ----
+
+// The files as a whole: measured, the same GPU model, the same settings, no duplicate rows.
+void check_files(const RunResult& base, const RunResult& cur, const GateOptions& o,
+                 GateReport* rep) {
+  auto no_measurements = [&](const RunResult& r, const std::string& src) {
+    rep->file_problems.push_back(
+        fmt::format("{}: no measurements: taken without a GPU ({}); run fa-bench on the GPU runner",
+                    src, r.no_gpu_reason.empty() ? "model only" : r.no_gpu_reason));
+  };
+  if (!measured_run(base)) no_measurements(base, rep->baseline_source);
+  if (!measured_run(cur)) no_measurements(cur, rep->current_source);
+  if (base.device && cur.device && base.device->name != cur.device->name) {
+    const std::string msg =
+        fmt::format("different GPU models: baseline {} ({}), current {} ({})", base.device->name,
+                    rep->baseline_source, cur.device->name, rep->current_source);
+    if (o.allow_device_mismatch) {
+      rep->file_notes.push_back(msg + " (--allow-device-mismatch)");
+    } else {
+      rep->file_problems.push_back(
+          msg + ": compare runs of the same GPU model, or pass --allow-device-mismatch");
+    }
+  }
+  auto setting = [&](const char* what, const std::string& a, const std::string& b) {
+    if (a != b) {
+      rep->file_problems.push_back(
+          fmt::format("settings differ: {} is {} in the baseline, {} in the current run; "
+                      "the times are not comparable",
+                      what, a, b));
+    }
+  };
+  setting("l2", base.settings.l2, cur.settings.l2);
+  setting("inputs", base.settings.inputs, cur.settings.inputs);
+  setting("fp8_prequantized", base.settings.fp8_prequantized ? "true" : "false",
+          cur.settings.fp8_prequantized ? "true" : "false");
+  if (!cur.complete)
+    rep->file_notes.push_back(rep->current_source + ": the run was interrupted (complete: false)");
+  check_duplicates(base, rep->baseline_source, &rep->file_problems);
+  check_duplicates(cur, rep->current_source, &rep->file_problems);
+  environment_diff(base, cur, rep);
+}
+
+// Whether counters are gated: both files have them (or --time-only). Problems otherwise.
+bool counters_gated(const RunResult& base, const RunResult& cur, const GateOptions& o,
+                    GateReport* rep) {
+  const bool base_counters = has_counters(base), cur_counters = has_counters(cur);
+  bool counters_on = false;
+  if (o.time_only) {
+    rep->file_notes.push_back("--time-only: bytes and FLOPs are not gated");
+  } else if (measured_run(base) && measured_run(cur)) {
+    if (base_counters && !cur_counters) {
+      rep->file_problems.push_back(fmt::format(
+          "{}: no counters (run with --no-counters, or counters unavailable), but the baseline "
+          "has them: rerun with counters, or pass --time-only to gate time alone",
+          rep->current_source));
+    } else if (!base_counters && cur_counters) {
+      rep->file_problems.push_back(fmt::format(
+          "{}: the baseline has no counters, the current run has: bytes and FLOPs cannot be "
+          "gated; refresh the baseline from a run with counters (--update-baseline), or pass "
+          "--time-only",
+          rep->baseline_source));
+    } else if (!base_counters && !cur_counters) {
+      rep->file_problems.push_back(
+          "neither file has counters (--no-counters, or counters unavailable): bytes and FLOPs "
+          "cannot be gated; run with counters, or pass --time-only to gate time alone");
+    } else {
+      counters_on = true;
+    }
+  }
+  if (o.calibration) {
+    rep->file_notes.push_back(
+        fmt::format("tolerances per row from the baseline's calibration ({} runs){}",
+                    o.calibration->runs.size(),
+                    o.time_tolerance_given || o.counter_tolerance_given
+                        ? "; tolerances given on the command line take precedence"
+                        : ""));
+  }
+  return counters_on;
+}
+
+// The current run's rows by the key of the baseline row each is compared with: its own spec, or
+// under --map-variant the spec of the baseline row the map names. Mapped rows first: they take
+// the place of a current row of the baseline's spec, which is then not compared (`shadowed`).
+struct CurrentRows {
+  std::map<Key, const VariantResult*> rows;
+  std::map<Key, std::string> labels;
+  std::map<const VariantResult*, Key> key_of_row;
+  std::set<const VariantResult*> shadowed;
+};
+
+// The baseline spec a mapped current row stands for: the one baseline row of the configuration
+// the map's right side selects. Problems when it selects several.
+Key mapped_key(const RunResult& base, const Shape& shape, const std::string& target,
+               GateReport* rep) {
+  RowSelector sel;
+  parse_row_selector(target, &sel);  // checked by the CLI; a bad one selects nothing
+  std::vector<const RowSpec*> found;
+  for (const auto& bc : base.configs) {
+    if (shape_key(bc.shape) != shape_key(shape)) continue;
+    for (const auto& bv : bc.results) {
+      if (sel.selects(bv.spec)) found.push_back(&bv.spec);
+    }
+  }
+  if (found.size() > 1) {
+    rep->file_problems.push_back(fmt::format(
+        "--map-variant: {} names {} baseline rows of {}; name one (e.g. {}@BrxBc~value)", target,
+        found.size(), config_label(shape), sel.variant));
+  }
+  if (found.size() == 1) return key_of(shape, *found.front());
+  RowSpec none;
+  none.variant = "(" + target + ")";  // no baseline row has it: the row is new
+  return key_of(shape, none);
+}
+
+CurrentRows index_current_rows(const RunResult& base, const RunResult& cur, const GateOptions& o,
+                               GateReport* rep) {
+  std::vector<std::pair<RowSelector, std::string>> maps;
+  for (const auto& [from, to] : o.variant_map) {
+    RowSelector sel;
+    if (parse_row_selector(from, &sel)) maps.emplace_back(sel, to);
+  }
+  CurrentRows out;
+  std::set<Key> mapped_keys;
+  for (const bool mapped_pass : {true, false}) {
+    for (const auto& c : cur.configs) {
+      for (const auto& v : c.results) {
+        auto m = std::find_if(maps.begin(), maps.end(),
+                              [&](const auto& mp) { return mp.first.selects(v.spec); });
+        const bool mapped = m != maps.end();
+        if (mapped != mapped_pass) continue;
+        const Key k = mapped ? mapped_key(base, c.shape, m->second, rep) : key_of(c.shape, v.spec);
+        out.key_of_row[&v] = k;
+        const std::string label = row_label(c, v);
+        if (out.rows.count(k)) {
+          if (mapped) {
+            rep->file_problems.push_back(
+                fmt::format("{}: two rows map to baseline row {} {} (--map-variant)",
+                            rep->current_source, m->second, config_label(c.shape)));
+          } else if (mapped_keys.count(k)) {
+            rep->file_notes.push_back(
+                fmt::format("current row {} {} not compared: {} takes its place", label,
+                            config_label(c.shape), out.labels[k]));
+            out.shadowed.insert(&v);
+          }  // else: a duplicate, reported above
+          continue;
+        }
+        out.rows[k] = &v;
+        out.labels[k] = label;
+        if (mapped) mapped_keys.insert(k);
+      }
+    }
+  }
+  return out;
+}
+
+// A row whose kernel configuration alone changed (a variant's default tiles retuned): where a
+// configuration has, on each side, exactly one row of a (variant, direction, options) that found
+// no row of its full spec, the two are the same row, compared with a note on the configuration.
+// Rows that differ in direction or options are never paired.
+void pair_reconfigured_rows(const RunResult& base, const RunResult& cur, CurrentRows* rows) {
+  using Loose = std::tuple<ShapeKey, std::string, Direction, OptionValues>;
+  auto loose = [](const Shape& s, const RowSpec& spec) {
+    return Loose{shape_key(s), spec.variant, spec.direction, spec.options};
+  };
+  std::map<Loose, std::vector<Key>> base_left;
+  for (const auto& bc : base.configs) {
+    for (const auto& bv : bc.results) {
+      const Key k = key_of(bc.shape, bv.spec);
+      if (!rows->rows.count(k)) base_left[loose(bc.shape, bv.spec)].push_back(k);
+    }
+  }
+  std::set<Key> base_keys;
+  for (const auto& bc : base.configs) {
+    for (const auto& bv : bc.results) base_keys.insert(key_of(bc.shape, bv.spec));
+  }
+  std::map<Loose, std::vector<std::pair<const ConfigResult*, const VariantResult*>>> cur_left;
+  for (const auto& c : cur.configs) {
+    for (const auto& v : c.results) {
+      const Key& k = rows->key_of_row.at(&v);
+      // Only rows standing for their own spec (not mapped, not shadowed) that no baseline row has.
+      if (base_keys.count(k) || rows->shadowed.count(&v) || k != key_of(c.shape, v.spec)) continue;
+      cur_left[loose(c.shape, v.spec)].push_back({&c, &v});
+    }
+  }
+  for (const auto& [l, keys] : base_left) {
+    auto it = cur_left.find(l);
+    if (keys.size() != 1 || it == cur_left.end() || it->second.size() != 1) continue;
+    const auto [c, v] = it->second.front();
+    rows->rows.erase(rows->key_of_row[v]);
+    rows->labels.erase(rows->key_of_row[v]);
+    rows->rows[keys.front()] = v;
+    rows->labels[keys.front()] = row_label(*c, *v);
+    rows->key_of_row[v] = keys.front();
+  }
+}
+
+// Notes on how a current row differs from the baseline row it is compared with (mapped, or
+// reconfigured).
+void spec_notes(const RowSpec& b, const RowSpec& c, GateRow* row) {
+  const Tiles bt = b.tiles(), ct = c.tiles();
+  if (!(bt == ct)) {
+    row->notes.push_back(
+        fmt::format("tiles {}x{} -> {}x{}", bt.block_q, bt.block_kv, ct.block_q, ct.block_kv));
+  }
+  const KernelConfig none{};
+  const KernelConfig bk = b.kernel_config.value_or(none), ck = c.kernel_config.value_or(none);
+  if (bk.stages != ck.stages || bk.warpgroups != ck.warpgroups || bk.cluster != ck.cluster) {
+    row->notes.push_back(fmt::format("kernel config {} -> {}", to_string(bk), to_string(ck)));
+  }
+  if (b.direction != c.direction) {
+    row->notes.push_back(
+        fmt::format("direction {} -> {}", to_string(b.direction), to_string(c.direction)));
+  }
+  std::set<std::string> names;
+  for (const auto& [k, v] : b.options) names.insert(k);
+  for (const auto& [k, v] : c.options) names.insert(k);
+  for (const auto& name : names) {
+    const OptionValue* bv = b.option(name);
+    const OptionValue* cv = c.option(name);
+    if (bv && cv && *bv == *cv) continue;
+    row->notes.push_back(fmt::format("{} {} -> {}", name, bv ? fa::to_string(*bv) : "-",
+                                     cv ? fa::to_string(*cv) : "-"));
+  }
+}
+
+// The counters of a matched, measured row compared. Sets `error` for a counter missing from the
+// current run (unless --allow-missing).
+void compare_counters(const VariantResult& bv, const VariantResult& cv, const GateOptions& o,
+                      const CalibrationKey& ckey, GateRow* row, bool* error) {
+  auto bcnt = gated_counters(bv);
+  auto ccnt = gated_counters(cv);
+  if (bcnt.count(kL2CountedAtSm) && ccnt.count(kL2CountedAtSm) &&
+      bcnt[kL2CountedAtSm] != ccnt[kL2CountedAtSm]) {
+    row->problems.push_back(fmt::format(
+        "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
+        "comparable; record the baseline again with this fa-bench",
+        bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
+    *error = true;
+    bcnt.erase("l2_bytes");
+  }
+  for (const char* name : kGateCounters) {
+    auto b = bcnt.find(name);
+    if (b == bcnt.end()) continue;
+    auto c = ccnt.find(name);
+    if (c == ccnt.end()) {
+      const std::string msg =
+          fmt::format("{} counted in the baseline but not in the current run (counters {})", name,
+                      cv.counters ? cv.counters->status : std::string("absent"));
+      if (o.allow_missing) {
+        row->notes.push_back(msg + " (--allow-missing)");
+      } else {
+        row->problems.push_back(msg);
+        *error = true;
+      }
+      continue;
+    }
+    CounterComparison cc;
+    cc.name = name;
+    cc.base = b->second;
+    cc.cur = c->second;
+    cc.tolerance =
+        calibrated(o, ckey, name, o.counter_tolerance_given, o.tolerance_for(name), &cc.calibrated);
+    if (cc.base > 0) {
+      cc.change = cc.cur / cc.base - 1;
+      cc.regressed = cc.change > cc.tolerance;
+      cc.improved = cc.change < -cc.tolerance;
+    } else {
+      cc.regressed = cc.cur > 0;  // from nothing to something
+    }
+    row->counters.push_back(cc);
+  }
+}
+
+// Time (and counters) of a row measured in both files. Sets `error` / `hard_error`.
+void compare_measured(const VariantResult& bv, const VariantResult& cv, const GateOptions& o,
+                      const CalibrationKey& ckey, bool counters_on, GateRow* row, bool* error,
+                      bool* hard_error) {
+  spec_notes(bv.spec, cv.spec, row);
+  row->cur_time = side_of(*cv.timing);
+  if (counters_on) row->cur_counters = gated_counters(cv);
+  bool cal = false;
+  const double ttol = calibrated(o, ckey, "time", o.time_tolerance_given, o.time_tolerance, &cal);
+  row->time = compare_time(*bv.timing, *cv.timing, o, ttol);
+  row->time->calibrated = cal;
+  const TimeComparison& t = *row->time;
+  if (t.base.n < o.min_samples) {
+    row->problems.push_back(fmt::format(
+        "{} timing samples in the baseline, {} or more needed: refresh the baseline from a "
+        "run with --repetitions 100",
+        t.base.n, o.min_samples));
+    *error = *hard_error = true;
+  }
+  if (t.cur.n < o.min_samples) {
+    row->problems.push_back(
+        fmt::format("{} timing samples in the current run, {} or more needed to decide: rerun with "
+                    "--repetitions 100 (under --min-time a slow row gets few samples)",
+                    t.cur.n, o.min_samples));
+    *error = *hard_error = true;
+  }
+  if (t.clock_flag) {
+    row->notes.push_back(
+        fmt::format("SM clock differs: {:.0f} MHz (baseline) vs {:.0f} MHz (current), {:+.1f}%; "
+                    "judged in cycles as well as time",
+                    t.base.clock_mhz, t.cur.clock_mhz, pct(t.clock_diff)));
+  }
+  if (t.noisy) {
+    row->notes.push_back(fmt::format("spread (IQR/median) {:.1f}% / {:.1f}%: a noisy machine?",
+                                     pct(t.base.dispersion), pct(t.cur.dispersion)));
+  }
+  if (counters_on) compare_counters(bv, cv, o, ckey, row, error);
+}
+
+// A gate row for a file's row: its spec, label, shape, peer flag and configuration label.
+GateRow gate_row_of(const ConfigResult& c, const VariantResult& v) {
+  GateRow row;
+  row.spec = v.spec;
+  row.base_variant = row.variant = row_label(c, v);
+  row.shape = c.shape;
+  row.peer = v.peer;
+  row.config_label = config_label(c.shape);
+  return row;
+}
+
+// One baseline row against its current row (if any); appends the gate's row to the report.
+void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, CurrentRows& cur,
+                          std::map<Key, bool>& matched, const GateOptions& o, bool counters_on,
+                          GateReport* rep) {
+  GateRow row = gate_row_of(bc, bv);
+  const CalibrationKey ckey{row_key(bc.shape, bv.spec), legacy_row_key(bc.shape, row.base_variant)};
+  bool error = false, failed = false;
+  bool hard_error = false;  // impossible values or too few samples: exit 2 even for peers
+  const Key k = key_of(bc.shape, bv.spec);
+  auto it = cur.rows.find(k);
+  if (it != cur.rows.end()) {
+    matched[k] = true;
+    row.variant = cur.labels[k];
+    row.peer = row.peer || it->second->peer;
+  }
+  auto done = [&] {
+    finish_row(row, error, failed);
+    if (row.peer && !o.gate_peers && !hard_error) as_sentinel(row);
+    rep->rows.push_back(std::move(row));
+  };
+  auto warn_missing = [&](const std::string& msg) {  // --allow-missing
+    row.notes.push_back(msg + " (--allow-missing)");
+    row.outcome = RowOutcome::warning;
+    rep->rows.push_back(std::move(row));
+  };
+  if (const std::string why = impossible_values(bv); !why.empty()) {
+    row.problems.push_back(fmt::format("the baseline row cannot be trusted: {}", why));
+    error = hard_error = true;
+    return done();
+  }
+  if (bv.status != Status::ok) {
+    if (bv.status == Status::failed || bv.status == Status::error) {
+      row.problems.push_back(fmt::format("the baseline row is {} ({}): refresh the baseline",
+                                         to_string(bv.status), bv.reason));
+      error = true;
+    } else {
+      row.notes.push_back(
+          fmt::format("not compared: the baseline row is {}", to_string(bv.status)));
+      if (it == cur.rows.end()) return;  // e.g. unsupported on both sides: nothing to say
+    }
+    return done();
+  }
+  if (it == cur.rows.end()) {
+    const std::string msg = fmt::format("missing from the current run ({})", rep->current_source);
+    if (o.allow_missing) return warn_missing(msg);
+    row.problems.push_back(msg + ": run the baseline's command line, or pass --allow-missing");
+    error = true;
+    return done();
+  }
+  const VariantResult& cv = *it->second;
+  if (const std::string why = impossible_values(cv); !why.empty()) {
+    row.problems.push_back(fmt::format("the current row cannot be trusted: {}", why));
+    error = hard_error = true;
+    return done();
+  }
+  if (cv.status == Status::failed || cv.status == Status::error) {
+    row.problems.push_back(
+        fmt::format("the current run's {} {}{}", row.variant,
+                    cv.status == Status::failed ? "failed verification" : "errored",
+                    cv.reason.empty() ? "" : " (" + cv.reason + ")"));
+    failed = true;
+  } else if (cv.status != Status::ok) {
+    const std::string msg =
+        fmt::format("not measured in the current run (status {}{})", to_string(cv.status),
+                    cv.reason.empty() ? "" : ": " + cv.reason);
+    if (o.allow_missing) return warn_missing(msg);
+    row.problems.push_back(msg);
+    error = true;
+  } else {
+    compare_measured(bv, cv, o, ckey, counters_on, &row, &error, &hard_error);
+  }
+  done();
+}
+
+// Current rows no baseline row matched: reported, not gated.
+void report_new_rows(const RunResult& cur, const CurrentRows& rows,
+                     const std::map<Key, bool>& matched, bool counters_on, GateReport* rep) {
+  for (const auto& c : cur.configs) {
+    for (const auto& v : c.results) {
+      if (matched.count(rows.key_of_row.at(&v)) || v.status != Status::ok) continue;
+      if (rows.shadowed.count(&v)) continue;
+      GateRow row = gate_row_of(c, v);
+      row.outcome = RowOutcome::new_row;
+      if (v.timing) row.cur_time = side_of(*v.timing);
+      if (counters_on) row.cur_counters = gated_counters(v);
+      row.notes.push_back("not in the baseline: not gated (refresh the baseline to gate it)");
+      rep->rows.push_back(std::move(row));
+    }
+  }
+}
+
+// 2: a file or row cannot be compared; 1: a regression or a failure; else 0.
+int exit_code_of(const GateReport& rep, const GateOptions& o) {
+  bool errors = !rep.file_problems.empty(), fails = false;
+  for (const auto& r : rep.rows) {
+    errors |= r.outcome == RowOutcome::error && !r.problems.empty();
+    fails |= r.outcome == RowOutcome::regression || r.outcome == RowOutcome::failed;
+    fails |= o.strict && r.outcome == RowOutcome::warning && r.time &&
+             r.time->verdict == TimeVerdict::ambiguous;
+  }
+  return errors ? 2 : fails ? 1 : 0;
+}
+
+}  // namespace
+
 GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptions& o,
                     const std::string& base_source, const std::string& cur_source) {
   GateReport rep;
@@ -533,298 +1023,17 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
   rep.device_cur = device_name(cur);
   rep.revision_base = base.git_revision;
   rep.revision_cur = cur.git_revision;
-
-  // ---- the files as a whole ----
-  auto no_measurements = [&](const RunResult& r, const std::string& src) {
-    rep.file_problems.push_back(
-        fmt::format("{}: no measurements: taken without a GPU ({}); run fa-bench on the GPU runner",
-                    src, r.no_gpu_reason.empty() ? "model only" : r.no_gpu_reason));
-  };
-  if (!measured_run(base)) no_measurements(base, base_source);
-  if (!measured_run(cur)) no_measurements(cur, cur_source);
-  if (base.device && cur.device && base.device->name != cur.device->name) {
-    const std::string msg =
-        fmt::format("different GPU models: baseline {} ({}), current {} ({})", base.device->name,
-                    base_source, cur.device->name, cur_source);
-    if (o.allow_device_mismatch) {
-      rep.file_notes.push_back(msg + " (--allow-device-mismatch)");
-    } else {
-      rep.file_problems.push_back(
-          msg + ": compare runs of the same GPU model, or pass --allow-device-mismatch");
+  check_files(base, cur, o, &rep);
+  const bool counters_on = counters_gated(base, cur, o, &rep);
+  if (measured_run(base) && measured_run(cur)) {  // else: reported above
+    CurrentRows rows = index_current_rows(base, cur, o, &rep);
+    pair_reconfigured_rows(base, cur, &rows);
+    std::map<Key, bool> matched;
+    for (const auto& bc : base.configs) {
+      for (const auto& bv : bc.results)
+        compare_baseline_row(bc, bv, rows, matched, o, counters_on, &rep);
     }
-  }
-  auto setting = [&](const char* what, const std::string& a, const std::string& b) {
-    if (a != b) {
-      rep.file_problems.push_back(
-          fmt::format("settings differ: {} is {} in the baseline, {} in the current run; "
-                      "the times are not comparable",
-                      what, a, b));
-    }
-  };
-  setting("l2", base.settings.l2, cur.settings.l2);
-  setting("inputs", base.settings.inputs, cur.settings.inputs);
-  setting("fp8_prequantized", base.settings.fp8_prequantized ? "true" : "false",
-          cur.settings.fp8_prequantized ? "true" : "false");
-  if (!cur.complete)
-    rep.file_notes.push_back(cur_source + ": the run was interrupted (complete: false)");
-  check_duplicates(base, base_source, &rep.file_problems);
-  check_duplicates(cur, cur_source, &rep.file_problems);
-  environment_diff(base, cur, &rep);
-
-  const bool base_counters = has_counters(base), cur_counters = has_counters(cur);
-  bool counters_on = false;
-  if (o.time_only) {
-    rep.file_notes.push_back("--time-only: bytes and FLOPs are not gated");
-  } else if (measured_run(base) && measured_run(cur)) {
-    if (base_counters && !cur_counters) {
-      rep.file_problems.push_back(fmt::format(
-          "{}: no counters (run with --no-counters, or counters unavailable), but the baseline "
-          "has them: rerun with counters, or pass --time-only to gate time alone",
-          cur_source));
-    } else if (!base_counters && cur_counters) {
-      rep.file_problems.push_back(fmt::format(
-          "{}: the baseline has no counters, the current run has: bytes and FLOPs cannot be "
-          "gated; refresh the baseline from a run with counters (--update-baseline), or pass "
-          "--time-only",
-          base_source));
-    } else if (!base_counters && !cur_counters) {
-      rep.file_problems.push_back(
-          "neither file has counters (--no-counters, or counters unavailable): bytes and FLOPs "
-          "cannot be gated; run with counters, or pass --time-only to gate time alone");
-    } else {
-      counters_on = true;
-    }
-  }
-  if (o.calibration) {
-    rep.file_notes.push_back(
-        fmt::format("tolerances per row from the baseline's calibration ({} runs){}",
-                    o.calibration->runs.size(),
-                    o.time_tolerance_given || o.counter_tolerance_given
-                        ? "; tolerances given on the command line take precedence"
-                        : ""));
-  }
-
-  // ---- rows ----
-  // Mapped rows (--map-variant) first: they take the place of a current row of the baseline's name.
-  std::map<Key, const VariantResult*> cur_rows;
-  std::map<Key, std::string> cur_names;
-  std::set<Key> mapped_keys;
-  std::set<std::pair<std::string, std::string>> shadowed;  // (row, config) not compared
-  for (const bool mapped_pass : {true, false}) {
-    for (const auto& c : cur.configs) {
-      for (const auto& v : c.results) {
-        auto it = o.variant_map.find(v.variant);
-        const bool mapped = it != o.variant_map.end();
-        if (mapped != mapped_pass) continue;
-        const std::string as = mapped ? it->second : v.variant;
-        const Key k = key_of(c.shape, as);
-        if (cur_rows.count(k)) {
-          if (mapped) {
-            rep.file_problems.push_back(
-                fmt::format("{}: two rows map to baseline row {} {} (--map-variant)", cur_source,
-                            as, config_label(c.shape)));
-          } else if (mapped_keys.count(k)) {
-            rep.file_notes.push_back(
-                fmt::format("current row {} {} not compared: {} takes its place", v.variant,
-                            config_label(c.shape), cur_names[k]));
-            shadowed.insert({v.variant, config_label(c.shape)});
-          }  // else: a duplicate, reported above
-          continue;
-        }
-        cur_rows[k] = &v;
-        cur_names[k] = v.variant;
-        if (mapped) mapped_keys.insert(k);
-      }
-    }
-  }
-  std::map<Key, bool> matched;
-  const bool can_compare = measured_run(base) && measured_run(cur);  // else: reported above
-  for (const auto& bc : can_compare ? base.configs : std::vector<ConfigResult>{}) {
-    for (const auto& bv : bc.results) {
-      GateRow row;
-      row.base_variant = bv.variant;
-      row.variant = bv.variant;
-      row.shape = bc.shape;
-      row.peer = bv.peer;
-      row.config_label = config_label(bc.shape);
-      const std::string rkey = row_key(bc.shape, bv.variant);
-      bool error = false, failed = false;
-      bool hard_error = false;  // impossible values or too few samples: exit 2 even for peers
-      const Key k = key_of(bc.shape, bv.variant);
-      auto it = cur_rows.find(k);
-      if (it != cur_rows.end()) {
-        matched[k] = true;
-        row.variant = cur_names[k];
-        row.peer = row.peer || it->second->peer;
-      }
-      auto done = [&] {
-        finish_row(row, error, failed);
-        if (row.peer && !o.gate_peers && !hard_error) as_sentinel(row);
-        rep.rows.push_back(std::move(row));
-      };
-      if (const std::string why = impossible_values(bv); !why.empty()) {
-        row.problems.push_back(fmt::format("the baseline row cannot be trusted: {}", why));
-        error = hard_error = true;
-        done();
-        continue;
-      }
-      if (bv.status != Status::ok) {
-        if (bv.status == Status::failed || bv.status == Status::error) {
-          row.problems.push_back(fmt::format("the baseline row is {} ({}): refresh the baseline",
-                                             to_string(bv.status), bv.reason));
-          error = true;
-        } else {
-          row.notes.push_back(
-              fmt::format("not compared: the baseline row is {}", to_string(bv.status)));
-          if (it == cur_rows.end()) continue;  // e.g. unsupported on both sides: nothing to say
-        }
-        done();
-        continue;
-      }
-      if (it == cur_rows.end()) {
-        const std::string msg = fmt::format("missing from the current run ({})", cur_source);
-        if (o.allow_missing) {
-          row.notes.push_back(msg + " (--allow-missing)");
-          row.outcome = RowOutcome::warning;
-          rep.rows.push_back(std::move(row));
-        } else {
-          row.problems.push_back(msg +
-                                 ": run the baseline's command line, or pass --allow-missing");
-          error = true;
-          done();
-        }
-        continue;
-      }
-      const VariantResult& cv = *it->second;
-      if (const std::string why = impossible_values(cv); !why.empty()) {
-        row.problems.push_back(fmt::format("the current row cannot be trusted: {}", why));
-        error = hard_error = true;
-        done();
-        continue;
-      }
-      if (cv.status == Status::failed || cv.status == Status::error) {
-        row.problems.push_back(
-            fmt::format("the current run's {} {}{}", cv.variant,
-                        cv.status == Status::failed ? "failed verification" : "errored",
-                        cv.reason.empty() ? "" : " (" + cv.reason + ")"));
-        failed = true;
-      } else if (cv.status != Status::ok) {
-        const std::string msg =
-            fmt::format("not measured in the current run (status {}{})", to_string(cv.status),
-                        cv.reason.empty() ? "" : ": " + cv.reason);
-        if (o.allow_missing) {
-          row.notes.push_back(msg + " (--allow-missing)");
-          row.outcome = RowOutcome::warning;
-          rep.rows.push_back(std::move(row));
-          continue;
-        }
-        row.problems.push_back(msg);
-        error = true;
-      } else {
-        if (cv.tiles.block_q != bv.tiles.block_q || cv.tiles.block_kv != bv.tiles.block_kv) {
-          row.notes.push_back(fmt::format("tiles {}x{} -> {}x{}", bv.tiles.block_q,
-                                          bv.tiles.block_kv, cv.tiles.block_q, cv.tiles.block_kv));
-        }
-        if (bv.block_order != cv.block_order) {
-          row.notes.push_back(fmt::format("block order {} -> {}", bv.block_order, cv.block_order));
-        }
-        row.cur_time = side_of(*cv.timing);
-        if (counters_on) row.cur_counters = gated_counters(cv);
-        bool cal = false;
-        const double ttol =
-            calibrated(o, rkey, "time", o.time_tolerance_given, o.time_tolerance, &cal);
-        row.time = compare_time(*bv.timing, *cv.timing, o, ttol);
-        row.time->calibrated = cal;
-        const TimeComparison& t = *row.time;
-        if (t.base.n < o.min_samples) {
-          row.problems.push_back(fmt::format(
-              "{} timing samples in the baseline, {} or more needed: refresh the baseline from a "
-              "run with --repetitions 100",
-              t.base.n, o.min_samples));
-          error = hard_error = true;
-        }
-        if (t.cur.n < o.min_samples) {
-          row.problems.push_back(fmt::format(
-              "{} timing samples in the current run, {} or more needed to decide: rerun with "
-              "--repetitions 100 (under --min-time a slow row gets few samples)",
-              t.cur.n, o.min_samples));
-          error = hard_error = true;
-        }
-        if (t.clock_flag) {
-          row.notes.push_back(fmt::format(
-              "SM clock differs: {:.0f} MHz (baseline) vs {:.0f} MHz (current), {:+.1f}%; "
-              "judged in cycles as well as time",
-              t.base.clock_mhz, t.cur.clock_mhz, pct(t.clock_diff)));
-        }
-        if (t.noisy) {
-          row.notes.push_back(fmt::format("spread (IQR/median) {:.1f}% / {:.1f}%: a noisy machine?",
-                                          pct(t.base.dispersion), pct(t.cur.dispersion)));
-        }
-        auto bcnt = counters_on ? gated_counters(bv) : std::map<std::string, double>{};
-        auto ccnt = counters_on ? gated_counters(cv) : std::map<std::string, double>{};
-        if (bcnt.count(kL2CountedAtSm) && ccnt.count(kL2CountedAtSm) &&
-            bcnt[kL2CountedAtSm] != ccnt[kL2CountedAtSm]) {
-          row.problems.push_back(fmt::format(
-              "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
-              "comparable; record the baseline again with this fa-bench",
-              bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
-          error = true;
-          bcnt.erase("l2_bytes");
-        }
-        for (const char* name : kGateCounters) {
-          auto b = bcnt.find(name);
-          if (b == bcnt.end()) continue;
-          auto c = ccnt.find(name);
-          if (c == ccnt.end()) {
-            const std::string msg =
-                fmt::format("{} counted in the baseline but not in the current run (counters {})",
-                            name, cv.counters ? cv.counters->status : std::string("absent"));
-            if (o.allow_missing) {
-              row.notes.push_back(msg + " (--allow-missing)");
-            } else {
-              row.problems.push_back(msg);
-              error = true;
-            }
-            continue;
-          }
-          CounterComparison cc;
-          cc.name = name;
-          cc.base = b->second;
-          cc.cur = c->second;
-          cc.tolerance = calibrated(o, rkey, name, o.counter_tolerance_given, o.tolerance_for(name),
-                                    &cc.calibrated);
-          if (cc.base > 0) {
-            cc.change = cc.cur / cc.base - 1;
-            cc.regressed = cc.change > cc.tolerance;
-            cc.improved = cc.change < -cc.tolerance;
-          } else {
-            cc.regressed = cc.cur > 0;  // from nothing to something
-          }
-          row.counters.push_back(cc);
-        }
-      }
-      done();
-    }
-  }
-  if (can_compare) {
-    for (const auto& c : cur.configs) {
-      for (const auto& v : c.results) {
-        auto it = o.variant_map.find(v.variant);
-        const Key k = key_of(c.shape, it == o.variant_map.end() ? v.variant : it->second);
-        if (matched.count(k) || v.status != Status::ok) continue;
-        if (shadowed.count({v.variant, config_label(c.shape)})) continue;
-        GateRow row;
-        row.variant = row.base_variant = v.variant;
-        row.shape = c.shape;
-        row.peer = v.peer;
-        row.config_label = config_label(c.shape);
-        row.outcome = RowOutcome::new_row;
-        if (v.timing) row.cur_time = side_of(*v.timing);
-        if (counters_on) row.cur_counters = gated_counters(v);
-        row.notes.push_back("not in the baseline: not gated (refresh the baseline to gate it)");
-        rep.rows.push_back(std::move(row));
-      }
-    }
+    report_new_rows(cur, rows, matched, counters_on, &rep);
   }
   if (const int n = rep.count(RowOutcome::environment)) {
     std::string env;
@@ -834,16 +1043,7 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
         env.empty() ? "driver and runtime versions recorded equal: library, clocks or load?"
                     : env));
   }
-
-  // ---- exit code ----
-  bool errors = !rep.file_problems.empty(), fails = false;
-  for (const auto& r : rep.rows) {
-    errors |= r.outcome == RowOutcome::error && !r.problems.empty();
-    fails |= r.outcome == RowOutcome::regression || r.outcome == RowOutcome::failed;
-    fails |= o.strict && r.outcome == RowOutcome::warning && r.time &&
-             r.time->verdict == TimeVerdict::ambiguous;
-  }
-  rep.exit_code = errors ? 2 : fails ? 1 : 0;
+  rep.exit_code = exit_code_of(rep, o);
   return rep;
 }
 
@@ -861,7 +1061,7 @@ struct RowRef {
 std::map<std::string, RowRef> rows_by_key(const RunResult& r) {
   std::map<std::string, RowRef> out;
   for (const auto& c : r.configs) {
-    for (const auto& v : c.results) out[row_key(c.shape, v.variant)] = {&c, &v};
+    for (const auto& v : c.results) out[row_key(c.shape, v.spec)] = {&c, &v};
   }
   return out;
 }
@@ -1018,11 +1218,13 @@ std::optional<Calibration> read_calibration(const std::string& json_text,
   const json& cal = doc[kCalibrationKey];
   if (!cal.is_object()) bad("", "not an object");
   if (!cal.contains("schema") || !cal["schema"].is_string()) bad(".schema", "missing");
-  if (cal["schema"].get<std::string>() != kCalibrationSchema) {
+  const std::string version = cal["schema"].get<std::string>();
+  if (version != kCalibrationSchema && version != kCalibrationSchemaV1) {
     bad(".schema", "unknown version " + cal["schema"].dump() + "; this gate understands " +
-                       kCalibrationSchema);
+                       kCalibrationSchema + " and " + kCalibrationSchemaV1);
   }
   Calibration c;
+  c.legacy_keys = version == kCalibrationSchemaV1;
   if (cal.contains("runs")) {
     if (!cal["runs"].is_array()) bad(".runs", "not an array");
     for (const auto& r : cal["runs"]) {

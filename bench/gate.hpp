@@ -26,6 +26,9 @@ inline const char* const kL2CountedAtSm = "l2_counted_at_sm";
 // in the baseline under the optional top-level key "gate_calibration" (docs/ci-gates.md).
 struct Calibration {
   std::vector<std::string> runs;  // the files it was learned from
+  // fa-bench-gate-calibration/1 keyed rows by their fa-bench/1 name ("fa2 B=4 ...", "fa2@64x64
+  // B=4 ..."): looked up by the row's label (row_label) when this is true.
+  bool legacy_keys = false;
   // row key (row_key()) -> metric ("time", "dram_bytes", ...) -> tolerance (0.03 = 3%)
   std::map<std::string, std::map<std::string, double>> tolerances;
   // the same keys: the largest change seen between any two of the runs
@@ -33,7 +36,8 @@ struct Calibration {
 };
 
 inline constexpr const char* kCalibrationKey = "gate_calibration";
-inline constexpr const char* kCalibrationSchema = "fa-bench-gate-calibration/1";
+inline constexpr const char* kCalibrationSchema = "fa-bench-gate-calibration/2";
+inline constexpr const char* kCalibrationSchemaV1 = "fa-bench-gate-calibration/1";
 // Calibrated tolerance = max(floor, kCalibrationFactor x the largest change between two runs).
 inline constexpr double kCalibrationFactor = 2.0;
 inline constexpr double kCalibrationFloorTime = 0.02;
@@ -62,8 +66,9 @@ struct GateOptions {
   bool allow_missing =
       false;  // baseline rows absent from (or not measured in) the current run warn
   bool allow_device_mismatch = false;
-  std::map<std::string, std::string> variant_map;  // current row name -> baseline row name
-  std::optional<Calibration> calibration;          // from the baseline file
+  // --map-variant: current row selector -> baseline row selector (parse_row_selector).
+  std::map<std::string, std::string> variant_map;
+  std::optional<Calibration> calibration;  // from the baseline file
   std::string update_baseline_path, markdown_path, junit_path, github_benchmark_path, bmf_path;
 
   double tolerance_for(const std::string& counter) const {
@@ -140,9 +145,11 @@ enum class RowOutcome {
 const char* to_string(RowOutcome o);
 
 struct GateRow {
-  // Identity: the device name is checked per file; this is the rest of the key.
-  std::string variant;       // as in the current run
-  std::string base_variant;  // as in the baseline (differs under --map-variant)
+  // Identity: the device name is checked per file; the rest of the key is the shape and the
+  // baseline row's spec (variant, direction, kernel configuration, options).
+  RowSpec spec;              // the baseline's (the current run's for a new row)
+  std::string variant;       // the row's label in the current run (row_label)
+  std::string base_variant;  // its label in the baseline (differs under --map-variant)
   Shape shape;
   bool peer = false;
   std::string config_label;  // "B=4 H=32 N=4096 d=64 causal bf16"
@@ -169,8 +176,23 @@ struct GateReport {
   bool calibrated = false;
 };
 
-// "fa2 B=4 H=32 N=4096 d=64 causal=0 bf16": the key of a row in a calibration.
-std::string row_key(const Shape& s, const std::string& variant);
+// "fa2 forward 128x64 s2 block_order=blocks B=4 H=32 N=4096 d=64 causal=0 bf16": the key of a
+// row in a calibration (fa-bench-gate-calibration/2): the spec, then the shape.
+std::string row_key(const Shape& s, const RowSpec& spec);
+// The fa-bench-gate-calibration/1 key: a row's name (now its label), then the shape.
+std::string legacy_row_key(const Shape& s, const std::string& label);
+
+// Which rows --map-variant names: "fa2" (every fa2 row), "fa2@64x64" (its rows of those tiles),
+// "fa2~heads" or "fa2@64x64~heads" (also an option set to that value). User input, written as
+// the console labels rows; a result file's rows are never named this way.
+struct RowSelector {
+  std::string variant;
+  std::optional<Tiles> tiles;
+  std::vector<std::string> option_values;
+  bool selects(const RowSpec& spec) const;
+};
+// False when `text` is not a selector (empty variant, tiles not BrxBc of positive integers).
+bool parse_row_selector(const std::string& text, RowSelector* out);
 
 // The robust summary of one row's samples (non-finite and non-positive samples dropped).
 TimeSide side_of(const Timing& t);

@@ -66,11 +66,11 @@ std::string unfit_as_baseline(const RunResult& r, bool time_only) {
   for (const auto& c : r.configs) {
     for (const auto& v : c.results) {
       if (v.status == Status::failed || v.status == Status::error) {
-        return fmt::format("{} {}", v.variant,
+        return fmt::format("{} {}", row_label(c, v),
                            v.status == Status::failed ? "failed verification" : "errored");
       }
       if (const std::string why = impossible_values(v); !why.empty()) {
-        return fmt::format("{}: {}", v.variant, why);
+        return fmt::format("{}: {}", row_label(c, v), why);
       }
       counters = counters || !gated_counters(v).empty();
     }
@@ -182,8 +182,10 @@ int gate(int argc, const char* const* argv) {
   app.add_flag("--allow-device-mismatch", o.allow_device_mismatch,
                "compare files from different GPU models");
   app.add_option("--map-variant", maps,
-                 "CURRENT=BASELINE: compare the current row CURRENT with the baseline row BASELINE "
-                 "(e.g. fa2@64x64=fa2); repeatable");
+                 "CURRENT=BASELINE: compare the current rows CURRENT selects with the baseline row "
+                 "BASELINE selects in each configuration; a selector is a variant, optionally "
+                 "with @BrxBc tiles and ~value option values (e.g. fa2@64x64=fa2, "
+                 "fa2~heads=fa2~blocks); repeatable");
   app.add_option("--update-baseline", o.update_baseline_path,
                  "write the current file here as the new baseline (unless it failed, is "
                  "unmeasured or has no counters)");
@@ -195,7 +197,8 @@ int gate(int argc, const char* const* argv) {
   app.add_option("--bmf", o.bmf_path,
                  "write the current figures in Bencher's metric format (BMF JSON)");
   app.footer(
-      "Rows match by (GPU model, variant, B, H, N, d, causal, dtype). Time: slower when the "
+      "Rows match by (GPU model, B, H, N, d, causal, dtype, and the row spec: variant, direction, "
+      "kernel configuration, option values). Time: slower when the "
       "median ratio exceeds 1 + tolerance in time and in SM cycles, confirmed by a Mann-Whitney U "
       "test (p < 0.01) and the 99% bootstrap interval of the ratio lying above the tolerance; "
       "past the tolerance but unconfirmed is ambiguous (a warning saying what to rerun). Peers "
@@ -239,6 +242,15 @@ int gate(int argc, const char* const* argv) {
       if (eq == std::string::npos || eq == 0 || eq + 1 == m.size()) {
         throw BadGateInput{
             fmt::format("--map-variant: '{}' (accepted: CURRENT=BASELINE, e.g. fa2@64x64=fa2)", m)};
+      }
+      RowSelector sel;
+      for (const std::string side : {m.substr(0, eq), m.substr(eq + 1)}) {
+        if (!parse_row_selector(side, &sel)) {
+          throw BadGateInput{fmt::format(
+              "--map-variant: '{}' is not a row selector (accepted: VARIANT[@BrxBc][~value...], "
+              "e.g. fa2@64x64=fa2)",
+              side)};
+        }
       }
       o.variant_map[m.substr(0, eq)] = m.substr(eq + 1);
     }

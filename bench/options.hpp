@@ -40,6 +40,12 @@ struct Options {
   bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
   bool datasheet_roofs = false;            // --datasheet-roofs: measure no ceilings
   bool require_gpu = false;
+  // --profiler-range: each non-peer variant's verification launch alone between
+  // cudaProfilerStart/Stop, after one untimed launch (Nsight Compute's range replay).
+  bool profiler_range = false;
+  // --test-force-counter-error (hidden): the counter session fails as CUPTI would with this
+  // error ("insufficient_privileges" | "hardware_busy"); scripts/gpu_check.sh. "" = none.
+  std::string test_counter_error;
   std::int64_t model_smem_per_sm = 0;       // 0: the device's (233472, Hopper's, with no GPU)
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark
   std::string command_line;

@@ -3,6 +3,9 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <set>
+
+#include "kernels/registry.hpp"
 
 namespace fa::bench {
 
@@ -28,54 +31,84 @@ std::vector<Shape> make_plan(const Options& o) {
   return plan;
 }
 
-const VariantInfo* variant_of_row(const std::string& row_name) {
-  return find_variant(row_name.substr(0, row_name.find_first_of("@~")));
+std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& decl) {
+  std::vector<OptionValue> wanted;
+  if (decl.name == kOptionBlockOrder) {
+    if (o.fa2_order != "heads") wanted.emplace_back(std::string("blocks"));
+    if (o.fa2_order != "blocks") wanted.emplace_back(std::string("heads"));
+  } else if (decl.name == kOptionPrequantized) {
+    wanted.emplace_back(o.fp8_prequantized);
+  } else {
+    wanted.push_back(decl.accepted.front());
+  }
+  std::erase_if(wanted, [&](const OptionValue& v) {
+    return std::find(decl.accepted.begin(), decl.accepted.end(), v) == decl.accepted.end();
+  });
+  return wanted;
 }
 
-std::string plan_variants(const Options& o, int d, std::vector<PlannedVariant>* out) {
-  const bool any_tiles = !o.block_q.empty() || !o.block_kv.empty();
+namespace {
+
+// The kernel configurations of `info` at head dim d that the run asks for: the default, or those
+// --block-q / --block-kv list; none for a variant that is not tiled (or not at this d).
+std::string configs_for(const Options& o, const VariantInfo& info, int d,
+                        std::vector<std::optional<KernelConfig>>* out) {
+  const auto configs = info.kernel_configs(d);
+  if (configs.empty()) {
+    out->push_back(std::nullopt);
+    return "";
+  }
+  if (o.block_q.empty() && o.block_kv.empty()) {
+    out->push_back(configs.front());
+    return "";
+  }
   auto listed = [](const std::vector<int>& list, int v) {
     return list.empty() || std::find(list.begin(), list.end(), v) != list.end();
   };
+  for (const KernelConfig& c : configs) {
+    if (listed(o.block_q, c.block_q) && listed(o.block_kv, c.block_kv)) out->push_back(c);
+  }
+  if (!out->empty()) return "";
+  std::string valid;
+  for (const KernelConfig& c : configs)
+    valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", c.block_q, c.block_kv);
+  return fmt::format(
+      "--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants "
+      "picks which variants run)",
+      info.name, d, valid);
+}
+
+// Every combination of the requested values of the options `info` declares, in declaration order.
+std::vector<OptionValues> option_combinations(const Options& o, const VariantInfo& info) {
+  std::vector<OptionValues> combos{OptionValues{}};
+  for (const OptionDecl& decl : info.options) {
+    std::vector<OptionValues> next;
+    for (const OptionValues& partial : combos) {
+      for (const OptionValue& v : requested_values(o, decl)) {
+        OptionValues with = partial;
+        with[decl.name] = v;
+        next.push_back(std::move(with));
+      }
+    }
+    combos = std::move(next);
+  }
+  return combos;
+}
+
+}  // namespace
+
+std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
+  std::set<RowSpec> planned;
   for (const auto& name : o.variants) {
     const VariantInfo* info = find_variant(name);
-    const auto options = info->tile_options(d);
-    if (options.empty()) {  // not tiled, or not supported at this d: one row
-      out->push_back({name, info, Tiles{}});
-      continue;
-    }
-    if (!any_tiles) {
-      out->push_back({name, info, options.front()});
-      continue;
-    }
-    const std::size_t before = out->size();
-    for (const Tiles& t : options) {
-      if (listed(o.block_q, t.block_q) && listed(o.block_kv, t.block_kv)) {
-        const bool is_default = t == options.front();
-        out->push_back({is_default ? name : fmt::format("{}@{}x{}", name, t.block_q, t.block_kv), info, t});
+    std::vector<std::optional<KernelConfig>> configs;
+    if (std::string e = configs_for(o, *info, d, &configs); !e.empty()) return e;
+    for (const auto& config : configs) {
+      for (const OptionValues& values : option_combinations(o, *info)) {
+        RowSpec spec{info->name, Direction::forward, config, values};
+        if (planned.insert(spec).second) out->push_back({std::move(spec), info});
       }
     }
-    if (out->size() == before && any_tiles) {
-      std::string valid;
-      for (const Tiles& t : options) valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", t.block_q, t.block_kv);
-      return fmt::format("--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants picks which variants run)",
-                         name, d, valid);
-    }
-  }
-  // fa2's thread-block order: the default rows walk the query blocks of one head together;
-  // "heads" rows (name~heads) walk heads first, "both" gives both.
-  if (o.fa2_order != "blocks") {
-    std::vector<PlannedVariant> with_order;
-    for (auto& pv : *out) {
-      const bool fa2 = pv.info->algorithm == Algorithm::fa2 && !pv.info->peer;
-      if (fa2 && o.fa2_order == "both") with_order.push_back(pv);
-      if (fa2) {
-        pv.row_name += "~heads";
-        pv.heads_interleaved = true;
-      }
-      with_order.push_back(pv);
-    }
-    *out = std::move(with_order);
   }
   return "";
 }

@@ -1,33 +1,34 @@
-// Run planning: the configurations a run covers, in the order they run.
+// Run planning: the configurations a run covers and the rows of each, in the order they run.
+// Every row is planned here once, as a typed spec (kernels/variant.hpp: variant, direction,
+// kernel configuration, option values); nothing downstream parses a row's name.
 #pragma once
 
+#include <string>
 #include <vector>
 
-#include <string>
-
 #include "bench/options.hpp"
-#include "kernels/registry.hpp"
 #include "kernels/problem.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa::bench {
 
 // N outer, then d, then causal (off before on): a sweep's rows come out grouped by size.
 std::vector<Shape> make_plan(const Options& options);
 
-// One row of a configuration: a variant with the tiles it runs with.
-struct PlannedVariant {
-  std::string row_name;  // "fa2", "fa2@64x64" for other tiles, "fa2~heads" for the other block order
+// One row of a configuration: its spec and the description of its variant.
+struct PlannedRow {
+  RowSpec spec;
   const VariantInfo* info = nullptr;
-  Tiles tiles;
-  bool heads_interleaved = false;  // fa2 --fa2-order heads
 };
 
-// The variant a row name belongs to ("fa2@64x64~heads" -> fa2).
-const VariantInfo* variant_of_row(const std::string& row_name);
+// The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized
+// for prequantized; the declared default otherwise), each one among those the option accepts.
+std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl);
 
-// The rows at head dim d, in registry order. A tiled variant runs once for each compiled tile
-// shape that matches --block-q / --block-kv (each list empty = the default tiles). Returns "" or
-// a one-line error naming the flags and the valid shapes.
-std::string plan_variants(const Options& options, int d, std::vector<PlannedVariant>* out);
+// The rows at head dim d, in registry order: for each variant, each compiled kernel configuration
+// that matches --block-q / --block-kv (each list empty = the default configuration), and for each
+// of those every combination of the requested option values; forward only. A spec planned twice
+// is kept once. Returns "" or a one-line error naming the flags and the valid shapes.
+std::string plan_rows(const Options& options, int d, std::vector<PlannedRow>* out);
 
 }  // namespace fa::bench

@@ -1,7 +1,9 @@
 #include "bench/result.hpp"
 
 #include <array>
+#include <optional>
 #include <utility>
+#include <variant>
 
 #include "profiler/counters.hpp"
 
@@ -17,6 +19,53 @@ constexpr std::array<std::pair<Status, const char*>, 7> kStatusNames{{
     {Status::interrupted, "interrupted"},
 }};
 }  // namespace
+
+std::string VariantResult::block_order() const {
+  const OptionValue* v = spec.option(kOptionBlockOrder);
+  const auto* s = v ? std::get_if<std::string>(v) : nullptr;
+  return s ? *s : "";
+}
+
+std::string row_label(const ConfigResult& config, const VariantResult& row) {
+  const RowSpec& me = row.spec;
+  std::vector<const RowSpec*> same;  // the other rows of this variant and direction
+  for (const auto& r : config.results) {
+    if (&r != &row && r.spec.variant == me.variant && r.spec.direction == me.direction)
+      same.push_back(&r.spec);
+  }
+  std::string label = me.variant;
+  auto differs = [&](auto part) {
+    for (const RowSpec* o : same) {
+      if (part(*o) != part(me)) return true;
+    }
+    return false;
+  };
+  if (me.kernel_config) {
+    const KernelConfig& k = *me.kernel_config;
+    auto config = [](const RowSpec& s) { return s.kernel_config.value_or(KernelConfig{}); };
+    if (differs([&](const RowSpec& s) { return std::pair(config(s).block_q, config(s).block_kv); }))
+      label += "@" + std::to_string(k.block_q) + "x" + std::to_string(k.block_kv);
+    if (differs([&](const RowSpec& s) { return config(s).stages; }))
+      label += " s" + std::to_string(k.stages);
+    if (differs([&](const RowSpec& s) { return config(s).warpgroups; }))
+      label += " wg" + std::to_string(k.warpgroups);
+    if (differs([&](const RowSpec& s) { return config(s).cluster; })) {
+      label += " c" + std::to_string(k.cluster[0]) + "x" + std::to_string(k.cluster[1]) + "x" +
+               std::to_string(k.cluster[2]);
+    }
+  }
+  for (const auto& [key, value] : me.options) {
+    auto value_of = [&name = key](const RowSpec& s) {
+      const OptionValue* v = s.option(name);
+      return v ? std::optional<OptionValue>(*v) : std::nullopt;
+    };
+    if (!differs(value_of)) continue;
+    const bool is_string = std::holds_alternative<std::string>(value);
+    label += "~" + (is_string ? "" : key + "=") + fa::to_string(value);
+  }
+  if (me.direction == Direction::backward) label += " bwd";
+  return label;
+}
 
 std::string to_string(Status s) {
   for (const auto& [k, name] : kStatusNames) {

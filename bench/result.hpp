@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "kernels/problem.hpp"
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 #include "profiler/device_info.hpp"
 #include "profiler/io_model.hpp"
 #include "profiler/roofline.hpp"
@@ -18,7 +18,10 @@
 
 namespace fa::bench {
 
-inline constexpr const char* kSchema = "fa-bench/1";
+inline constexpr const char* kSchema = "fa-bench/2";
+// Still read: rows are forward, their spec rebuilt from the fields /1 wrote
+// (bench/result_json.cpp).
+inline constexpr const char* kSchemaV1 = "fa-bench/1";
 
 enum class Status { ok, failed, skipped, unsupported, error, model_only, interrupted };
 std::string to_string(Status s);
@@ -101,13 +104,14 @@ struct MeasuredDerived {
 };
 
 struct VariantResult {
-  std::string variant;
+  RowSpec spec;  // the row's identity: variant, direction, kernel configuration, option values
   Algorithm algorithm = Algorithm::standard;
   bool peer = false;
   Status status = Status::model_only;
   std::string reason;
-  Tiles tiles;
-  std::string block_order;  // fa2: "blocks" or "heads" (--fa2-order); "" for the others
+  // The option block_order ("blocks" | "heads") when the variant declares it, else "" (written
+  // as the schema's old block_order field for one more version).
+  std::string block_order() const;
   std::optional<Verification> verification;
   std::optional<Timing> timing;
   model::IoModel model;
@@ -124,6 +128,13 @@ struct ConfigResult {
   std::uint64_t seed = 0;
   std::vector<VariantResult> results;
 };
+
+// What a row is called on a console, in a table or in the gate's report, built from the specs of
+// its configuration: the variant's name, followed by what tells it from the configuration's other
+// rows of the same variant and direction: "@BrxBc" (and stages, warpgroups, cluster when those
+// differ) and "~value" per differing option ("~key=value" for numbers and bools); a backward row
+// ends in " bwd". A label is never read back: the spec is the identity.
+std::string row_label(const ConfigResult& config, const VariantResult& row);
 
 struct Settings {
   std::uint64_t seed = 0;

@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
+#include <variant>
 
 namespace fa::bench {
 namespace {
@@ -66,6 +67,23 @@ std::string unwritable_timing(const Timing& t) {
   return "";
 }
 
+json kernel_config_json(const std::optional<KernelConfig>& c) {
+  if (!c) return nullptr;
+  return json{{"block_q", c->block_q},
+              {"block_kv", c->block_kv},
+              {"stages", c->stages},
+              {"warpgroups", c->warpgroups},
+              {"cluster", c->cluster}};
+}
+
+json options_json(const OptionValues& values) {
+  json j = json::object();
+  for (const auto& [name, v] : values) {
+    std::visit([&, name = name](const auto& x) { j[name] = x; }, v);
+  }
+  return j;
+}
+
 json result_json(const VariantResult& r) {
   // A timed row with an impossible sample is written untimed, as an error with the reason (its
   // timing, derived figures and placement left out): a file stays readable, and nothing is
@@ -75,13 +93,18 @@ json result_json(const VariantResult& r) {
   const Status status = !bad_timing.empty() && r.status == Status::ok ? Status::error : r.status;
   const std::string reason =
       bad_timing.empty() ? r.reason : (r.reason.empty() ? "" : r.reason + "; ") + bad_timing;
-  json j{{"variant", r.variant},
+  const Tiles tiles = r.spec.tiles();
+  json j{{"variant", r.spec.variant},
+         {"direction", to_string(r.spec.direction)},
+         {"kernel_config", kernel_config_json(r.spec.kernel_config)},
+         {"options", options_json(r.spec.options)},
          {"algorithm", to_string(r.algorithm)},
          {"peer", r.peer},
          {"status", to_string(status)},
          {"reason", reason},
-         {"tiles", {{"block_q", r.tiles.block_q}, {"block_kv", r.tiles.block_kv}}},
-         {"block_order", r.block_order},
+         // fa-bench/1's fields, kept for one version: kernel_config and options say it all.
+         {"tiles", {{"block_q", tiles.block_q}, {"block_kv", tiles.block_kv}}},
+         {"block_order", r.block_order()},
          {"model", model_json(r.model)}};
   if (r.verification) {
     const auto& v = *r.verification;
@@ -280,9 +303,82 @@ double counter_value(const Reader& rd, const json& v, const std::string& path) {
   return x;
 }
 
-VariantResult read_result(const Reader& rd, const json& j, const std::string& p) {
+// kernel_config: null, or an object of positive tiles, stages >= 1, warpgroups >= 0 and a
+// cluster of three integers >= 1.
+std::optional<KernelConfig> read_kernel_config(const Reader& rd, const json& j,
+                                               const std::string& p) {
+  const json& v = rd.at(j, p, "kernel_config");
+  if (v.is_null()) return std::nullopt;
+  const std::string kp = p + ".kernel_config";
+  KernelConfig c;
+  auto bounded = [&](const char* key, std::int64_t lo) {
+    const std::int64_t x = rd.integer(v, kp, key);
+    if (x < lo || x > 1 << 20) {
+      rd.fail(kp + "." + key,
+              rd.impossible(v[key], lo == 1 ? "an integer >= 1" : "an integer >= 0"));
+    }
+    return static_cast<int>(x);
+  };
+  c.block_q = bounded("block_q", 1);
+  c.block_kv = bounded("block_kv", 1);
+  c.stages = bounded("stages", 1);
+  c.warpgroups = bounded("warpgroups", 0);
+  const json& cl = rd.at(v, kp, "cluster");
+  if (!cl.is_array() || cl.size() != 3) rd.fail(kp + ".cluster", "expected an array of 3 integers");
+  for (std::size_t i = 0; i < 3; ++i) {
+    if (!cl[i].is_number_integer() || cl[i].get<std::int64_t>() < 1 ||
+        cl[i].get<std::int64_t>() > 1 << 20) {
+      rd.fail(kp + ".cluster", rd.impossible(cl, "3 integers >= 1"));
+    }
+    c.cluster[i] = static_cast<int>(cl[i].get<std::int64_t>());
+  }
+  return c;
+}
+
+// options: an object of strings, numbers and bools.
+OptionValues read_options(const Reader& rd, const json& j, const std::string& p) {
+  const json& v = rd.at(j, p, "options");
+  if (!v.is_object()) rd.fail(p + ".options", "expected an object");
+  OptionValues out;
+  for (const auto& [name, x] : v.items()) {
+    if (x.is_boolean()) {
+      out[name] = x.get<bool>();
+    } else if (x.is_string()) {
+      out[name] = x.get<std::string>();
+    } else if (x.is_number() && std::isfinite(x.get<double>())) {
+      out[name] = x.get<double>();
+    } else {
+      rd.fail(p + ".options." + name, "expected a string, a finite number or a bool");
+    }
+  }
+  return out;
+}
+
+// A fa-bench/1 row as a spec, from the fields /1 wrote. /1 named rows with their tiles and block
+// order appended ("fa2@64x64~heads"); the name up to the first '@' or '~' is the variant. Every
+// tiled kernel of the /1 era (fa1, fa2, fp8) kept two tile buffers in flight; /1 recorded fa2's
+// block order (and, wrongly, the cudnn peer's; not at all before --fa2-order), and fp8's
+// prequantisation in the settings.
+RowSpec spec_from_v1(const std::string& name, const Tiles& tiles, const std::string& block_order,
+                     Algorithm algorithm, bool peer, bool fp8_prequantized) {
+  RowSpec s;
+  s.variant = name.substr(0, name.find_first_of("@~"));
+  s.direction = Direction::forward;
+  if (tiles.block_q > 0 && tiles.block_kv > 0)
+    s.kernel_config = KernelConfig{tiles.block_q, tiles.block_kv, 2, 0, {1, 1, 1}};
+  // fa2, the one /1 variant of the fa2 algorithm that was not a peer, declared the block order;
+  // files from before --fa2-order have none: the only order then was "blocks".
+  if (!peer && algorithm == Algorithm::fa2) {
+    s.options[kOptionBlockOrder] = block_order.empty() ? "blocks" : block_order;
+  }
+  if (!peer && algorithm == Algorithm::fp8) s.options[kOptionPrequantized] = fp8_prequantized;
+  return s;
+}
+
+VariantResult read_result(const Reader& rd, const json& j, const std::string& p, bool v1,
+                          bool fp8_prequantized) {
   VariantResult r;
-  r.variant = rd.str(j, p, "variant");
+  r.spec.variant = rd.str(j, p, "variant");
   r.algorithm = parse_algorithm(rd, rd.str(j, p, "algorithm"), p + ".algorithm");
   r.peer = rd.boolean(j, p, "peer");
   const std::string status = rd.str(j, p, "status");
@@ -292,10 +388,20 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p)
                                "interrupted)");
   }
   r.reason = rd.str(j, p, "reason");
-  const json& tiles = rd.at(j, p, "tiles");
-  r.tiles.block_q = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_q"));
-  r.tiles.block_kv = static_cast<int>(rd.integer(tiles, p + ".tiles", "block_kv"));
-  r.block_order = j.value("block_order", "");
+  if (v1) {
+    const json& tiles = rd.at(j, p, "tiles");
+    const Tiles t{static_cast<int>(rd.integer(tiles, p + ".tiles", "block_q")),
+                  static_cast<int>(rd.integer(tiles, p + ".tiles", "block_kv"))};
+    r.spec = spec_from_v1(r.spec.variant, t, j.value("block_order", ""), r.algorithm, r.peer,
+                          fp8_prequantized);
+  } else {
+    const std::string dir = rd.str(j, p, "direction");
+    if (!parse_direction(dir, &r.spec.direction)) {
+      rd.fail(p + ".direction", "unknown direction '" + dir + "' (accepted: forward, backward)");
+    }
+    r.spec.kernel_config = read_kernel_config(rd, j, p);
+    r.spec.options = read_options(rd, j, p);
+  }
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";
   r.model.flops_matrix = rd.nonnegative(m, mp, "flops_matrix");
@@ -539,10 +645,12 @@ RunResult read_document(const std::string& text, const std::string& source) {
   if (!doc.is_object()) rd.fail("(document)", "expected a JSON object");
   if (!doc.contains("schema"))
     rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
-  if (!doc["schema"].is_string() || doc["schema"].get<std::string>() != kSchema) {
-    rd.fail("schema", "unknown version " + doc["schema"].dump() + " (this reader understands \"" +
-                          kSchema + "\")");
+  const json& schema = doc["schema"];
+  if (!schema.is_string() || (schema != kSchema && schema != kSchemaV1)) {
+    rd.fail("schema", "unknown version " + schema.dump() + " (this reader understands \"" +
+                          kSchema + "\" and \"" + kSchemaV1 + "\")");
   }
+  const bool v1 = schema == kSchemaV1;
   RunResult r;
   const json& tool = rd.at(doc, "", "tool");
   r.tool_version = rd.str(tool, "tool", "version");
@@ -639,9 +747,10 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");
     for (std::size_t k = 0; k < results.size(); ++k) {
-      VariantResult vr = read_result(rd, results[k], cp + ".results[" + std::to_string(k) + "]");
+      VariantResult vr = read_result(rd, results[k], cp + ".results[" + std::to_string(k) + "]", v1,
+                                     r.settings.fp8_prequantized);
       for (const auto& prev : cr.results) {
-        if (prev.variant == vr.variant) rd.fail(cp, "variant '" + vr.variant + "' appears twice");
+        if (prev.spec == vr.spec) rd.fail(cp, "row '" + to_string(vr.spec) + "' appears twice");
       }
       cr.results.push_back(std::move(vr));
     }

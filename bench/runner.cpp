@@ -16,6 +16,7 @@
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/registry.hpp"
 #include "profiler/ceilings.hpp"
 #include "profiler/counters.hpp"
 #include "profiler/cupti_range.hpp"
@@ -101,10 +102,42 @@ std::string time_variant(const std::string& name, const Options& o, L2Flusher* f
   return error;
 }
 
+// A planned row's record before it runs: its spec, what the variant is, the IO model, and
+// whether it can run here (unsupported, model only, or not run yet).
+VariantResult planned_result(const PlannedRow& row, const Shape& shape,
+                             const std::optional<DeviceInfo>& device, std::int64_t smem,
+                             const RunResult& r) {
+  const VariantInfo& info = *row.info;
+  VariantResult v;
+  v.spec = row.spec;
+  v.algorithm = info.algorithm;
+  v.peer = info.peer;
+  model::ModelOptions mo;
+  mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
+  const Tiles tiles = row.spec.tiles();
+  const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
+  v.reason = info.unsupported_reason(shape);
+  // No model for a shape the variant does not support: it has no tiles there (d=256).
+  if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
+  if (v.reason.empty() && device)
+    v.reason = info.unsupported_on_device(device->cc_major, device->cc_minor);
+  if (!v.reason.empty()) {
+    v.status = Status::unsupported;
+  } else if (r.settings.model_only) {
+    v.status = Status::model_only;
+    v.reason = device ? "--model-only" : "no GPU";
+  } else {
+    v.status = Status::interrupted;  // until it runs
+    v.reason = "not run";
+  }
+  return v;
+}
+
 }  // namespace
 
 RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
-                   const std::string& no_gpu_reason, const std::function<void(const std::string&)>& progress) {
+                   const std::string& no_gpu_reason,
+                   const std::function<void(const std::string&)>& progress) {
   RunResult r;
   r.tool_version = kVersion;
   r.git_revision = kGitRevision;
@@ -129,39 +162,15 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   const auto plan = make_plan(o);
   for (std::size_t i = 0; i < plan.size(); ++i) {
     if (g_interrupted) break;  // Ctrl-C while planning: the record keeps what was planned
-    if (progress) progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(), benchmark_name("", plan[i]).substr(1)));
+    if (progress)
+      progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(),
+                           benchmark_name("", plan[i]).substr(1)));
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
-    std::vector<PlannedVariant> rows;
-    plan_variants(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
-    for (const auto& pv : rows) {
-      VariantResult v;
-      v.variant = pv.row_name;
-      v.algorithm = pv.info->algorithm;
-      v.tiles = pv.tiles;
-      v.peer = pv.info->peer;
-      if (pv.info->algorithm == Algorithm::fa2)
-        v.block_order = pv.heads_interleaved ? "heads" : "blocks";
-      model::ModelOptions mo;
-      // The cudnn-fp8 peer always quantises outside the timed region (kernels/cudnn/cudnn.cpp).
-      mo.fp8_quantisation_timed = !o.fp8_prequantized && !pv.info->peer;
-      const Tiles model_tiles = v.tiles.block_q > 0 ? v.tiles : pv.info->model_tiles;
-      v.reason = pv.info->unsupported_reason(c.shape);
-      // No model for a shape the variant does not support: it has no tiles there (d=256).
-      if (v.reason.empty()) v.model = model::io_model(pv.info->algorithm, c.shape, model_tiles, smem, mo);
-      if (v.reason.empty() && device) v.reason = pv.info->unsupported_on_device(device->cc_major, device->cc_minor);
-      if (!v.reason.empty()) {
-        v.status = Status::unsupported;
-      } else if (r.settings.model_only) {
-        v.status = Status::model_only;
-        v.reason = device ? "--model-only" : "no GPU";
-      } else {
-        v.status = Status::interrupted;  // until it runs
-        v.reason = "not run";
-      }
-      c.results.push_back(std::move(v));
-    }
+    std::vector<PlannedRow> rows;
+    plan_rows(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
+    for (const auto& row : rows) c.results.push_back(planned_result(row, c.shape, device, smem, r));
     r.configs.push_back(std::move(c));
   }
   r.complete = r.settings.model_only && !g_interrupted;
@@ -214,11 +223,6 @@ void use_measured_ceilings(RunResult& r, const Options& o) {
     }
   }
   r.ceilings = to_ceilings(*m, r.ceilings, origin);
-}
-
-bool profiler_ranges_requested() {
-  const char* v = std::getenv("FA_BENCH_PROFILER_RANGES");
-  return v != nullptr && std::string(v) == "1";
 }
 
 // Pushes a CUPTI user range around one phase (the `target`-th) of a launch and none around the
@@ -305,213 +309,298 @@ void compare_with_peers(ConfigResult& c) {
       if (!best || p.timing->stats.median < best->timing->stats.median) best = &p;
     }
     if (!best) continue;
-    v.derived->best_peer = best->variant;
+    v.derived->best_peer = row_label(c, *best);
     v.derived->speed_vs_best_peer = best->timing->stats.median / v.timing->stats.median;
   }
 }
+
+namespace {
+
+// What every row of a run shares: the options, the counter session, the stream, the flusher.
+struct RunContext {
+  const Options& o;
+  const RunHooks& hooks;
+  RunResult& r;
+  mutable std::optional<CounterSession> session;  // measuring changes its state, not the run's
+  std::string counters_off_reason = "--no-counters";
+  cudaStream_t stream = nullptr;
+  std::unique_ptr<L2Flusher> flusher;
+
+  void checkpoint() const {
+    if (hooks.checkpoint) hooks.checkpoint(r);
+  }
+};
+
+// One CUPTI session for the whole run; if it cannot start, every row says why.
+void start_counters(RunContext& ctx) {
+  if (!ctx.o.counters) return;
+  if (ctx.o.test_counter_error == "insufficient_privileges") {
+    CounterSession::force_error_for_tests(CounterError::no_permission);
+  } else if (ctx.o.test_counter_error == "hardware_busy") {
+    CounterSession::force_error_for_tests(CounterError::busy);
+  }
+  std::vector<std::string> metrics = counters::default_metrics();
+  metrics.insert(metrics.end(), ctx.o.extra_metrics.begin(), ctx.o.extra_metrics.end());
+  ctx.session.emplace(CounterSession::create(ctx.r.device->index, metrics));
+  CounterSession::force_error_for_tests(CounterError::none);
+  if (!ctx.session->ok()) {
+    ctx.counters_off_reason = ctx.session->error().message;
+    std::fprintf(stderr, "warning: hardware counters unavailable: %s; timing only\n",
+                 ctx.counters_off_reason.c_str());
+    ctx.session.reset();
+  }
+}
+
+// A configuration's inputs on the device (Q, K, V filled, O and lse to be written) and the fp64
+// reference sample their outputs are judged against; `ok` false when they could not be allocated.
+struct ConfigInputs {
+  DeviceAllocation q, k, v, out, lse;
+  DeviceBuffers buffers{};
+  std::optional<ReferenceSample> reference;
+  std::size_t qkv_bytes = 0, lse_bytes = 0;
+  bool ok = false;
+};
+
+void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
+  const Shape& s = c.shape;
+  in->qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+  in->lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
+  in->ok = in->q.allocate(in->qkv_bytes) && in->k.allocate(in->qkv_bytes) &&
+           in->v.allocate(in->qkv_bytes) && in->out.allocate(in->qkv_bytes) &&
+           in->lse.allocate(in->lse_bytes);
+  in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
+                 nullptr,   0};
+  if (!in->ok) return;
+  const Inputs dist = ctx.o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
+  const cudaStream_t stream = ctx.stream;
+  FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
+  FA_CUDA_CHECK(fill_normal(in->k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
+  FA_CUDA_CHECK(fill_normal(in->v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
+  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  const bool fp8_rows = std::any_of(c.results.begin(), c.results.end(), [](const VariantResult& v) {
+    return v.algorithm == Algorithm::fp8 && v.status != Status::unsupported;
+  });
+  in->reference.emplace(s, in->buffers, c.seed, fp8_rows);
+}
+
+// One row on the device: its launcher, its buffers (the configuration's plus its workspace).
+struct RowRun {
+  const VariantInfo* info = nullptr;
+  std::unique_ptr<Launcher> launcher;
+  DeviceAllocation workspace;
+  DeviceBuffers buffers{};
+  std::function<std::string()> launch;
+};
+
+// The launcher made with the row's option values, and its workspace. Returns "" or why the row is
+// skipped (the workspace does not fit).
+std::string make_row_run(const RunContext& ctx, const VariantResult& row, const Shape& s,
+                         const ConfigInputs& in, RowRun* run) {
+  run->info = find_variant(row.spec.variant);
+  LaunchOptions lo;
+  lo.options = row.spec.options;
+  run->launcher = run->info->make_launcher(lo);
+  const Tiles tiles = row.spec.tiles();
+  const std::size_t ws_bytes = run->launcher->workspace_bytes(s, tiles);
+  if (ws_bytes > 0) {
+    std::size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    if (ws_bytes > free_b || !run->workspace.allocate(ws_bytes)) {
+      return fmt::format("needs {:.2f} GiB, {:.2f} GiB free", ws_bytes / kGiB, free_b / kGiB);
+    }
+  }
+  run->buffers = in.buffers;
+  run->buffers.workspace = run->workspace.ptr;
+  run->buffers.workspace_bytes = ws_bytes;
+  // The workspace poisoned too (0xff bytes: NaN in fp32, bf16, fp16 and E4M3), so a variant that
+  // reads scratch it never wrote shows in its output.
+  if (ws_bytes > 0) FA_CUDA_CHECK(cudaMemsetAsync(run->workspace.ptr, 0xff, ws_bytes, ctx.stream));
+  run->launch = [&ctx, run, s, tiles] {
+    return run->launcher->run(s, tiles, run->buffers, ctx.stream);
+  };
+  return "";
+}
+
+void poison_outputs(const RunContext& ctx, const Shape& s, const ConfigInputs& in) {
+  FA_CUDA_CHECK(poison_nan16(in.out.ptr, s.qkv_elements(), ctx.stream));
+  FA_CUDA_CHECK(poison_nan32(static_cast<float*>(in.lse.ptr), s.heads_total() * s.N, ctx.stream));
+}
+
+// Verify: poisoned outputs, prepare, one run, every element finite, sampled rows against fp64.
+// Returns "" or the launch's error (the row then errored).
+std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s,
+                       const ConfigInputs& in, RowRun& run) {
+  poison_outputs(ctx, s, in);
+  std::string err = run.launcher->prepare(s, row.spec.tiles(), run.buffers, ctx.stream);
+  // --profiler-range, for Nsight Compute's range replay (scripts/ncu_compare.py --mode range):
+  // the verification launch alone between cudaProfilerStart and cudaProfilerStop, so ncu counts
+  // the variant's kernels as one range, as fa-bench's CUPTI range does. With ncu's default kernel
+  // replay a stop would hide everything after it. Not for peers: cuDNN sets kernel attributes on
+  // every call, which ncu cannot capture.
+  const bool profiler_range = ctx.o.profiler_range && !row.peer;
+  if (profiler_range && err.empty()) {
+    // One launch first, outside the range: first-call set-up (kernel attributes, library
+    // handles) is not allowed inside an ncu capture. Then poison again.
+    err = run.launch();
+    FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    poison_outputs(ctx, s, in);
+    FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+    FA_CUDA_CHECK(cudaProfilerStart());
+  }
+  if (err.empty()) err = run.launch();
+  if (profiler_range) {
+    cudaStreamSynchronize(ctx.stream);
+    cudaProfilerStop();
+  }
+  if (err.empty()) {
+    if (cudaError_t e = cudaStreamSynchronize(ctx.stream); e != cudaSuccess) {
+      err = std::string("kernel failed: ") + cudaGetErrorName(e) + " " + cudaGetErrorString(e);
+    }
+  }
+  if (!err.empty()) return err;
+  row.verification = in.reference->check(run.buffers, {run.info->accuracy, run.info->writes_lse});
+  return "";
+}
+
+// Time: warm-up launches, then Google Benchmark with CUDA-event manual time. Returns "" or why
+// the row was not timed.
+std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run, Timing* t) {
+  std::string err;
+  for (int i = 0; i < ctx.o.warmup && err.empty(); ++i) err = run.launch();
+  FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  t->l2 = ctx.o.cold_l2 ? "cold" : "warm";
+  t->warmup = ctx.o.warmup;
+  t->sm_clock_before_mhz = current_sm_clock_mhz(*ctx.r.device);
+  if (err.empty()) {
+    err = time_variant(name, ctx.o, ctx.o.cold_l2 ? ctx.flusher.get() : nullptr, ctx.stream,
+                       run.launch, &t->samples_ms);
+  }
+  t->sm_clock_after_mhz = current_sm_clock_mhz(*ctx.r.device);
+  return err;
+}
+
+// Counters: a separate, untimed run, replayed once per pass; L2 flushed before each pass; then,
+// for multi-kernel variants, kernel by kernel.
+CounterResult count_row(const RunContext& ctx, const std::string& name, RowRun& run) {
+  CounterResult cr;
+  if (!ctx.session) {
+    cr.status = ctx.o.counters ? "unavailable" : "skipped";
+    cr.reason = ctx.counters_off_reason;
+    return cr;
+  }
+  CounterSession* session = &*ctx.session;
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    cr.values = session->measure(
+        name,
+        [&] {
+          if (std::string e = run.launch(); !e.empty()) throw std::runtime_error(e);
+          FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        },
+        [&] {
+          ctx.flusher->flush(ctx.stream);
+          FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+        });
+  } catch (const std::exception& e) {
+    cr.status = "error";
+    cr.reason = e.what();
+  }
+  if (cr.status == "ok" && ctx.o.kernel_breakdown) {
+    count_kernels(*session, *run.launcher, run.launch, ctx.stream, *ctx.flusher, &cr);
+  }
+  cr.collect_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return cr;
+}
+
+// What happened to a row that could not finish: its status and reason, recorded at once.
+void stop_row(const RunContext& ctx, VariantResult& row, Status status, std::string reason) {
+  row.status = status;
+  row.reason = std::move(reason);
+  ctx.checkpoint();
+}
+
+// One row, start to end: launcher, verification, timing, counters. Returns false when the
+// device's context is lost (a sticky error): nothing after it can run.
+bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
+             const ConfigInputs& in) {
+  const Shape& s = c.shape;
+  const std::string label = row_label(c, row);
+  RowRun run;
+  if (std::string why = make_row_run(ctx, row, s, in, &run); !why.empty()) {
+    stop_row(ctx, row, Status::skipped, why);
+    return true;
+  }
+  if (std::string err = verify_row(ctx, row, s, in, run); !err.empty()) {
+    stop_row(ctx, row, Status::error, err);
+    // A sticky error (e.g. an illegal address) poisons the context: nothing after can run.
+    return !(cudaGetLastError() != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess);
+  }
+  if (!row.verification->passed) {
+    stop_row(ctx, row, Status::failed, verification_failure_reason(*row.verification));
+    return true;
+  }
+  Timing t;
+  if (std::string err = time_row(ctx, benchmark_name(label, s), run, &t); !err.empty()) {
+    stop_row(ctx, row, err == "interrupted" ? Status::interrupted : Status::error, err);
+    return true;
+  }
+  t.stats = summarize(t.samples_ms);
+  const double peak = tensor_peak_for(ctx.r.ceilings, row.algorithm, s.dtype);
+  row.derived = derive(row.model, t, ctx.r.ceilings, peak);
+  row.timing = std::move(t);
+  row.status = Status::ok;
+  row.reason.clear();
+  row.counters = count_row(ctx, label, run);
+  if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
+  row.placement = placement_of(row, ctx.r.ceilings, peak);
+  ctx.checkpoint();
+  return true;
+}
+
+// Every row of one configuration; a lost device context ends the configuration's rows. Returns
+// false when the run was interrupted.
+bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::size_t total_rows) {
+  ConfigInputs in;
+  prepare_inputs(ctx, c, &in);
+  for (auto& row : c.results) {
+    ++*done_rows;
+    if (g_interrupted) break;
+    if (row.status == Status::unsupported) continue;
+    if (ctx.hooks.progress) {
+      ctx.hooks.progress(fmt::format("[{}/{}] {} {}", *done_rows, total_rows, row_label(c, row),
+                                     benchmark_name("", c.shape).substr(1)));
+    }
+    if (!in.ok) {
+      row.status = Status::skipped;
+      row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
+                               (4 * in.qkv_bytes + in.lse_bytes) / kGiB);
+      continue;
+    }
+    if (!run_row(ctx, c, row, in)) break;
+  }
+  compare_with_peers(c);
+  ctx.checkpoint();
+  return !g_interrupted;
+}
+
+}  // namespace
 
 RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
   if (r.settings.model_only) return r;
   FA_CUDA_CHECK(cudaSetDevice(r.device->index));
   use_measured_ceilings(r, o);
-  // Counters: one CUPTI session for the whole run; if it cannot start, every row says why.
-  std::optional<CounterSession> session;
-  std::string counters_off_reason = "--no-counters";
-  if (o.counters) {
-    std::vector<std::string> metrics = counters::default_metrics();
-    metrics.insert(metrics.end(), o.extra_metrics.begin(), o.extra_metrics.end());
-    session.emplace(CounterSession::create(r.device->index, metrics));
-    if (!session->ok()) {
-      counters_off_reason = session->error().message;
-      std::fprintf(stderr, "warning: hardware counters unavailable: %s; timing only\n",
-                   counters_off_reason.c_str());
-      session.reset();
-    }
-  }
-  cudaStream_t stream = nullptr;
-  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  RunContext ctx{o, hooks, r};
+  start_counters(ctx);
+  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
   // Flushes before cold timing samples and before every counter pass.
-  auto flusher = std::make_unique<L2Flusher>(static_cast<std::size_t>(r.device->l2_bytes));
-
+  ctx.flusher = std::make_unique<L2Flusher>(static_cast<std::size_t>(r.device->l2_bytes));
   std::size_t total_rows = 0, done_rows = 0;
   for (const auto& c : r.configs) total_rows += c.results.size();
-
   for (auto& c : r.configs) {
-    const Shape& s = c.shape;
-    const std::size_t qkv_bytes =
-        static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
-    const std::size_t lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
-    DeviceAllocation q, k, v, out, lse;
-    const bool have_inputs = q.allocate(qkv_bytes) && k.allocate(qkv_bytes) &&
-                             v.allocate(qkv_bytes) && out.allocate(qkv_bytes) &&
-                             lse.allocate(lse_bytes);
-    std::optional<ReferenceSample> reference;
-    DeviceBuffers buffers{q.ptr, k.ptr, v.ptr, out.ptr, static_cast<float*>(lse.ptr), nullptr, 0};
-    if (have_inputs) {
-      const Inputs dist = o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
-      FA_CUDA_CHECK(fill_normal(q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
-      FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
-      FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
-      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      const bool fp8_rows =
-          std::any_of(c.results.begin(), c.results.end(), [](const VariantResult& v) {
-            return v.algorithm == Algorithm::fp8 && v.status != Status::unsupported;
-          });
-      reference.emplace(s, buffers, c.seed, fp8_rows);
-    }
-
-    for (auto& row : c.results) {
-      ++done_rows;
-      if (g_interrupted) break;
-      if (row.status == Status::unsupported) continue;
-      if (hooks.progress) {
-        hooks.progress(fmt::format("[{}/{}] {} {}", done_rows, total_rows, row.variant,
-                                   benchmark_name("", s).substr(1)));
-      }
-      if (!have_inputs) {
-        row.status = Status::skipped;
-        row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
-                                 (4 * qkv_bytes + lse_bytes) / kGiB);
-        continue;
-      }
-      const VariantInfo* info = variant_of_row(row.variant);
-      LaunchOptions lo;
-      lo.fp8_prequantized = o.fp8_prequantized;
-      lo.fa2_heads_interleaved = row.block_order == "heads";
-      auto launcher = info->make_launcher(lo);
-      const std::size_t ws_bytes = launcher->workspace_bytes(s, row.tiles);
-      DeviceAllocation ws;
-      if (ws_bytes > 0) {
-        std::size_t free_b = 0, total_b = 0;
-        cudaMemGetInfo(&free_b, &total_b);
-        if (ws_bytes > free_b || !ws.allocate(ws_bytes)) {
-          row.status = Status::skipped;
-          row.reason =
-              fmt::format("needs {:.2f} GiB, {:.2f} GiB free", ws_bytes / kGiB, free_b / kGiB);
-          if (hooks.checkpoint) hooks.checkpoint(r);
-          continue;
-        }
-      }
-      DeviceBuffers b = buffers;
-      b.workspace = ws.ptr;
-      b.workspace_bytes = ws_bytes;
-      // The workspace poisoned too (0xff bytes: NaN in fp32, bf16, fp16 and E4M3), so a variant
-      // that reads scratch it never wrote shows in its output.
-      if (ws_bytes > 0) FA_CUDA_CHECK(cudaMemsetAsync(ws.ptr, 0xff, ws_bytes, stream));
-      auto launch = [&] { return launcher->run(s, row.tiles, b, stream); };
-
-      // Verify: poisoned outputs, one run, every element finite, sampled rows against fp64.
-      FA_CUDA_CHECK(poison_nan16(out.ptr, s.qkv_elements(), stream));
-      FA_CUDA_CHECK(poison_nan32(static_cast<float*>(lse.ptr), s.heads_total() * s.N, stream));
-      std::string err = launcher->prepare(s, row.tiles, b, stream);
-      // For Nsight Compute's range replay (scripts/ncu_compare.py --mode range): the verification
-      // launch alone between cudaProfilerStart and cudaProfilerStop, so ncu counts the variant's
-      // kernels as one range, as fa-bench's CUPTI range does. Off unless asked: with ncu's default
-      // kernel replay a stop would hide everything after it.
-      // Not for peers: cuDNN sets kernel attributes on every call, which ncu cannot capture.
-      const bool profiler_range = profiler_ranges_requested() && !row.peer;
-      if (profiler_range && err.empty()) {
-        // One launch first, outside the range: first-call set-up (kernel attributes, library
-        // handles) is not allowed inside an ncu capture. Then poison again.
-        err = launch();
-        FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-        FA_CUDA_CHECK(poison_nan16(out.ptr, s.qkv_elements(), stream));
-        FA_CUDA_CHECK(poison_nan32(static_cast<float*>(lse.ptr), s.heads_total() * s.N, stream));
-        FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-        FA_CUDA_CHECK(cudaProfilerStart());
-      }
-      if (err.empty()) err = launch();
-      if (profiler_range) {
-        cudaStreamSynchronize(stream);
-        cudaProfilerStop();
-      }
-      if (err.empty()) {
-        if (cudaError_t e = cudaStreamSynchronize(stream); e != cudaSuccess) {
-          err = std::string("kernel failed: ") + cudaGetErrorName(e) + " " + cudaGetErrorString(e);
-        }
-      }
-      if (!err.empty()) {
-        row.status = Status::error;
-        row.reason = err;
-        if (hooks.checkpoint) hooks.checkpoint(r);
-        // A sticky error (e.g. an illegal address) poisons the context: nothing after can run.
-        if (cudaGetLastError() != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess) break;
-        continue;
-      }
-      row.verification = reference->check(b, {info->accuracy, info->writes_lse});
-      if (!row.verification->passed) {
-        row.status = Status::failed;
-        row.reason = verification_failure_reason(*row.verification);
-        if (hooks.checkpoint) hooks.checkpoint(r);
-        continue;
-      }
-
-      // Time: warm-up launches, then Google Benchmark with CUDA-event manual time.
-      for (int i = 0; i < o.warmup && err.empty(); ++i) err = launch();
-      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-      Timing t;
-      t.l2 = o.cold_l2 ? "cold" : "warm";
-      t.warmup = o.warmup;
-      t.sm_clock_before_mhz = current_sm_clock_mhz(*r.device);
-      if (err.empty()) {
-        err = time_variant(benchmark_name(row.variant, s), o, o.cold_l2 ? flusher.get() : nullptr,
-                           stream, launch, &t.samples_ms);
-      }
-      t.sm_clock_after_mhz = current_sm_clock_mhz(*r.device);
-      if (!err.empty()) {
-        row.status = err == "interrupted" ? Status::interrupted : Status::error;
-        row.reason = err;
-        if (hooks.checkpoint) hooks.checkpoint(r);
-        continue;
-      }
-      t.stats = summarize(t.samples_ms);
-      const double peak = tensor_peak_for(r.ceilings, row.algorithm, s.dtype);
-      row.derived = derive(row.model, t, r.ceilings, peak);
-      row.timing = std::move(t);
-      row.status = Status::ok;
-      row.reason.clear();
-
-      // Counters: a separate, untimed run, replayed once per pass; L2 flushed before each pass.
-      CounterResult cr;
-      if (!session) {
-        cr.status = o.counters ? "unavailable" : "skipped";
-        cr.reason = counters_off_reason;
-      } else {
-        const auto start = std::chrono::steady_clock::now();
-        try {
-          cr.values = session->measure(
-              row.variant,
-              [&] {
-                if (std::string e = launch(); !e.empty()) throw std::runtime_error(e);
-                FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-              },
-              [&] {
-                flusher->flush(stream);
-                FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-              });
-        } catch (const std::exception& e) {
-          cr.status = "error";
-          cr.reason = e.what();
-        }
-        cr.collect_seconds =
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      if (cr.status == "ok" && o.kernel_breakdown) {
-        const auto start = std::chrono::steady_clock::now();
-        count_kernels(*session, *launcher, launch, stream, *flusher, &cr);
-        cr.collect_seconds +=
-            std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      }
-      row.counters = cr;
-      if (cr.status == "ok") row.measured = derive_measured(row, r.ceilings, peak);
-      row.placement = placement_of(row, r.ceilings, peak);
-      if (hooks.checkpoint) hooks.checkpoint(r);
-    }
-    compare_with_peers(c);
-    if (hooks.checkpoint) hooks.checkpoint(r);
-    if (g_interrupted) break;
+    if (!run_config(ctx, c, &done_rows, total_rows)) break;
   }
-  cudaStreamDestroy(stream);
+  cudaStreamDestroy(ctx.stream);
   r.complete = !g_interrupted;
   return r;
 }

@@ -12,8 +12,6 @@
 // and every output element finite, and Q, K, V unchanged by the run.
 #pragma once
 
-#include <cuda_runtime_api.h>
-
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -22,7 +20,7 @@
 #include "bench/result.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/reference/reference.hpp"
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa::bench {
 

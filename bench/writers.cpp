@@ -45,9 +45,9 @@ struct Row {
   std::string vs_peer = "-";
 };
 
-Row make_row(const VariantResult& r) {
+Row make_row(const ConfigResult& c, const VariantResult& r) {
   Row row;
-  row.variant = r.variant + (r.peer ? " (peer)" : "");
+  row.variant = row_label(c, r) + (r.peer ? " (peer)" : "");
   row.bytes = human_bytes(r.model.bytes());
   row.ai = fmt::format("{:.1f}", r.model.arithmetic_intensity());
   row.time = row.spread = row.tflops = row.gbps = row.roof = "-";
@@ -97,7 +97,7 @@ std::string format_table(const ConfigResult& c) {
                      "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "err/tol",
                      "status");
   for (const auto& r : c.results) {
-    const Row w = make_row(r);
+    const Row w = make_row(c, r);
     out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer,
                        w.bytes, w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai,
                        w.roof, w.err, w.status);
@@ -153,7 +153,7 @@ std::string to_csv(const RunResult& r) {
               ? fmt::format("{},{}", v.derived->best_peer, v.derived->speed_vs_best_peer)
               : ",";
       out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
-                         s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), v.variant,
+                         s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v),
                          v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
                          v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
                          v.model.bytes_written, v.model.bytes_compulsory, gbps,
@@ -177,7 +177,7 @@ std::string to_markdown(const RunResult& r) {
         "its tolerance | status |\n";
     out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
     for (const auto& v : c.results) {
-      const Row w = make_row(v);
+      const Row w = make_row(c, v);
       out += fmt::format(
           "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
           w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes, w.dram,

@@ -1,7 +1,5 @@
 #include "kernels/registry.hpp"
 
-#include <algorithm>
-
 #include "kernels/cudnn/cudnn.hpp"
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
@@ -9,55 +7,6 @@
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
-
-Tiles VariantInfo::default_tiles(int d) const {
-  const auto options = tile_options(d);
-  return options.empty() ? Tiles{} : options.front();
-}
-
-bool VariantInfo::supports_head_dim(int d) const {
-  return std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
-}
-
-bool VariantInfo::supports_dtype(DType t) const {
-  return std::find(dtypes.begin(), dtypes.end(), t) != dtypes.end();
-}
-
-std::string VariantInfo::unsupported_reason(const Shape& s) const {
-  if (!supports_head_dim(static_cast<int>(s.d))) {
-    return "unsupported: d=" + std::to_string(s.d) + " (" + name + " has d in {" + [&] {
-      std::string r;
-      for (int d : head_dims) r += (r.empty() ? "" : ", ") + std::to_string(d);
-      return r;
-    }() + "})";
-  }
-  if (!supports_dtype(s.dtype)) {
-    return "unsupported: dtype " + std::string(to_string(s.dtype));
-  }
-  return shape_rule ? shape_rule(s) : "";
-}
-
-std::string VariantInfo::unsupported_on_device(int major, int minor) const {
-  if (major * 10 + minor >= min_compute_capability) return "";
-  return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
-         std::to_string(minor) + "; " + name + " needs " +
-         std::to_string(min_compute_capability / 10) + "." +
-         std::to_string(min_compute_capability % 10) + "+)";
-}
-
-std::string to_string(Algorithm a) {
-  switch (a) {
-    case Algorithm::standard:
-      return "standard";
-    case Algorithm::fa1:
-      return "fa1";
-    case Algorithm::fa2:
-      return "fa2";
-    case Algorithm::fp8:
-      return "fp8";
-  }
-  return "?";
-}
 
 const std::vector<VariantInfo>& variant_registry() {
   static const std::vector<VariantInfo> registry = [] {
@@ -91,6 +40,7 @@ const std::vector<VariantInfo>& variant_registry() {
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
+    r.back().pipeline.stages = 2;  // cp.async double buffering
     r.push_back(VariantInfo{
         "fa2",
         Algorithm::fa2,
@@ -106,6 +56,11 @@ const std::vector<VariantInfo>& variant_registry() {
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
+    r.back().pipeline.stages = 2;  // cp.async double buffering
+    r.back().options = {{kOptionBlockOrder,
+                         {std::string("blocks"), std::string("heads")},
+                         "thread-block order: blocks walks the query blocks of one head together, "
+                         "heads walks heads first (--fa2-order)"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,
@@ -122,6 +77,12 @@ const std::vector<VariantInfo>& variant_registry() {
         89,
         AccuracyRule::fp8_rmse,
         /*writes_lse=*/true});
+    r.back().pipeline.stages = 2;  // cp.async double buffering
+    r.back().options = {{kOptionPrequantized,
+                         {false, true},
+                         "true: Q, K, V quantised once outside the timed region "
+                         "(--fp8-prequantized)"}};
+    r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{
         "cudnn",
         Algorithm::fa2,
@@ -169,6 +130,7 @@ const std::vector<VariantInfo>& variant_registry() {
         cudnn_library_status,
         cudnn_shape_rule,
         /*in_all=*/false});
+    r.back().quantisation = Quantisation::outside_timed;  // kernels/cudnn/cudnn.cpp
     return r;
   }();
   return registry;

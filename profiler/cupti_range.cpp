@@ -87,16 +87,16 @@ void check(CUptiResult r, const char* call) {
 }
 
 // Fault injection for the failure paths no healthy machine takes on its own (documented in
-// docs/io-model.md): FA_BENCH_FORCE_CUPTI_ERROR=insufficient_privileges | hardware_busy makes
-// CounterSession::create fail as CUPTI would, through the same classification and message.
+// docs/io-model.md): set only by tests and by fa-bench's hidden --test-force-counter-error.
+CounterError::Kind g_forced_error = CounterError::none;
+
 void check_forced_error() {
-  const char* forced = std::getenv("FA_BENCH_FORCE_CUPTI_ERROR");
-  if (forced == nullptr || *forced == '\0') return;
-  const std::string what(forced);
-  const CUptiResult r = what == "insufficient_privileges" ? CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
-                        : what == "hardware_busy"         ? CUPTI_ERROR_HARDWARE_BUSY
-                                                          : CUPTI_ERROR_UNKNOWN;
-  check(r, "cuptiProfilerInitialize (forced by FA_BENCH_FORCE_CUPTI_ERROR)");
+  if (g_forced_error == CounterError::none) return;
+  const CUptiResult r = g_forced_error == CounterError::no_permission
+                            ? CUPTI_ERROR_INSUFFICIENT_PRIVILEGES
+                        : g_forced_error == CounterError::busy ? CUPTI_ERROR_HARDWARE_BUSY
+                                                               : CUPTI_ERROR_UNKNOWN;
+  check(r, "cuptiProfilerInitialize (forced by --test-force-counter-error)");
 }
 
 void check_cuda(cudaError_t e, const char* call) {
@@ -412,6 +412,10 @@ std::vector<double> evaluate(CUpti_Profiler_Host_Object* evaluator,
 }  // namespace
 
 // ---------------------------------------------------------------------------------------------
+
+void CounterSession::force_error_for_tests(CounterError::Kind kind) {
+  g_forced_error = kind;
+}
 
 CounterSession CounterSession::create(int device, const std::vector<std::string>& metrics) {
   CounterSession s;

@@ -53,6 +53,12 @@ struct CounterFailure : std::runtime_error {
 
 class CounterSession {
  public:
+  // Test seam: while `kind` is not none, create() fails as CUPTI would with the matching error
+  // (no_permission: CUPTI_ERROR_INSUFFICIENT_PRIVILEGES, busy: CUPTI_ERROR_HARDWARE_BUSY), through
+  // the same classification and message. Set by tests and by fa-bench's hidden
+  // --test-force-counter-error (scripts/gpu_check.sh); never by the environment.
+  static void force_error_for_tests(CounterError::Kind kind);
+
   // Sets up the profiler for CUDA device `device` (it becomes the calling thread's current
   // device) with these metrics. A name needs its rollup: "dram__bytes_read.sum", not
   // "dram__bytes_read". Never throws: on failure ok() is false and error() says why

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "kernels/problem.hpp"
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa::model {
 

@@ -27,7 +27,7 @@ UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2")
 # What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
 # C++ side moves to /2 with its vocabulary; ctest has the C++ reader read this writer's output);
 # make_result()/new_document() write /2 when asked.
-SCHEMA_VERSION = "fa-bench/1"
+SCHEMA_VERSION = "fa-bench/2"
 
 DTYPES = ("bf16", "fp16")
 ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model knows
@@ -63,7 +63,9 @@ DERIVED_NUMBERS = ("tflops_convention", "tflops_model", "effective_gbps", "arith
 MEASURED_NUMBERS = ("dram_bytes", "dram_over_model", "dram_over_compulsory", "l2_bytes",
                     "l2_over_model", "tensor_flops", "tensor_over_model", "fp32_flops",
                     "intensity_dram", "intensity_l2")
-CALIBRATION_SCHEMA = "fa-bench-gate-calibration/1"  # the gate's --calibrate (docs/ci-gates.md)
+# the gate's --calibrate (docs/ci-gates.md): /2 keys rows by their spec, /1 by their old name
+CALIBRATION_SCHEMA = "fa-bench-gate-calibration/2"
+CALIBRATION_SCHEMAS = ("fa-bench-gate-calibration/1", CALIBRATION_SCHEMA)
 CALIBRATION_METRICS = ("time", "dram_bytes", "l2_bytes", "tensor_flops", "instructions")
 
 
@@ -402,8 +404,8 @@ class _Validator:
 
     def gate_calibration(self, cal: Any, path: str) -> None:
         self.obj(cal, path)
-        if self.get(cal, path, "schema") != CALIBRATION_SCHEMA:
-            self.fail(_join(path, "schema"), f"expected {CALIBRATION_SCHEMA!r}, got "
+        if self.get(cal, path, "schema") not in CALIBRATION_SCHEMAS:
+            self.fail(_join(path, "schema"), f"expected one of {', '.join(CALIBRATION_SCHEMAS)}, got "
                       f"{_show(cal['schema'])}")
         if "rule" in cal:
             self.string(cal["rule"], _join(path, "rule"))

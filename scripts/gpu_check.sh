@@ -88,7 +88,7 @@ cat "$out/.bench.txt" | tee -a "$log"
 # Either way the run must finish with timing, exit 0, and say why the counter columns are empty.
 small_run=(--N 1024 --d 64 --variants fa2 --warmup 1 --repetitions 5 --datasheet-roofs)
 section "counters: forced no permission"
-FA_BENCH_FORCE_CUPTI_ERROR=insufficient_privileges timeout 60 "$bin/fa-bench" "${small_run[@]}" \
+timeout 60 "$bin/fa-bench" "${small_run[@]}" --test-force-counter-error insufficient_privileges \
   --json "$out/counters-no-permission.json" >"$out/.bench.txt" 2>&1
 note "counters forced no-permission: rc=$?, warning lines: $(grep -c 'hardware counters unavailable' "$out/.bench.txt"), ok rows: $(grep -cE '  ok$' "$out/.bench.txt")"
 cat "$out/.bench.txt" >>"$log"

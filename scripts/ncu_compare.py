@@ -4,7 +4,7 @@
 For each (N, d): runs fa-bench once normally (its CUPTI counters in the result JSON), then once
 under `ncu --cache-control all --clock-control none` with the same metrics. Range mode (default):
 ncu replays each variant's verification launch as one range (fa-bench brackets it with
-cudaProfilerStart/Stop when FA_BENCH_PROFILER_RANGES=1), the same span fa-bench's CUPTI range
+cudaProfilerStart/Stop under --profiler-range), the same span fa-bench's CUPTI range
 counts. Kernel mode: ncu profiles each kernel alone and the script sums the kernels of each
 variant's verification launch (between the two NaN-poison fills that precede it and the L2 flush
 that precedes its timed launch). Prints a Markdown table
@@ -118,8 +118,9 @@ def main() -> int:
                        "--metrics", ",".join(METRICS)]
                 if args.mode == "range":
                     ncu += ["--replay-mode", "range"]
-                ncu_out = run_fa_bench(args.bin, n, d, Path(tmp) / "under-ncu.json", ["--no-counters"], ncu,
-                                       {"FA_BENCH_PROFILER_RANGES": "1"} if args.mode == "range" else None)
+                ranges = ["--profiler-range"] if args.mode == "range" else []
+                ncu_out = run_fa_bench(args.bin, n, d, Path(tmp) / "under-ncu.json",
+                                       ["--no-counters", *ranges], ncu)
                 if args.raw:
                     with open(args.raw, "a", encoding="utf-8") as f:
                         f.write(ncu_out)

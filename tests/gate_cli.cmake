@@ -77,7 +77,7 @@ expect(2 "--update-baseline FILE is required" --calibrate ${DATA}/h200-gate-base
        ${DATA}/h200-gate-cur-2026-11-21.json)
 expect(2 "--calibrate" --calibrate ${DATA}/h200-gate-base-2026-11-21.json --update-baseline ${OUT}/one.json)
 if(PYTHON)  # the Python reader (reports/schema.py) reads a calibrated baseline
-  execute_process(COMMAND ${PYTHON} -c "import sys; sys.path.insert(0, sys.argv[1]); from reports.schema import load_results; d = load_results(sys.argv[2]); assert d['gate_calibration']['schema'] == 'fa-bench-gate-calibration/1'"
+  execute_process(COMMAND ${PYTHON} -c "import sys; sys.path.insert(0, sys.argv[1]); from reports.schema import load_results; d = load_results(sys.argv[2]); assert d['gate_calibration']['schema'] == 'fa-bench-gate-calibration/2'"
                   ${DATA}/../.. ${OUT}/calibrated.json RESULT_VARIABLE rc OUTPUT_VARIABLE pout ERROR_VARIABLE perr)
   if(NOT rc EQUAL 0)
     message(FATAL_ERROR "reports/schema.py does not read the calibrated baseline:\n${pout}${perr}")

@@ -110,14 +110,14 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
 TEST(Counters, ReadingFollowsTheNumbers) {
   bench::ConfigResult c;
   bench::VariantResult standard, fa2, other;
-  standard.variant = "standard";
+  standard.spec.variant = "standard";
   standard.measured =
       bench::MeasuredDerived{17.45e9, 1.00, 65.0, 19e9, 1.12, 5.5e11, 1.0, 0, 31, 28, 0, ""};
   standard.placement = Placement{"counters", 31, 28, 1.3e14, 0.88, "dram"};
-  fa2.variant = "fa2";
+  fa2.spec.variant = "fa2";
   fa2.measured = bench::MeasuredDerived{0.26e9, 0.06, 0.96, 4e9, 0.91, 5.5e11,
                                         1.0,    0,    2100, 137, 0.33, "compute"};
-  other.variant = "odd";
+  other.spec.variant = "odd";
   other.measured = bench::MeasuredDerived{2e9, 0.7, 3.0, 2e9, 0.7, 5.6e11, 1.02, 0, 0, 0, 0, ""};
   c.results = {standard, fa2, other};
   const std::string text = bench::explain_counters(c);
@@ -136,7 +136,7 @@ TEST(Counters, ReadingFollowsTheNumbers) {
 TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
   bench::ConfigResult c;
   bench::VariantResult standard;
-  standard.variant = "standard";
+  standard.spec.variant = "standard";
   standard.measured =
       bench::MeasuredDerived{4e9, 1.00, 15.0, 4e9, 1.0, 5.5e11, 1.0, 0, 31, 28, 0.88, "memory"};
   bench::CounterResult counters;
@@ -160,17 +160,20 @@ TEST(Counters, ReadingBreaksMultiKernelVariantsDown) {
 TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
   // The path a machine without profiling rights takes; forced, since no CI machine has a GPU
   // whose counters are locked. Same classification and message as CUPTI's real error.
-  setenv("FA_BENCH_FORCE_CUPTI_ERROR", "insufficient_privileges", 1);
+  CounterSession::force_error_for_tests(CounterError::no_permission);
   const CounterSession s = CounterSession::create(0, counters::default_metrics());
-  unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
+  CounterSession::force_error_for_tests(CounterError::none);
   ASSERT_FALSE(s.ok());
   EXPECT_EQ(s.error().kind, CounterError::no_permission);
   EXPECT_NE(s.error().message.find("NVreg_RestrictProfilingToAdminUsers=0"), std::string::npos)
       << s.error().message;
-  setenv("FA_BENCH_FORCE_CUPTI_ERROR", "hardware_busy", 1);
+  CounterSession::force_error_for_tests(CounterError::busy);
   const CounterSession busy = CounterSession::create(0, counters::default_metrics());
-  unsetenv("FA_BENCH_FORCE_CUPTI_ERROR");
+  CounterSession::force_error_for_tests(CounterError::none);
   EXPECT_EQ(busy.error().kind, CounterError::busy);
+  // Reset, nothing is forced (the negative test): no failure says it was forced.
+  const CounterSession plain = CounterSession::create(0, counters::default_metrics());
+  EXPECT_EQ(plain.error().message.find("forced"), std::string::npos) << plain.error().message;
   EXPECT_NE(busy.error().message.find("another profiler"), std::string::npos)
       << busy.error().message;
 }

@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -183,8 +184,12 @@ TEST(Gate, CountersOfTwoRealRunsOfOneBuildPass) {
   o.allow_missing = true;  // the other variants were not in that run
   const auto r = gate("gate-h200-base.json", "gate-h200-fa2-rerun.json", o);
   EXPECT_EQ(r.exit_code, 0) << gate_table(r, o);
-  const GateRow* fa2 = find(r, "fa2", false);
+  // The rerun has both block orders: its labels tell them apart (fa2~blocks, fa2~heads); the
+  // baseline's fa2 (blocks) is compared with fa2~blocks, fa2~heads is new.
+  const GateRow* fa2 = find(r, "fa2~blocks", false);
   ASSERT_TRUE(fa2);
+  EXPECT_EQ(fa2->base_variant, "fa2");
+  EXPECT_EQ(find(r, "fa2~heads", false)->outcome, RowOutcome::new_row);
   EXPECT_EQ(fa2->time->verdict, TimeVerdict::same);
   EXPECT_NEAR(counter(*fa2, "l2_bytes")->change, 0.0226, 0.001);
   EXPECT_NEAR(counter(*fa2, "dram_bytes")->change, 0.0103, 0.001);
@@ -273,7 +278,7 @@ TEST(Gate, AmbiguousSaysWhatToRerunAndFailsUnderStrict) {
   for (RunResult* f : {&base, &cur}) {
     for (auto& c : f->configs) {
       for (auto& v : c.results) {
-        if (v.variant != "fa2" || c.shape.causal) continue;
+        if (v.spec.variant != "fa2" || c.shape.causal) continue;
         v.timing->samples_ms = ramp(f == &base ? 2.0 : 2.12, 0.2, 6);
       }
     }
@@ -444,7 +449,7 @@ TEST(Gate, DuplicatesAndImpossibleValuesNeverPass) {
   auto edited = [&](auto edit) {
     RunResult c = base;
     for (auto& v : c.configs[0].results) {
-      if (v.variant == "fa2") edit(v);
+      if (v.spec.variant == "fa2") edit(v);
     }
     return c;
   };
@@ -476,8 +481,10 @@ TEST(GateCalibration, LearnsFromSameBuildRunsAndIsUsed) {
                                           "h200-gate-cur-2026-11-21.json"};
   const Calibration cal = calibrate({load(files[0]), load(files[1])}, files);
   ASSERT_EQ(cal.tolerances.size(), 10u);
-  const std::string cudnn = "cudnn B=4 H=16 N=4096 d=128 causal=0 bf16";
-  const std::string fa2 = "fa2 B=4 H=16 N=4096 d=128 causal=0 bf16";
+  // Keyed by the row spec (fa-bench-gate-calibration/2); the /1 files' rows read as forward.
+  const std::string cudnn = "cudnn forward B=4 H=16 N=4096 d=128 causal=0 bf16";
+  const std::string fa2 =
+      "fa2 forward 128x64 s2 block_order=blocks B=4 H=16 N=4096 d=128 causal=0 bf16";
   ASSERT_TRUE(cal.tolerances.count(cudnn) && cal.tolerances.count(fa2));
   // cudnn moved 4.2% between the runs: 2 x that; fa2 0.06%: the 2% floor.
   EXPECT_NEAR(cal.observed.at(cudnn).at("time"), 0.0419, 0.001);
@@ -622,23 +629,25 @@ TEST(Gate, MapVariantComparesRenamedRows) {
   RunResult cur = load("gate-time-fa2-x1.10.json");
   for (auto& c : cur.configs) {
     for (auto& v : c.results) {
-      if (v.variant == "fa2") {
-        v.variant = "fa2@64x64";
-        v.tiles = {64, 64};
-      }
+      if (v.spec.variant == "fa2") v.spec.kernel_config = KernelConfig{64, 64, 2, 0, {1, 1, 1}};
     }
   }
   GateOptions o;
   o.variant_map["fa2@64x64"] = "fa2";
   const auto r = run_gate(load("gate-h200-base.json"), cur, o, "base", "cur");
   EXPECT_EQ(r.exit_code, 1);
-  const GateRow* row = find(r, "fa2@64x64", false);
+  const GateRow* row = find(r, "fa2", false);  // the current run's only fa2 row: no decoration
   ASSERT_TRUE(row);
   EXPECT_EQ(row->base_variant, "fa2");
+  EXPECT_EQ(row->spec.kernel_config->block_q, 128);  // the baseline row's spec
   EXPECT_EQ(row->outcome, RowOutcome::regression);
   EXPECT_NE(joined(row->notes).find("tiles 128x64 -> 64x64"), std::string::npos);
-  // Without the map: the baseline's fa2 is missing, the renamed row is new.
-  EXPECT_EQ(run_gate(load("gate-h200-base.json"), cur, {}, "base", "cur").exit_code, 2);
+  // Without the map the tiles alone changed: the one fa2 row on each side is still the same row
+  // (a retuned default), compared with the same note.
+  const auto plain = run_gate(load("gate-h200-base.json"), cur, {}, "base", "cur");
+  EXPECT_EQ(plain.exit_code, 1);
+  EXPECT_NE(joined(find(plain, "fa2", false)->notes).find("tiles 128x64 -> 64x64"),
+            std::string::npos);
 }
 
 // Real H200 files of one build (4551a00b): the sweep of all variants and the fa1/fa2 tile sweep.
@@ -662,7 +671,7 @@ TEST(Gate, RealTileSweepAgainstRealSweep) {
   const auto same = gate(base, cur, o);
   EXPECT_EQ(same.exit_code, 0) << gate_table(same, o);
   for (const auto& row : same.rows) {
-    if (row.variant != "fa2" || !row.time) continue;
+    if (row.spec.variant != "fa2" || !row.time) continue;
     EXPECT_EQ(row.outcome, RowOutcome::pass) << row.config_label;
   }
   GateOptions small = o;
@@ -811,7 +820,7 @@ TEST(GateOutputs, MarkdownAndJunitParse) {
 TEST(GateOutputs, EscapesHostileNames) {
   RunResult cur = load("gate-h200-base.json");
   RunResult base = cur;
-  for (RunResult* f : {&cur, &base}) f->configs[0].results[0].variant = "a|b<c>&\"d'\x01";
+  for (RunResult* f : {&cur, &base}) f->configs[0].results[0].spec.variant = "a|b<c>&\"d'\x01";
   const auto r = run_gate(base, cur, {}, "base<&>", "cur");
   const GateOptions o;
   std::string why;
@@ -837,6 +846,139 @@ TEST(GateOutputs, BenchmarkExportsAreJson) {
   EXPECT_GT(fa2["latency"]["value"].get<double>(), 2.3e6);  // ns
   EXPECT_LE(fa2["latency"]["lower_value"].get<double>(), fa2["latency"]["value"].get<double>());
   EXPECT_TRUE(fa2["dram-bytes"]["value"].is_number());
+}
+
+// ---- row specs: what a row is matched on ----
+
+// The gate matches a row on its spec: the same variant in another direction or with other
+// option values is another row (missing from the current run, and new in it), never compared.
+// A kernel configuration that alone changed (one such row on each side) is the same row retuned:
+// compared, with a note; beside a row of the old configuration, the new one is a new row.
+TEST(GateSpec, RowsMatchOnDirectionConfigAndOptions) {
+  const RunResult base = load("gate-h200-base.json");
+  auto changed = [&](const std::function<void(RowSpec&)>& change) {
+    RunResult cur = base;
+    for (auto& c : cur.configs) {
+      for (auto& v : c.results) {
+        if (v.spec.variant == "fa2") change(v.spec);
+      }
+    }
+    return run_gate(base, cur, {}, "base", "cur");
+  };
+  auto count = [](const GateReport& r, const std::string& text, RowOutcome outcome) {
+    std::pair<int, int> n{0, 0};  // rows with `text` among the problems, rows of `outcome`
+    for (const auto& row : r.rows) {
+      if (row.spec.variant != "fa2") continue;
+      n.first += joined(row.problems).find(text) != std::string::npos;
+      n.second += row.outcome == outcome;
+    }
+    return n;
+  };
+  const std::vector<std::function<void(RowSpec&)>> other_rows = {
+      [](RowSpec& s) { s.direction = Direction::backward; },
+      [](RowSpec& s) { s.options["block_order"] = std::string("heads"); },
+      [](RowSpec& s) { s.options["extra"] = 2.0; },
+      [](RowSpec& s) { s.options.clear(); },
+  };
+  for (std::size_t i = 0; i < other_rows.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto r = changed(other_rows[i]);
+    EXPECT_EQ(r.exit_code, 2);  // the baseline's fa2 rows are missing
+    const auto [missing, fresh] = count(r, "missing from the current run", RowOutcome::new_row);
+    EXPECT_EQ(missing, 2);
+    EXPECT_EQ(fresh, 2);
+  }
+  const std::vector<std::function<void(RowSpec&)>> retuned = {
+      [](RowSpec& s) { s.kernel_config->stages = 3; },
+      [](RowSpec& s) { s.kernel_config->warpgroups = 2; },
+      [](RowSpec& s) {
+        s.kernel_config->cluster = {2, 1, 1};
+      },
+  };
+  for (std::size_t i = 0; i < retuned.size(); ++i) {
+    SCOPED_TRACE(i);
+    const auto r = changed(retuned[i]);
+    EXPECT_EQ(r.exit_code, 0);
+    const GateRow* row = find(r, "fa2", false);
+    ASSERT_TRUE(row);
+    EXPECT_NE(joined(row->notes).find("kernel config 128x64 s2 -> 128x64 s"), std::string::npos)
+        << joined(row->notes);
+  }
+  // Beside the old configuration, a new one is a new row; the old one matches exactly.
+  RunResult both = base;
+  for (auto& c : both.configs) {
+    std::vector<VariantResult> extra;
+    for (const auto& v : c.results) {
+      if (v.spec.variant != "fa2") continue;
+      extra.push_back(v);
+      extra.back().spec.kernel_config->stages = 3;
+    }
+    c.results.insert(c.results.end(), extra.begin(), extra.end());
+  }
+  const auto r = run_gate(base, both, {}, "base", "both");
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(count(r, "", RowOutcome::new_row).second, 2);
+  EXPECT_EQ(count(r, "", RowOutcome::pass).second, 2);
+  for (const auto& row : r.rows)
+    EXPECT_TRUE(row.notes.empty() || row.outcome == RowOutcome::new_row);
+  // Unchanged specs match (the negative test): the file against itself passes.
+  EXPECT_EQ(run_gate(base, base, {}, "base", "base").exit_code, 0);
+}
+
+// --map-variant selects rows by variant, tiles and option values and says how they differ.
+TEST(GateSpec, MapVariantSelectsBySpec) {
+  RowSelector sel;
+  ASSERT_TRUE(parse_row_selector("fa2@64x64~heads", &sel));
+  EXPECT_EQ(sel.variant, "fa2");
+  EXPECT_EQ(sel.tiles->block_q, 64);
+  EXPECT_EQ(sel.option_values, std::vector<std::string>{"heads"});
+  RowSpec spec{"fa2",
+               Direction::forward,
+               KernelConfig{64, 64, 2, 0, {1, 1, 1}},
+               {{"block_order", std::string("heads")}}};
+  EXPECT_TRUE(sel.selects(spec));
+  spec.options["block_order"] = std::string("blocks");
+  EXPECT_FALSE(sel.selects(spec));
+  for (const char* bad : {"", "@64x64", "fa2@64", "fa2@64x", "fa2@0x64", "fa2@64x64x", "fa2~"}) {
+    EXPECT_FALSE(parse_row_selector(bad, &sel)) << bad;
+  }
+  RunResult cur = load("gate-h200-base.json");
+  for (auto& c : cur.configs) {
+    for (auto& v : c.results) {
+      if (v.spec.variant == "fa2") v.spec.options["block_order"] = std::string("heads");
+    }
+  }
+  GateOptions o;
+  o.variant_map["fa2~heads"] = "fa2~blocks";
+  const auto r = run_gate(load("gate-h200-base.json"), cur, o, "base", "cur");
+  EXPECT_EQ(r.exit_code, 0) << gate_table(r, o);
+  const GateRow* row = find(r, "fa2", false);
+  ASSERT_TRUE(row);
+  EXPECT_NE(joined(row->notes).find("block_order blocks -> heads"), std::string::npos)
+      << joined(row->notes);
+}
+
+// A fa-bench-gate-calibration/1 (keyed by /1 row names) still applies: looked up by label.
+TEST(GateSpec, LegacyCalibrationStillApplies) {
+  std::ifstream in(data("gate-calibrated-h200.json"));
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const auto cal = read_calibration(ss.str(), "gate-calibrated-h200.json");
+  ASSERT_TRUE(cal);
+  EXPECT_TRUE(cal->legacy_keys);
+  GateOptions o;
+  o.calibration = cal;
+  const RunResult base = from_json_text(ss.str(), "cal");
+  const auto r = run_gate(base, base, o, "cal", "cal");
+  int calibrated = 0;
+  for (const auto& row : r.rows) calibrated += row.time && row.time->calibrated;
+  EXPECT_EQ(calibrated, static_cast<int>(r.rows.size()));
+  // A /2 calibration of the same rows uses the spec keys; with the legacy flag off the /1 keys
+  // match nothing (the negative test).
+  GateOptions off = o;
+  off.calibration->legacy_keys = false;
+  const auto n = run_gate(base, base, off, "cal", "cal");
+  for (const auto& row : n.rows) EXPECT_FALSE(row.time && row.time->calibrated);
 }
 
 }  // namespace

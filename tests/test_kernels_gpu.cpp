@@ -269,7 +269,7 @@ TEST(Fa2Order, HeadsInterleavedMatchesReference) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   LaunchOptions lo;
-  lo.fa2_heads_interleaved = true;
+  lo.options[kOptionBlockOrder] = std::string("heads");
   for (bool causal : {false, true}) {
     for (int d : {64, 128}) {
       Shape s;

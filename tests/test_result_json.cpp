@@ -42,11 +42,12 @@ RunResult sample_record() {
   c.shape.causal = true;
   c.seed = 7;
   VariantResult ok;
-  ok.variant = "fa2";
+  ok.spec.variant = "fa2";
   ok.algorithm = Algorithm::fa2;
   ok.status = Status::ok;
-  ok.tiles = {128, 64};
-  ok.model = model::io_model(Algorithm::fa2, c.shape, ok.tiles, 233472);
+  ok.spec.kernel_config = KernelConfig{128, 64, 2, 0, {1, 1, 1}};
+  ok.spec.options = {{"block_order", std::string("blocks")}};
+  ok.model = model::io_model(Algorithm::fa2, c.shape, ok.spec.tiles(), 233472);
   Verification v;
   v.passed = true;
   v.all_finite = true;
@@ -62,14 +63,14 @@ RunResult sample_record() {
       derive(ok.model, t, r.ceilings, tensor_peak_for(r.ceilings, ok.algorithm, c.shape.dtype));
   ok.timing = t;
   VariantResult failed = ok;
-  failed.variant = "standard";
+  failed.spec.variant = "standard";
   failed.algorithm = Algorithm::standard;
   failed.status = Status::failed;
   failed.verification->passed = false;
   failed.timing.reset();
   failed.derived.reset();
   VariantResult skipped;
-  skipped.variant = "other";
+  skipped.spec.variant = "other";
   skipped.status = Status::skipped;
   skipped.reason = "needs 9 GiB, 1 GiB free";
   c.results = {ok, failed, skipped};
@@ -81,7 +82,7 @@ TEST(ResultJson, PeerRatioAndKernelBreakdownRoundTrip) {
   RunResult a = sample_record();
   auto& c = a.configs[0];
   VariantResult peer = c.results[0];
-  peer.variant = "cudnn";
+  peer.spec.variant = "cudnn";
   peer.peer = true;
   peer.timing->samples_ms = {0.5, 0.5, 0.5};
   peer.timing->stats = summarize(peer.timing->samples_ms);
@@ -148,7 +149,7 @@ TEST(ResultJson, RefusesMalformedInput) {
   expect_refused(good.substr(0, good.size() / 2), "not valid JSON");
   expect_refused("[]", "expected a JSON object");
   std::string s = good;
-  s.replace(s.find("fa-bench/1"), 10, "fa-bench/9");
+  s.replace(s.find("fa-bench/2"), 10, "fa-bench/9");
   expect_refused(s, "unknown version");
   s = good;
   s.replace(s.find("\"status\": \"ok\""), 14, "\"status\": \"great\"");
@@ -168,13 +169,18 @@ TEST(ResultJson, RefusesMalformedInput) {
 
 // Impossible values (issue 13): the gate passed a file whose times and counters were all zero or
 // negative. Each is refused with the file, the key and the value.
-TEST(ResultJson, RefusesImpossibleValues) {
+// The sample record's text with its first row changed by `change`.
+std::function<std::string(const std::function<void(nlohmann::json&)>&)> first_row_changed() {
   const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
-  auto with = [&](const std::function<void(nlohmann::json & row)>& change) {
+  return [good](const std::function<void(nlohmann::json & row)>& change) {
     nlohmann::json doc = good;
     change(doc["configs"][0]["results"][0]);
     return doc.dump();
   };
+}
+
+TEST(ResultJson, RefusesImpossibleValues) {
+  const auto with = first_row_changed();
   const std::string p = "configs[0].results[0].";
   expect_refused(with([](auto& r) { r["timing"]["samples_ms"][0] = -5.04; }),
                  p + "timing.samples_ms[0]: impossible value -5.04 (accepted: a time in ms > 0)");
@@ -281,7 +287,7 @@ TEST(ResultJson, FullRecordReadsBackAndDumps) {
   a.settings.model_smem_per_sm_bytes = 233472;
   auto& c = a.configs[0];
   VariantResult& ok = c.results[0];
-  ok.block_order = "heads";
+  ok.spec.options = {{"block_order", std::string("heads")}};
   ok.verification->baseline_rmse = 2e-4;
   ok.verification->rows_checked = 17;
   ok.verification->heads_checked = 4;
@@ -306,7 +312,9 @@ TEST(ResultJson, FullRecordReadsBackAndDumps) {
   ok.measured = m;
   ok.placement = Placement{"counters", 100, 30, 480e12, 0.4, "dram"};
   VariantResult peer = ok;
-  peer.variant = "cudnn";
+  peer.spec.variant = "cudnn";
+  peer.spec.kernel_config.reset();
+  peer.spec.options = {};
   peer.peer = true;
   peer.counters =
       CounterResult{"unavailable", "another profiler holds the counters", {}, 0, {}, ""};
@@ -374,6 +382,109 @@ TEST(ResultJson, OnePlacementInEveryWriter) {
   row.placement = Placement{"compulsory", 800, 0, 700e12, 0.61, "compute"};
   EXPECT_EQ(placement_label(row), "61% compute (c)");
   EXPECT_NE(to_csv(a).find(",compulsory,800,,0.61,compute,"), std::string::npos);
+}
+
+// ---- fa-bench/2: the row spec ----
+
+TEST(ResultJson, WritesAndReadsTheRowSpec) {
+  RunResult a = sample_record();
+  a.configs[0].results[0].spec.kernel_config->warpgroups = 2;
+  a.configs[0].results[0].spec.kernel_config->cluster = {2, 1, 1};
+  a.configs[0].results[2].spec.direction = Direction::backward;
+  a.configs[0].results[2].spec.options = {{"n", 2.0}, {"on", true}};
+  const std::string text = to_json_text(a);
+  const auto doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc["schema"], "fa-bench/2");
+  const auto& row = doc["configs"][0]["results"][0];
+  EXPECT_EQ(row["variant"], "fa2");
+  EXPECT_EQ(row["direction"], "forward");
+  EXPECT_EQ(row["kernel_config"]["block_q"], 128);
+  EXPECT_EQ(row["kernel_config"]["stages"], 2);
+  EXPECT_EQ(row["kernel_config"]["warpgroups"], 2);
+  EXPECT_EQ(row["kernel_config"]["cluster"], nlohmann::json::parse("[2, 1, 1]"));
+  EXPECT_EQ(row["options"]["block_order"], "blocks");
+  EXPECT_EQ(row["block_order"], "blocks");  // /1's field, kept one version
+  EXPECT_TRUE(doc["configs"][0]["results"][2]["kernel_config"].is_null());
+  EXPECT_EQ(doc["configs"][0]["results"][2]["options"]["on"], true);
+  const RunResult b = from_json_text(text, "mem");
+  for (std::size_t i = 0; i < a.configs[0].results.size(); ++i) {
+    EXPECT_EQ(b.configs[0].results[i].spec, a.configs[0].results[i].spec) << i;
+  }
+  EXPECT_EQ(b.configs[0].results[2].spec.direction, Direction::backward);
+}
+
+TEST(ResultJson, RefusesABadRowSpec) {
+  const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
+  const auto with = first_row_changed();
+  const std::string p = "configs[0].results[0].";
+  expect_refused(with([](auto& r) { r.erase("direction"); }), p + "direction: missing");
+  expect_refused(with([](auto& r) { r["direction"] = "sideways"; }), "unknown direction");
+  expect_refused(with([](auto& r) { r.erase("kernel_config"); }), p + "kernel_config: missing");
+  expect_refused(with([](auto& r) { r["kernel_config"]["block_q"] = 0; }),
+                 p + "kernel_config.block_q: impossible value 0");
+  expect_refused(with([](auto& r) { r["kernel_config"]["stages"] = 0; }), "kernel_config.stages");
+  expect_refused(with([](auto& r) { r["kernel_config"]["warpgroups"] = -1; }),
+                 "kernel_config.warpgroups");
+  expect_refused(with([](auto& r) {
+                   r["kernel_config"]["cluster"] = {1, 1};
+                 }),
+                 "kernel_config.cluster");
+  expect_refused(with([](auto& r) {
+                   r["kernel_config"]["cluster"] = {1, 0, 1};
+                 }),
+                 "kernel_config.cluster");
+  expect_refused(with([](auto& r) { r["options"] = "heads"; }), p + "options: expected an object");
+  expect_refused(with([](auto& r) { r["options"]["block_order"] = nullptr; }),
+                 "options.block_order");
+  // Two rows of one variant are fine when their specs differ; the same spec twice is refused.
+  nlohmann::json doc = good;
+  auto& rows = doc["configs"][0]["results"];
+  rows[1] = rows[0];
+  rows[1]["options"]["block_order"] = "heads";
+  EXPECT_NO_THROW(from_json_text(doc.dump(), "ok.json"));
+  rows[1]["options"]["block_order"] = "blocks";
+  expect_refused(doc.dump(), "appears twice");
+}
+
+// A fa-bench/1 file: every row forward, its spec rebuilt from the name, tiles and block order
+// /1 wrote (the cudnn peer's recorded block order is not an option it declares).
+TEST(ResultJson, ReadsFaBench1AsForward) {
+  nlohmann::json doc = nlohmann::json::parse(to_json_text(sample_record()));
+  doc["schema"] = "fa-bench/1";
+  auto& rows = doc["configs"][0]["results"];
+  for (auto& r : rows) {
+    r.erase("direction");
+    r.erase("kernel_config");
+    r.erase("options");
+  }
+  rows[0]["variant"] = "fa2@64x64~heads";
+  rows[0]["tiles"] = {{"block_q", 64}, {"block_kv", 64}};
+  rows[0]["block_order"] = "heads";
+  rows[2]["variant"] = "cudnn";
+  rows[2]["peer"] = true;
+  rows[2]["block_order"] = "blocks";
+  const RunResult r = from_json_text(doc.dump(), "v1.json");
+  const RowSpec& fa2 = r.configs[0].results[0].spec;
+  EXPECT_EQ(fa2.variant, "fa2");
+  EXPECT_EQ(fa2.direction, Direction::forward);
+  ASSERT_TRUE(fa2.kernel_config);
+  EXPECT_EQ(*fa2.kernel_config, (KernelConfig{64, 64, 2, 0, {1, 1, 1}}));
+  EXPECT_EQ(fa2.options, (OptionValues{{"block_order", std::string("heads")}}));
+  const RowSpec& cudnn = r.configs[0].results[2].spec;
+  EXPECT_FALSE(cudnn.kernel_config);
+  EXPECT_TRUE(cudnn.options.empty());
+  // Every committed /1 file still reads (the H200 sweep: fa2 rows with tiles, fp8 with its option).
+  const RunResult sweep =
+      read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-sweep-all-2026-11-21.json");
+  for (const auto& c : sweep.configs) {
+    for (const auto& v : c.results) {
+      EXPECT_EQ(v.spec.direction, Direction::forward);
+      EXPECT_EQ(v.spec.variant.find_first_of("@~"), std::string::npos) << v.spec.variant;
+      if (v.spec.variant == "fp8") {
+        EXPECT_NE(v.spec.option("prequantized"), nullptr);
+      }
+    }
+  }
 }
 
 }  // namespace

@@ -13,6 +13,7 @@
 // for types and enum values only.
 #include "kernels/cudnn/cudnn.hpp"
 #include "kernels/cudnn/fp8_io.hpp"
+#include "kernels/common/per_device.hpp"
 
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -106,12 +107,15 @@ void check(cudnnStatus_t status, const char* step) {
   throw CudnnError(msg);
 }
 
-// One handle per process, created on first use (it needs the current device's context).
+// One handle per device, created on first use there (it belongs to that device's context).
 cudnnHandle_t handle() {
-  static std::mutex m;
-  static cudnnHandle_t h = nullptr;
-  std::lock_guard<std::mutex> lock(m);
-  if (!h) check(api().Create(&h), "create handle");
+  static PerDevice<std::pair<cudnnStatus_t, cudnnHandle_t>> handles;
+  const auto [status, h] = handles.get([] {
+    cudnnHandle_t created = nullptr;
+    const cudnnStatus_t st = api().Create(&created);
+    return std::pair{st, created};
+  });
+  check(status, "create handle");
   return h;
 }
 

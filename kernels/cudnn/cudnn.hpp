@@ -4,7 +4,7 @@
 #include <memory>
 #include <string>
 
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa {
 

@@ -3,7 +3,7 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa {
 std::vector<Tiles> fa1_tile_options(int d);                                // default first

@@ -24,6 +24,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
 
 namespace fa {
@@ -155,8 +156,10 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
   auto kernel = fa2_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
-  static const cudaError_t attr_status =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
+  const cudaError_t attr_status = attr.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
   if (attr_status != cudaSuccess) {
     return std::string("fa2: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_status);
   }
@@ -232,7 +235,7 @@ std::vector<Tiles> fa2_tile_options(int d) {
 }
 
 std::unique_ptr<Launcher> make_fa2_launcher(const LaunchOptions& o) {
-  return std::make_unique<Fa2Launcher>(o.fa2_heads_interleaved, o.fault);
+  return std::make_unique<Fa2Launcher>(o.is(kOptionBlockOrder, std::string("heads")), o.fault);
 }
 
 }  // namespace fa

@@ -32,6 +32,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fp8/fp8.hpp"
 
 namespace fa {
@@ -386,8 +387,10 @@ std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuf
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = BR * D + 4 * BC * D;
   auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL, FAULTS>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static PerDevice<cudaError_t> attr_once;  // per device: the attribute belongs to its context
+  const cudaError_t attr = attr_once.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
   if (attr != cudaSuccess)
     return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
@@ -501,7 +504,7 @@ std::vector<Tiles> fp8_tile_options(int d) {
 }
 
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o) {
-  return std::make_unique<Fp8Launcher>(o.fp8_prequantized, o.fault);
+  return std::make_unique<Fp8Launcher>(o.is(kOptionPrequantized, true), o.fault);
 }
 
 }  // namespace fa

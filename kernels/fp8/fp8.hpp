@@ -3,11 +3,11 @@
 #include <memory>
 #include <vector>
 
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa {
 std::vector<Tiles> fp8_tile_options(int d);  // default first
-// o.fp8_prequantized: quantise once in prepare(), so run() times the attention kernel alone;
+// Option prequantized true: quantise once in prepare(), so run() times the attention kernel alone;
 // o.fault: verification tests only.
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o = {});
 }  // namespace fa

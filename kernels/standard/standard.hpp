@@ -2,7 +2,7 @@
 
 #include <memory>
 
-#include "kernels/registry.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa {
 std::unique_ptr<Launcher> make_standard_launcher(

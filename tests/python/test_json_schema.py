@@ -195,7 +195,7 @@ V2_BAD = [
     (ts._set(-1.0, "ceilings", "dram_bytes_per_s"), "ceilings.dram_bytes_per_s"),
     (ts._set(-1.0, "ceilings", "tensor_flops_per_s", "bf16"), "ceilings.tensor_flops_per_s.bf16"),
     (ts._set([], "gate_calibration"), "gate_calibration"),
-    (ts._set("fa-bench-gate-calibration/2", "gate_calibration", "schema"),
+    (ts._set("fa-bench-gate-calibration/3", "gate_calibration", "schema"),
      "gate_calibration.schema"),
     (ts._del("gate_calibration", "rows"), "gate_calibration.rows"),
     (ts._set("", "gate_calibration", "rows", 0, "row"), "gate_calibration.rows[0].row"),

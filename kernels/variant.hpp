@@ -1,0 +1,211 @@
+// The vocabulary every layer uses to speak of variants and rows: the algorithm (the IO pattern),
+// the kernel configuration, the direction, the accuracy rule, the options a variant declares, the
+// row spec (what one row of a result is), the launcher interface and the variant's description.
+//
+// Pure C++: no CUDA header, no kernel. The record (bench/result*), the IO model
+// (profiler/io_model*), verification (bench/verify*) and the gate (bench/gate*) depend on this
+// file alone; only kernels/registry.cpp lists the variants (and so links the kernels).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <tuple>
+#include <variant>
+#include <vector>
+
+#include "kernels/common/fault.hpp"
+#include "kernels/problem.hpp"
+
+// The CUDA runtime's stream handle, declared as cuda_runtime_api.h declares it (cudaStream_t is
+// CUstream_st*), so that this header needs no CUDA include.
+struct CUstream_st;
+
+namespace fa {
+
+using StreamHandle = CUstream_st*;  // the same type as cudaStream_t
+
+// Which IO pattern the variant executes; the IO model in profiler/ has one formula per pattern.
+enum class Algorithm { standard, fa1, fa2, fp8 };
+std::string to_string(Algorithm a);
+bool parse_algorithm(const std::string& s, Algorithm* out);
+
+// Which pass a row runs. Only forward exists today; the backward pass is next.
+enum class Direction { forward, backward };
+const char* to_string(Direction d);
+bool parse_direction(const std::string& s, Direction* out);
+
+// How a variant's output is judged (docs/accuracy.md).
+enum class AccuracyRule {
+  same_precision,  // max error <= 2 x a plain same-precision implementation + 1e-3
+  fp8_rmse,        // RMSE <= 1e-2 (normal inputs) or 2.4e-2 (outlier inputs)
+};
+
+struct Tiles {
+  int block_q = 0;   // query rows per thread block (Br)
+  int block_kv = 0;  // key/value rows per inner step (Bc)
+  // Written out: device code is C++17, which has no defaulted comparisons.
+  bool operator==(const Tiles& o) const { return block_q == o.block_q && block_kv == o.block_kv; }
+};
+
+// What a kernel is built for: its tiles, how many tile buffers its pipeline keeps in flight, its
+// warpgroups (Hopper warp specialisation; 0: not warp-specialised) and its cluster shape.
+struct KernelConfig {
+  int block_q = 0;
+  int block_kv = 0;
+  int stages = 1;
+  int warpgroups = 0;
+  std::array<int, 3> cluster{1, 1, 1};
+
+  Tiles tiles() const { return {block_q, block_kv}; }
+  auto tie() const { return std::tie(block_q, block_kv, stages, warpgroups, cluster); }
+  bool operator==(const KernelConfig& o) const { return tie() == o.tie(); }
+  bool operator!=(const KernelConfig& o) const { return !(*this == o); }
+  bool operator<(const KernelConfig& o) const { return tie() < o.tie(); }
+};
+// "128x64" or, when the rest is not the plain one, "128x64 s3 wg2 c2x1x1".
+std::string to_string(const KernelConfig& c);
+
+// The value of a declared option: a string, a number or a bool (as in the result file).
+using OptionValue = std::variant<bool, double, std::string>;
+using OptionValues = std::map<std::string, OptionValue>;
+std::string to_string(const OptionValue& v);  // heads, true, 2
+
+// The options variants declare (kernels/registry.cpp), by name.
+inline constexpr const char* kOptionBlockOrder = "block_order";     // "blocks" | "heads"
+inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
+
+// An option a variant declares: its name, the values it accepts (the first is the default) and
+// what it changes.
+struct OptionDecl {
+  std::string name;
+  std::vector<OptionValue> accepted;
+  std::string meaning;
+};
+
+// One row of a result: which variant, which pass, built how, with which option values. Planned
+// once (bench/plan.cpp); the record writes it and the gate matches rows on it.
+struct RowSpec {
+  std::string variant;  // the registry name: "fa2", never a decorated label
+  Direction direction = Direction::forward;
+  std::optional<KernelConfig> kernel_config;  // none: a peer whose configuration we do not choose
+  OptionValues options;                       // every option the variant declares
+
+  // The value of option `name`, or null when the row has none.
+  const OptionValue* option(const std::string& name) const;
+  Tiles tiles() const { return kernel_config ? kernel_config->tiles() : Tiles{}; }
+  auto tie() const { return std::tie(variant, direction, kernel_config, options); }
+  bool operator==(const RowSpec& o) const { return tie() == o.tie(); }
+  bool operator!=(const RowSpec& o) const { return !(*this == o); }
+  bool operator<(const RowSpec& o) const { return tie() < o.tie(); }
+};
+// Every part, in one line: "fa2 forward 128x64 block_order=heads" (the gate's calibration key).
+std::string to_string(const RowSpec& s);
+
+// Where a variant's FP8 quantisation of Q, K, V runs relative to the timed region.
+enum class Quantisation {
+  none,           // no quantisation (16-bit variants)
+  timed,          // inside the timed region, unless the row sets option "prequantized"
+  outside_timed,  // always outside (a library that takes FP8 inputs)
+};
+
+// Run-time choices a launcher is made with: the row's option values and, for the verification
+// tests only, deliberate faults (kernels/common/fault.hpp; none by default).
+struct LaunchOptions {
+  OptionValues options;
+  FaultInjection fault;
+
+  // True when option `name` is set to `value`.
+  bool is(const std::string& name, const OptionValue& value) const;
+};
+
+// Marks the phases (kernels) of a multi-kernel variant, so the profiler can count each one.
+class PhaseMarker {
+ public:
+  virtual ~PhaseMarker() = default;
+  virtual void begin(const char* name) = 0;
+  virtual void end() = 0;
+};
+
+// Enqueues one forward pass on `stream`. Never synchronises. Returns "" on success or a
+// one-line reason (an unsupported shape, a library error).
+class Launcher {
+ public:
+  virtual ~Launcher() = default;
+  // While set, run() brackets each of its kernels with begin/end (variants of one kernel: no-op).
+  void set_phase_marker(PhaseMarker* marker) { phases_ = marker; }
+  // Scratch the variant needs beyond Q, K, V, O, lse (standard: S/P; fa1: its O/l/m state).
+  virtual std::size_t workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  // Work done once before verification and timing (fp8 with prequantized inputs). Optional.
+  virtual std::string prepare(const Shape&, const Tiles&, const DeviceBuffers&, StreamHandle) {
+    return "";
+  }
+  virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
+                          StreamHandle stream) = 0;
+
+ protected:
+  void phase_begin(const char* name) {
+    if (phases_) phases_->begin(name);
+  }
+  void phase_end() {
+    if (phases_) phases_->end();
+  }
+
+ private:
+  PhaseMarker* phases_ = nullptr;
+};
+
+// What a variant is: pure data, usable with no GPU (so the IO model and --list-variants work
+// anywhere), and how to launch it.
+struct VariantInfo {
+  std::string name;
+  Algorithm algorithm;
+  std::string summary;     // one line: the algorithm
+  std::string loop_order;  // e.g. "Q blocks outer (grid), K/V blocks inner"
+  std::string hardware_path;
+  std::vector<int> head_dims;
+  std::vector<DType> dtypes;
+  // Compiled tile shapes at head dim d, the default (fastest measured) first; empty: not tiled.
+  std::vector<Tiles> (*tile_options)(int d);
+  std::unique_ptr<Launcher> (*make_launcher)(const LaunchOptions&);
+  int min_compute_capability = 80;  // major*10 + minor
+  AccuracyRule accuracy = AccuracyRule::same_precision;
+  bool writes_lse = false;
+  // A peer is someone else's implementation (a vendor library), run as a yardstick: marked in
+  // every output, and our rows show their speed relative to the fastest peer.
+  bool peer = false;
+  // Tiles the IO model assumes when the variant's own are not visible (a library's kernel).
+  Tiles model_tiles{};
+  // "" or a line on what the variant needs at run time and whether it is there (e.g. the
+  // cuDNN library found); --list-variants prints it.
+  std::string (*availability)() = nullptr;
+  // Shape limits beyond head dim and dtype: "" when fine, else the row's one-line reason.
+  std::string (*shape_rule)(const Shape&) = nullptr;
+  // Part of --variants all; false for variants run only when named (see --list-variants).
+  bool in_all = true;
+  // The options the variant declares; a row carries a value for each.
+  std::vector<OptionDecl> options;
+  // Where its FP8 quantisation runs (none for 16-bit variants).
+  Quantisation quantisation = Quantisation::none;
+  // The rest of a tiled kernel's configuration, fixed in its code (its tiles come from
+  // tile_options): the sm_80 kernels keep two tile buffers in flight (cp.async double buffering).
+  KernelConfig pipeline{};
+
+  // The kernel configurations at head dim d (tile_options with the pipeline), default first.
+  std::vector<KernelConfig> kernel_configs(int d) const;
+  Tiles default_tiles(int d) const;  // {0, 0} when not tiled
+  const OptionDecl* declared(const std::string& option) const;
+  // Whether a row with these option values quantises inside the timed region (IO model).
+  bool quantisation_timed(const OptionValues& values) const;
+  bool supports_head_dim(int d) const;
+  bool supports_dtype(DType t) const;
+  // "" when the shape is supported, otherwise why not (for the row's status).
+  std::string unsupported_reason(const Shape& s) const;
+  // "" when a device of compute capability major.minor runs this variant.
+  std::string unsupported_on_device(int cc_major, int cc_minor) const;
+};
+
+}  // namespace fa
