@@ -3,6 +3,7 @@
 #include "kernels/cudnn/cudnn.hpp"
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/standard/standard.hpp"
 
@@ -61,6 +62,36 @@ const std::vector<VariantInfo>& variant_registry() {
                          {std::string("blocks"), std::string("heads")},
                          "thread-block order: blocks walks the query blocks of one head together, "
                          "heads walks heads first (--fa2-order)"}};
+    r.push_back(VariantInfo{
+        "fa3",
+        Algorithm::fa2,
+        "FlashAttention-2's algorithm (Q outer, online softmax, deferred 1/l, lse) with "
+        "FlashAttention-3's Hopper schedule: warp-specialised producer/consumers, softmax "
+        "overlapped with the products",
+        "grid over (query blocks x batch*heads); a producer warp loads Q once and K/V blocks "
+        "through a 2-stage ring; 2 consumer warpgroups of 64 query rows each loop over K/V blocks",
+        "sm_90a: TMA loads (swizzled shared memory, mbarriers), wgmma (S from shared memory, P V "
+        "with P in registers), setmaxnreg 24/240, named-barrier ping-pong; CuTe (nvidia-cutlass)",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        fa3_tile_options,
+        [](const LaunchOptions& o) { return make_fa3_launcher(o); },
+        90,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true,
+        /*peer=*/false,
+        /*model_tiles=*/Tiles{},
+        fa3_build_status,
+        fa3_shape_rule});
+    r.back().max_compute_capability = 90;  // sm_90a code only (wgmma, setmaxnreg)
+    r.back().pipeline.stages = 2;          // K/V ring
+    r.back().pipeline.warpgroups = 3;      // 1 producer + 2 consumers
+    r.back().options = {
+        {kOptionFa3Schedule,
+         {std::string("full"), std::string("no-pingpong"), std::string("no-overlap")},
+         "FA3's ablation (--fa3-schedule): full; no-pingpong (consumer "
+         "warpgroups do not take turns); no-overlap (no softmax/product overlap "
+         "inside a warpgroup)"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,

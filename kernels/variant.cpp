@@ -131,6 +131,12 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
 }
 
 std::string VariantInfo::unsupported_on_device(int major, int minor) const {
+  if (max_compute_capability > 0 && major * 10 + minor > max_compute_capability) {
+    return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
+           std::to_string(minor) + "; " + name + " is built for " +
+           std::to_string(max_compute_capability / 10) + "." +
+           std::to_string(max_compute_capability % 10) + " only)";
+  }
   if (major * 10 + minor >= min_compute_capability) return "";
   return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
          std::to_string(minor) + "; " + name + " needs " +

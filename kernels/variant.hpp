@@ -77,6 +77,8 @@ std::string to_string(const OptionValue& v);  // heads, true, 2
 // The options variants declare (kernels/registry.cpp), by name.
 inline constexpr const char* kOptionBlockOrder = "block_order";     // "blocks" | "heads"
 inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
+// "full" | "no-pingpong" | "no-overlap" (fa3: which parts of FA3's schedule run)
+inline constexpr const char* kOptionFa3Schedule = "schedule";
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
@@ -193,6 +195,8 @@ struct VariantInfo {
   // The rest of a tiled kernel's configuration, fixed in its code (its tiles come from
   // tile_options): the sm_80 kernels keep two tile buffers in flight (cp.async double buffering).
   KernelConfig pipeline{};
+  // The newest compute capability (major*10 + minor) it runs on; 0: none (sm_90a code: 90).
+  int max_compute_capability = 0;
 
   // The kernel configurations at head dim d (tile_options with the pipeline), default first.
   std::vector<KernelConfig> kernel_configs(int d) const;
