@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Issue 15 (fa3, the Hopper schedule) on an H200: builds fa-bench and the GPU tests with fa3, runs
+# the GPU tests filtered to fa3 (correctness against the fp64 reference, the ablation schedules,
+# fault injection), compute-sanitizer memcheck and racecheck on a small fa3 run, then the table:
+#   fa-bench --N 1024,4096,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn --fa3-schedule all
+# About 4-5 minutes after the build. Logs and result files in OUTDIR; a summary at the end.
+#   scripts/fa3_check.sh OUTDIR
+# CuTe: the build needs the nvidia-cutlass headers. Without network, carry the wheel in .whl/
+# (pip download -d .whl nvidia-cutlass==4.2.0.0 on a machine with one): this script unpacks it
+# into build/_deps/ and configures with -DFA_CUTLASS_INCLUDE.
+# Exit codes: 0 every step ran green; 1 the build failed or fa3 was not built; 3 a step failed
+# (see the summary and its log).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/fa3_check.sh OUTDIR}
+mkdir -p "$out"
+build=${FA_BUILD_DIR:-build}
+export PATH="$PATH:/usr/local/cuda/bin"
+
+# CuTe headers: .venv's wheel, or .whl/'s unpacked, or a path given in FA_CUTLASS_INCLUDE.
+cutlass=${FA_CUTLASS_INCLUDE:-}
+if [ -z "$cutlass" ]; then
+  cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
+fi
+if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
+  mkdir -p "$build/_deps/cutlass"
+  python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass" &&
+    cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
+fi
+if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
+  echo "fa3_check: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
+  exit 1
+fi
+export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass"
+if [ -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" >"$out/configure.log" 2>&1
+fi
+if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
+  echo "fa3_check: build failed: $out/build.log" >&2
+  tail -20 "$out/build.log" >&2
+  exit 1
+fi
+bin=$build/bin/fa-bench
+if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
+  echo "fa3_check: error: fa3 was not built ($bin --list-variants)" >&2
+  exit 1
+fi
+
+summary=()
+failed=0
+step() {  # name, command...
+  local name=$1 t0=$SECONDS
+  shift
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || failed=1
+  summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$out/$name.log")")
+}
+step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
+  --gtest_filter='AllVariants/*fa3*:Ablation/*:Shapes/FaultsAreCaught.*'
+# Small runs under the sanitizer (one timed repetition; verification on).
+san="$bin --N 1000 --d 64,128 --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
+step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 $san
+step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 $san
+step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 $san
+step table "$bin" --N 1024,4096,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn \
+  --fa3-schedule all --json "$out/fa3-table.json"
+
+echo "== TFLOP/s (fa-bench median; ratio = row / cudnn, same run) =="
+python3 - "$out/fa3-table.json" <<'PY'
+import json, sys
+try:
+    d = json.load(open(sys.argv[1]))
+except (OSError, ValueError) as e:
+    sys.exit(f"no table: {e}")
+rows = {}
+for c in d["configs"]:
+    key = (c["d"], c["causal"], c["N"])
+    for r in c["results"]:
+        opts = r.get("options") or {}
+        label = r["variant"] + ("~" + opts["schedule"] if "schedule" in opts and opts["schedule"] != "full" else "")
+        t = (r.get("derived") or {}).get("tflops_convention")
+        ver = (r.get("verification") or {}).get("passed")
+        rows.setdefault(key, {})[label] = (t if r["status"] == "ok" else None, r["status"], ver)
+labels = []
+for v in rows.values():
+    for lab in v:
+        if lab not in labels:
+            labels.append(lab)
+print(f"{'d':>4} {'causal':>6} {'N':>6} " + " ".join(f"{lab:>16}" for lab in labels) + "   fa3/cudnn")
+for (dd, causal, n) in sorted(rows):
+    v = rows[(dd, causal, n)]
+    cells = []
+    for lab in labels:
+        t, status, _ = v.get(lab, (None, "-", None))
+        cells.append(f"{t:16.1f}" if t else f"{status:>16}")
+    f3, cu = v.get("fa3", (None,))[0], v.get("cudnn", (None,))[0]
+    ratio = f"{f3 / cu:.2f}x" if f3 and cu else "-"
+    print(f"{dd:>4} {int(causal):>6} {n:>6} " + " ".join(cells) + f"   {ratio:>8}")
+bad = [(k, lab) for k, v in rows.items() for lab, (_, s, ver) in v.items() if s != "ok" or ver is False]
+print("rows not ok or failing verification:", bad if bad else "none")
+PY
+echo
+grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/gpu-tests-fa3.log" | sed 's/^/gpu-tests: /'
+grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log "$out"/synccheck.log 2>/dev/null | sed 's/^/sanitizer: /'
+printf '%s\n' "${summary[@]}"
+[ "$failed" -eq 0 ] || exit 3
