@@ -172,7 +172,7 @@ std::vector<Case> all_cases() {
 // fall inside blocks.
 std::vector<Case> tile_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"fa1", "fa2"}) {
+  for (const char* variant : {"fa1", "fa2", "fa3"}) {
     const VariantInfo* info = find_variant(variant);
     for (int d : {64, 128}) {
       const auto options = info->tile_options(d);
