@@ -5,6 +5,8 @@
 #   fa-bench --N 1024,4096,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn --fa3-schedule all
 # About 4-5 minutes after the build. Logs and result files in OUTDIR; a summary at the end.
 #   scripts/fa3_check.sh OUTDIR
+#   FA3_CHECK_BUILD_ONLY=1 scripts/fa3_check.sh OUTDIR   builds and stops (a first call on a fresh
+#                                                        machine, so the GPU steps get their own)
 # CuTe: the build needs the nvidia-cutlass headers. Without network, carry the wheel in .whl/
 # (pip download -d .whl nvidia-cutlass==4.2.0.0 on a machine with one): this script unpacks it
 # into build/_deps/ and configures with -DFA_CUTLASS_INCLUDE.
@@ -44,6 +46,11 @@ bin=$build/bin/fa-bench
 if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
   echo "fa3_check: error: fa3 was not built ($bin --list-variants)" >&2
   exit 1
+fi
+
+if [ -n "${FA3_CHECK_BUILD_ONLY:-}" ]; then
+  echo "fa3_check: built ($build); FA3_CHECK_BUILD_ONLY set: stopping before the GPU steps"
+  exit 0
 fi
 
 summary=()
@@ -101,6 +108,24 @@ for (dd, causal, n) in sorted(rows):
     print(f"{dd:>4} {int(causal):>6} {n:>6} " + " ".join(cells) + f"   {ratio:>8}")
 bad = [(k, lab) for k, v in rows.items() for lab, (_, s, ver) in v.items() if s != "ok" or ver is False]
 print("rows not ok or failing verification:", bad if bad else "none")
+print()
+print("== counters over the IO model (DRAM: read+write; L2: SM<->L2 sectors x 32; TC: tensor ops) ==")
+print(f"{'d':>4} {'causal':>6} {'N':>6} {'row':>16} {'DRAM/m':>7} {'L2/m':>6} {'TC/m':>6}")
+for c in sorted(d["configs"], key=lambda c: (c["d"], c["causal"], c["N"])):
+    for r in c["results"]:
+        cnt, m = r.get("counters") or {}, r.get("model") or {}
+        v = cnt.get("values") or {}
+        if cnt.get("status") != "ok" or not m:
+            continue
+        opts = r.get("options") or {}
+        lab = r["variant"] + ("~" + opts["schedule"] if opts.get("schedule", "full") != "full" else "")
+        mb = m.get("bytes_read", 0) + m.get("bytes_written", 0)
+        dram = v.get("dram__bytes_read.sum", 0) + v.get("dram__bytes_write.sum", 0)
+        l2 = 32 * (v.get("lts__t_sectors_srcunit_tex_op_read.sum", 0) + v.get("lts__t_sectors_srcunit_tex_op_write.sum", 0))
+        tc = sum(v.get(k, 0) for k in ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum"))
+        fm = m.get("flops_matrix", 0)
+        print(f"{c['d']:>4} {int(c['causal']):>6} {c['N']:>6} {lab:>16} {dram / mb if mb else 0:7.2f} "
+              f"{l2 / mb if mb else 0:6.2f} {tc / fm if fm else 0:6.3f}")
 PY
 echo
 grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/gpu-tests-fa3.log" | sed 's/^/gpu-tests: /'
