@@ -177,8 +177,8 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
   app.add_option("--fa3-schedule", o.fa3_schedule,
-                 "fa3 schedule: full (default) | no-pingpong | no-overlap | all (one row each: "
-                 "FA3's ablation)");
+                 "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent (full on "
+                 "a persistent grid) | all (one row each: FA3's ablation)");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -326,9 +326,10 @@ void resolve_rows(const RawFlags& f, Options& o) {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
   }
   if (o.fa3_schedule != "full" && o.fa3_schedule != "no-pingpong" &&
-      o.fa3_schedule != "no-overlap" && o.fa3_schedule != "all") {
+      o.fa3_schedule != "no-overlap" && o.fa3_schedule != "persistent" && o.fa3_schedule != "all") {
     throw BadInput{fmt::format(
-        "--fa3-schedule: '{}' (accepted: full, no-pingpong, no-overlap, all)", o.fa3_schedule)};
+        "--fa3-schedule: '{}' (accepted: full, no-pingpong, no-overlap, persistent, all)",
+        o.fa3_schedule)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;

@@ -88,10 +88,11 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.warpgroups = 3;      // 1 producer + 2 consumers
     r.back().options = {
         {kOptionFa3Schedule,
-         {std::string("full"), std::string("no-pingpong"), std::string("no-overlap")},
-         "FA3's ablation (--fa3-schedule): full; no-pingpong (consumer "
-         "warpgroups do not take turns); no-overlap (no softmax/product overlap "
-         "inside a warpgroup)"}};
+         {std::string("full"), std::string("no-pingpong"), std::string("no-overlap"),
+          std::string("persistent")},
+         "FA3's ablation (--fa3-schedule): full; no-pingpong (consumer warpgroups do not take "
+         "turns); no-overlap (no softmax/product overlap inside a warpgroup); persistent (full on "
+         "a persistent grid: one thread block per SM walks the tiles)"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,

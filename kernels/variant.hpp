@@ -77,7 +77,7 @@ std::string to_string(const OptionValue& v);  // heads, true, 2
 // The options variants declare (kernels/registry.cpp), by name.
 inline constexpr const char* kOptionBlockOrder = "block_order";     // "blocks" | "heads"
 inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
-// "full" | "no-pingpong" | "no-overlap" (fa3: which parts of FA3's schedule run)
+// "full" | "no-pingpong" | "no-overlap" | "persistent" (fa3: which parts of FA3's schedule run)
 inline constexpr const char* kOptionFa3Schedule = "schedule";
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and

@@ -205,8 +205,8 @@ TEST(Plan, Fa3AblationRows) {
   const ConfigResult& c = r.configs[0];
   std::vector<std::string> labels;
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
-  EXPECT_EQ(labels,
-            (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong", "fa3~no-overlap"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong",
+                                              "fa3~no-overlap", "fa3~persistent"}));
   for (std::size_t i = 1; i < c.results.size(); ++i) {
     ASSERT_TRUE(c.results[i].spec.kernel_config.has_value());
     EXPECT_EQ(c.results[i].spec.kernel_config->warpgroups, 3);

@@ -226,10 +226,12 @@ TEST_P(Fa3Schedule, MatchesReference) {
 
 std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
   std::vector<Fa3ScheduleCase> out;
-  for (const char* schedule : {"no-pingpong", "no-overlap"}) {
+  for (const char* schedule : {"no-pingpong", "no-overlap", "persistent"}) {
     for (int d : {64, 128}) {
       for (bool causal : {false, true}) {
-        for (std::int64_t N : {1, 129, 1000, 4096}) out.push_back({schedule, d, causal, N});
+        // 4096 with B*H = 3: 96 tiles on 132 SMs; 16384: 384 tiles, several per thread block in
+        // the persistent grid (the ring and the turns carried across tiles).
+        for (std::int64_t N : {1, 129, 1000, 4096, 16384}) out.push_back({schedule, d, causal, N});
       }
     }
   }

@@ -22,16 +22,20 @@
 //                              operand (RS), V read MN-major from the same buffer TMA wrote
 //             then O /= l (deferred), O and lse stored from registers straight to global memory
 //             (no shared-memory / TMA-store epilogue yet).
-//   overlap   (option schedule=full or no-pingpong) inside a warpgroup: Q K_j+1^T and P_j V_j are
+//   overlap   (schedule full, no-pingpong, persistent) inside a warpgroup: Q K_j+1^T and P_j V_j
+//   are
 //             issued together, the softmax of block j+1 runs while P_j V_j is still in the tensor
 //             cores (FA3 Algorithm 2); O is rescaled once P_j V_j has landed. Off (no-overlap):
 //             issue, wait, softmax, issue, wait.
-//   ping-pong (option schedule=full or no-overlap) between warpgroups: each warpgroup issues its
+//   ping-pong (schedule full, no-overlap, persistent) between warpgroups: each warpgroup issues its
 //             products only on its turn (named barriers in a ring), so one warpgroup's softmax
 //             runs while the other's products occupy the tensor cores. Off (no-pingpong): every
 //             warpgroup issues when ready.
-//   grid      (ceil(N/Br), B*H), one tile per thread block (not persistent yet); causal launches
-//             the longest query blocks first.
+//   grid      (ceil(N/Br), B*H), one tile per thread block; or (schedule=persistent: full on
+//             a persistent grid) one thread block per SM walks the tiles (query blocks of a
+//             head together, so they share K/V in L2) with a stride of the grid; the K/V ring and
+//             the ping-pong turns run on across tiles, and Q's buffer has an empty barrier too.
+//             Causal: the longest query blocks first, in both grids.
 //
 // HBM traffic: FA2's (profiler/io_model.cpp): Q once, K and V once per query block (causal: up to
 // the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128.
@@ -43,6 +47,7 @@
 #include <cutlass/numeric_types.h>
 // clang-format on
 
+#include <algorithm>
 #include <climits>
 #include <string>
 
@@ -134,7 +139,7 @@ struct Fa3Traits {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutKV>, 1024> k;
     array_aligned<E, cosize_v<SmemLayoutKV>, 1024> v;
-    std::uint64_t q_full;
+    std::uint64_t q_full, q_empty;
     std::uint64_t k_full[kStages], v_full[kStages];
     std::uint64_t k_empty[kStages], v_empty[kStages];
   };
@@ -177,7 +182,7 @@ __device__ __forceinline__ void wgmma_issue(Mma& mma, TA& a, const TB& b, TC& ac
   if constexpr (A_REGS) warpgroup_fence_operand(a);
 }
 
-template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP>
+template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, bool PERSISTENT>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ Fa3Params<Traits> p) {
   using E = typename Traits::E;
@@ -190,17 +195,31 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
 
   const int warpgroup = threadIdx.x / 128;
-  const int q_block =
-      CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-  const int bh = static_cast<int>(blockIdx.y);
   const int N = p.N;
-  const int q0 = q_block * BR;
   const int total_kv = (N + BC - 1) / BC;
-  int num_kv = total_kv;
-  if constexpr (CAUSAL) num_kv = min(total_kv, (min(q0 + BR, N) - 1) / BC + 1);
+  // Tiles (query block, batch*head) this thread block computes: its own (grid over tiles), or,
+  // persistent, every gridDim.x-th of the list that walks the query blocks of one head together
+  // (they share K and V in L2), longest first for causal.
+  const int num_tiles = PERSISTENT ? p.num_q_blocks * p.heads : 1;
+  const int first_tile = PERSISTENT ? static_cast<int>(blockIdx.x) : 0;
+  const int tile_stride = PERSISTENT ? static_cast<int>(gridDim.x) : 1;
+  struct Tile {
+    int q_block, bh, q0, num_kv;
+  };
+  auto tile_at = [&](int index) {
+    Tile tl;
+    const int q_index = PERSISTENT ? index % p.num_q_blocks : static_cast<int>(blockIdx.x);
+    tl.bh = PERSISTENT ? index / p.num_q_blocks : static_cast<int>(blockIdx.y);
+    tl.q_block = CAUSAL ? p.num_q_blocks - 1 - q_index : q_index;
+    tl.q0 = tl.q_block * BR;
+    tl.num_kv = total_kv;
+    if constexpr (CAUSAL) tl.num_kv = min(total_kv, (min(tl.q0 + BR, N) - 1) / BC + 1);
+    return tl;
+  };
 
   if (threadIdx.x == 0) {
     FullBarrier::init(&smem.q_full, 1);
+    EmptyBarrier::init(&smem.q_empty, Traits::kConsumerThreads);
     for (int s = 0; s < kStages; ++s) {
       FullBarrier::init(&smem.k_full[s], 1);
       FullBarrier::init(&smem.v_full[s], 1);
@@ -224,34 +243,41 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
       Tensor mQ = p.tma_q.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
       Tensor mK = p.tma_k.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
       Tensor mV = p.tma_v.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
-      Tensor gQ =
-          local_tile(mQ(_, _, bh), cute::Shape<Int<BR>, Int<D>>{}, make_coord(q_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
-      Tensor gV = local_tile(mV(_, _, bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
       auto tma_q = p.tma_q.get_slice(_0{});
       auto tma_k = p.tma_k.get_slice(_0{});
       auto tma_v = p.tma_v.get_slice(_0{});
-      Tensor tQg = tma_q.partition_S(gQ);
       Tensor tQs = tma_q.partition_D(sQ);
-      Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
       Tensor tKs = tma_k.partition_D(sK);  // (TMA, m, k, stage)
-      Tensor tVg = tma_v.partition_S(gV);
       Tensor tVs = tma_v.partition_D(sV);
-
-      FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
-      copy(p.tma_q.with(smem.q_full), tQg, tQs);
-      for (int j = 0; j < num_kv; ++j) {
-        const int s = j % kStages;
-        const std::uint32_t free_phase = ((j / kStages) & 1) ^ 1;  // first round: already free
-        EmptyBarrier::wait(&smem.k_empty[s], free_phase);
-        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kBytesKV);
-        copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
-        int v_block = j;
-        if constexpr (FAULTS)
-          v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
-        EmptyBarrier::wait(&smem.v_empty[s], free_phase);
-        FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
-        copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+      int it = 0;  // K/V blocks loaded so far: the ring's position and phase
+      for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+        const Tile tl = tile_at(index);
+        Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
+                               make_coord(tl.q_block, _0{}));
+        Tensor gK =
+            local_tile(mK(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+        Tensor gV =
+            local_tile(mV(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+        Tensor tQg = tma_q.partition_S(gQ);
+        Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
+        Tensor tVg = tma_v.partition_S(gV);
+        // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
+        EmptyBarrier::wait(&smem.q_empty, (n & 1) ^ 1);
+        FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
+        copy(p.tma_q.with(smem.q_full), tQg, tQs);
+        for (int j = 0; j < tl.num_kv; ++j, ++it) {
+          const int s = it % kStages;
+          const std::uint32_t free_phase = ((it / kStages) & 1) ^ 1;  // first round: free
+          EmptyBarrier::wait(&smem.k_empty[s], free_phase);
+          FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kBytesKV);
+          copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
+          int v_block = j;
+          if constexpr (FAULTS)
+            v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
+          EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+          FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
+          copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+        }
       }
     }
     return;
@@ -262,8 +288,7 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   const int ct = threadIdx.x - 128;  // consumer thread
   const int cwg = ct / 128;          // consumer warpgroup: query rows [64 cwg, 64 cwg + 64)
   const int lane = ct % 32, t = lane & 3;
-  const int row_a = q0 + cwg * 64 + (ct % 128) / 32 * 16 + lane / 4, row_b = row_a + 8;
-  const int q0_wg = q0 + cwg * 64;
+  const int row_in_tile = cwg * 64 + (ct % 128) / 32 * 16 + lane / 4;  // rows g; g + 8: +8
 
   typename Traits::MmaS mma_s;
   typename Traits::MmaO mma_o;
@@ -284,46 +309,11 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   // n is row r (g or g+8), column 8n + 2t + c, the order of wgmma's ((2,2,n)) value mode.
   float(&s)[NT][4] = *reinterpret_cast<float(*)[NT][4]>(raw_pointer_cast(tSrS.data()));
   float(&o)[DT][4] = *reinterpret_cast<float(*)[DT][4]>(raw_pointer_cast(tOrO.data()));
-#pragma unroll
-  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
 
-  OnlineSoftmax<> softmax;
-  float alpha[2];
-  // Block j's scores -> P (fp32, in s) with the mask; m, l move on; alpha rescales O.
-  auto softmax_block = [&](int j) {
-    const KeyMask<CAUSAL, BC, FAULTS> mask{
-        static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
-        j == p.fault.drop_kv_block};
-    const bool needs_mask =
-        mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0_wg + mask.shift()) || mask.dropped();
-    scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float mx = row_max(s, r, softmax.m[r]);
-      const float base = exp_base(mx);
-      alpha[r] = exp2f(softmax.m[r] - base);
-      softmax.m[r] = mx;
-      softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row(s, r, base);
-    }
-  };
-  auto rescale_o = [&] {
-#pragma unroll
-    for (int i = 0; i < DT; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[i][e] *= alpha[FragC16x8::row(e)];
-    }
-  };
-  auto convert_p = [&] {
-#pragma unroll
-    for (int k = 0; k < BC / 16; ++k) {
-#pragma unroll
-      for (int v = 0; v < 8; ++v) tOrP(v, 0, k) = static_cast<E>(s[2 * k + v / 4][v % 4]);
-    }
-  };
   // Ping-pong: warpgroup w issues its products only after warpgroup w-1 (cyclically) issued its
   // own; named barrier w counts w's 128 threads (sync) and its predecessor's 128 (arrive). The
-  // last warpgroup opens the first turn and skips its last arrive, so no barrier is left
-  // half-arrived when the block exits.
+  // last warpgroup opens the first turn and skips its very last arrive, so no barrier is left
+  // half-arrived when the block exits. Turns run on across the tiles of a persistent block.
   auto turn_begin = [&] {
     if constexpr (PINGPONG) cutlass::arch::NamedBarrier::sync(256, cwg);
   };
@@ -336,76 +326,126 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
     if (cwg == kWG - 1) cutlass::arch::NamedBarrier::arrive(256, 0);
   }
 
-  FullBarrier::wait(&smem.q_full, 0);
-  if constexpr (OVERLAP) {
-    // Block 0: Q K_0^T alone.
-    FullBarrier::wait(&smem.k_full[0], 0);
-    turn_begin();
-    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, 0), tSrS);
-    turn_end(false);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tSrS);
-    EmptyBarrier::arrive(&smem.k_empty[0]);
-    softmax_block(0);
-    convert_p();
-    // Block j: Q K_j^T and P_j-1 V_j-1 issued together; softmax of j while P V runs.
-    for (int j = 1; j < num_kv; ++j) {
-      const int s_k = j % kStages, s_v = (j - 1) % kStages;
-      FullBarrier::wait(&smem.k_full[s_k], (j / kStages) & 1);
-      FullBarrier::wait(&smem.v_full[s_v], ((j - 1) / kStages) & 1);
-      turn_begin();
-      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, s_k), tSrS);
-      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, s_v), tOrO);
-      turn_end(false);
-      warpgroup_wait<1>();  // Q K_j^T done (batches complete in order)
-      warpgroup_fence_operand(tSrS);
-      EmptyBarrier::arrive(&smem.k_empty[s_k]);
-      softmax_block(j);
-      warpgroup_wait<0>();  // P_j-1 V_j-1 done: O and the P registers are free
-      warpgroup_fence_operand(tOrO);
-      EmptyBarrier::arrive(&smem.v_empty[s_v]);
-      rescale_o();
-      convert_p();
-    }
-    const int last = num_kv - 1, s_v = last % kStages;
-    FullBarrier::wait(&smem.v_full[s_v], (last / kStages) & 1);
-    turn_begin();
-    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, s_v), tOrO);
-    turn_end(true);
-    warpgroup_wait<0>();
-    warpgroup_fence_operand(tOrO);
-    EmptyBarrier::arrive(&smem.v_empty[s_v]);
-  } else {
-    for (int j = 0; j < num_kv; ++j) {
-      const int st = j % kStages;
-      const std::uint32_t phase = (j / kStages) & 1;
-      FullBarrier::wait(&smem.k_full[st], phase);
-      turn_begin();
-      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, st), tSrS);
-      turn_end(j == num_kv - 1);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tSrS);
-      EmptyBarrier::arrive(&smem.k_empty[st]);
-      softmax_block(j);
-      rescale_o();
-      convert_p();
-      FullBarrier::wait(&smem.v_full[st], phase);
-      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, st), tOrO);
-      warpgroup_wait<0>();
-      warpgroup_fence_operand(tOrO);
-      EmptyBarrier::arrive(&smem.v_empty[st]);
-    }
-  }
+  int it = 0;  // K/V blocks consumed so far: the ring's position and phase
+  for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+    const Tile tl = tile_at(index);
+    const bool last_tile = index + tile_stride >= num_tiles;
+    const int num_kv = tl.num_kv;
+    const int row_a = tl.q0 + row_in_tile, row_b = row_a + 8;
+    const int q0_wg = tl.q0 + cwg * 64;
+    auto stage = [&](int j) { return (it + j) % kStages; };
+    auto phase = [&](int j) { return static_cast<std::uint32_t>(((it + j) / kStages) & 1); };
 
-  // Epilogue: the deferred 1/l, O and lse straight from registers (rows >= N skipped).
-  float inv_l[2];
-  softmax.finish(1.0f, inv_l);
-  const std::int64_t head_offset = static_cast<std::int64_t>(bh) * N;
-  softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l, row_a,
-                      row_b, N, t);
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    OnlineSoftmax<> softmax;
+    float alpha[2];
+    // Block j's scores -> P (fp32, in s) with the mask; m, l move on; alpha rescales O.
+    auto softmax_block = [&](int j) {
+      const KeyMask<CAUSAL, BC, FAULTS> mask{
+          static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
+          j == p.fault.drop_kv_block};
+      const bool needs_mask =
+          mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0_wg + mask.shift()) || mask.dropped();
+      scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const float mx = row_max(s, r, softmax.m[r]);
+        const float base = exp_base(mx);
+        alpha[r] = exp2f(softmax.m[r] - base);
+        softmax.m[r] = mx;
+        softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row(s, r, base);
+      }
+    };
+    auto rescale_o = [&] {
+#pragma unroll
+      for (int i = 0; i < DT; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] *= alpha[FragC16x8::row(e)];
+      }
+    };
+    auto convert_p = [&] {
+#pragma unroll
+      for (int k = 0; k < BC / 16; ++k) {
+#pragma unroll
+        for (int v = 0; v < 8; ++v) tOrP(v, 0, k) = static_cast<E>(s[2 * k + v / 4][v % 4]);
+      }
+    };
+    // After the tile's last Q K^T: the producer may load the next tile's Q.
+    auto release_k = [&](int j) {
+      EmptyBarrier::arrive(&smem.k_empty[stage(j)]);
+      if (j == num_kv - 1) EmptyBarrier::arrive(&smem.q_empty);
+    };
+
+    FullBarrier::wait(&smem.q_full, n & 1);
+    if constexpr (OVERLAP) {
+      // Block 0: Q K_0^T alone.
+      FullBarrier::wait(&smem.k_full[stage(0)], phase(0));
+      turn_begin();
+      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
+      turn_end(false);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      release_k(0);
+      softmax_block(0);
+      convert_p();
+      // Block j: Q K_j^T and P_j-1 V_j-1 issued together; softmax of j while P V runs.
+      for (int j = 1; j < num_kv; ++j) {
+        FullBarrier::wait(&smem.k_full[stage(j)], phase(j));
+        FullBarrier::wait(&smem.v_full[stage(j - 1)], phase(j - 1));
+        turn_begin();
+        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(j)), tSrS);
+        wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(j - 1)), tOrO);
+        turn_end(false);
+        warpgroup_wait<1>();  // Q K_j^T done (batches complete in order)
+        warpgroup_fence_operand(tSrS);
+        release_k(j);
+        softmax_block(j);
+        warpgroup_wait<0>();  // P_j-1 V_j-1 done: O and the P registers are free
+        warpgroup_fence_operand(tOrO);
+        EmptyBarrier::arrive(&smem.v_empty[stage(j - 1)]);
+        rescale_o();
+        convert_p();
+      }
+      const int last = num_kv - 1;
+      FullBarrier::wait(&smem.v_full[stage(last)], phase(last));
+      turn_begin();
+      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
+      turn_end(last_tile);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      EmptyBarrier::arrive(&smem.v_empty[stage(last)]);
+    } else {
+      for (int j = 0; j < num_kv; ++j) {
+        FullBarrier::wait(&smem.k_full[stage(j)], phase(j));
+        turn_begin();
+        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(j)), tSrS);
+        turn_end(last_tile && j == num_kv - 1);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        release_k(j);
+        softmax_block(j);
+        rescale_o();
+        convert_p();
+        FullBarrier::wait(&smem.v_full[stage(j)], phase(j));
+        wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(j)), tOrO);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        EmptyBarrier::arrive(&smem.v_empty[stage(j)]);
+      }
+    }
+
+    // Epilogue: the deferred 1/l, O and lse straight from registers (rows >= N skipped).
+    float inv_l[2];
+    softmax.finish(1.0f, inv_l);
+    const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
+    softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l,
+                        row_a, row_b, N, t);
+    it += num_kv;
+  }
 }
 
-enum class Schedule { full, no_pingpong, no_overlap };
+enum class Schedule { full, no_pingpong, no_overlap, persistent };
 
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 std::string launch_fa3(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
@@ -426,7 +466,8 @@ std::string launch_fa3(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
                       softmax_scale_log2(s, fault),
                       static_cast<int>(q_blocks),
                       fault};
-  auto go = [&](auto kernel) -> std::string {
+  // grid: one thread block per tile, or (persistent) one per SM walking the tiles.
+  auto go = [&](auto kernel, bool persistent_grid) -> std::string {
     static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
     const cudaError_t st = attr.get([&] {
       return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -434,20 +475,31 @@ std::string launch_fa3(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
     });
     if (st != cudaSuccess)
       return std::string("fa3: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
-    const dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
+    dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
+    if (persistent_grid) {
+      int device = 0, sms = 0;
+      if (cudaGetDevice(&device) != cudaSuccess ||
+          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        return "fa3: cannot read the SM count";
+      const std::int64_t tiles = q_blocks * heads;
+      if (tiles > INT_MAX) return "fa3: too many tiles for the persistent grid";
+      grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, sms)));
+    }
     kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
     return launch_status("fa3");
   };
   if constexpr (FAULTS) {
-    return go(fa3_forward_kernel<Traits, CAUSAL, true, true, true>);
+    return go(fa3_forward_kernel<Traits, CAUSAL, true, true, true, false>, false);
   } else {
     switch (schedule) {
+      case Schedule::persistent:
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, true, true>, true);
       case Schedule::no_pingpong:
-        return go(fa3_forward_kernel<Traits, CAUSAL, false, false, true>);
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, false, true, false>, false);
       case Schedule::no_overlap:
-        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, false>);
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, false, false>, false);
       default:
-        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, true>);
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, true, false>, false);
     }
   }
 }
@@ -495,6 +547,7 @@ std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {
   Schedule schedule = Schedule::full;
   if (o.is(kOptionFa3Schedule, std::string("no-pingpong"))) schedule = Schedule::no_pingpong;
   if (o.is(kOptionFa3Schedule, std::string("no-overlap"))) schedule = Schedule::no_overlap;
+  if (o.is(kOptionFa3Schedule, std::string("persistent"))) schedule = Schedule::persistent;
   return std::make_unique<Fa3Launcher>(schedule, o.fault);
 }
 
