@@ -49,12 +49,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <map>
+#include <mutex>
 #include <string>
+#include <utility>
 
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/common/per_device.hpp"
 #include "kernels/fa3/fa3.hpp"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -447,6 +449,24 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 
 enum class Schedule { full, no_pingpong, no_overlap, persistent };
 
+// cudaFuncSetAttribute(max dynamic shared memory) once per (kernel, device).
+template <typename Traits, typename Kernel>
+cudaError_t smem_attribute_once(Kernel kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, cudaError_t> done;
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) device = -1;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  auto it = done.find(key);
+  if (it == done.end() || device < 0) {
+    const cudaError_t st = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                Traits::kSmemBytes);
+    it = done.insert_or_assign(key, st).first;
+  }
+  return it->second;
+}
+
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 std::string launch_fa3(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
                        Schedule schedule, const FaultInjection& fault) {
@@ -468,11 +488,10 @@ std::string launch_fa3(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
                       fault};
   // grid: one thread block per tile, or (persistent) one per SM walking the tiles.
   auto go = [&](auto kernel, bool persistent_grid) -> std::string {
-    static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
-    const cudaError_t st = attr.get([&] {
-      return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                  Traits::kSmemBytes);
-    });
+    // Per device and per kernel: the attribute belongs to one kernel in one context. (A static
+    // inside this lambda would be shared by every schedule's kernel, which all have one type:
+    // only the first kernel launched got its attribute, H200 2026-11-22: "invalid argument".)
+    const cudaError_t st = smem_attribute_once<Traits>(kernel);
     if (st != cudaSuccess)
       return std::string("fa3: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
     dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
