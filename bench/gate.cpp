@@ -817,10 +817,10 @@ void compare_counters(const VariantResult& bv, const VariantResult& cv, const Ga
   auto ccnt = gated_counters(cv);
   if (bcnt.count(kL2CountedAtSm) && ccnt.count(kL2CountedAtSm) &&
       bcnt[kL2CountedAtSm] != ccnt[kL2CountedAtSm]) {
-    row->problems.push_back(fmt::format(
-        "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
-        "comparable; record the baseline again with this fa-bench",
-        bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
+    row->problems.push_back(
+        fmt::format("l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
+                    "comparable; record the baseline again with this fa-bench",
+                    bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
     *error = true;
     bcnt.erase("l2_bytes");
   }

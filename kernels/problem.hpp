@@ -14,7 +14,9 @@ namespace fa {
 
 enum class DType { bf16, fp16 };
 
-inline constexpr std::size_t element_bytes(DType) { return 2; }
+inline constexpr std::size_t element_bytes(DType) {
+  return 2;
+}
 std::string_view to_string(DType t);
 bool parse_dtype(std::string_view s, DType* out);
 
@@ -27,7 +29,7 @@ struct Shape {
   DType dtype = DType::bf16;
 
   std::int64_t heads_total() const { return B * H; }
-  std::int64_t qkv_elements() const { return B * H * N * d; }   // one of Q, K, V or O
+  std::int64_t qkv_elements() const { return B * H * N * d; }    // one of Q, K, V or O
   std::int64_t score_elements() const { return B * H * N * N; }  // S or P
   double scale() const;
 };
