@@ -293,30 +293,48 @@ def test_plots_without_data_are_skipped_with_a_reason(counters):
     assert "no verified fp8 rows" in plot_fp8_accuracy(no_fp8, H200).skipped
 
 
-def synthetic_doc(device: str = "synthetic test device (not a measurement)") -> dict:
-    """A block-size sweep made up for the test: fa2 and fa1 at three tile shapes."""
+V1, V2 = "fa-bench/1", "fa-bench/2"
+
+
+def synthetic_doc(device: str = "synthetic test device (not a measurement)",
+                  version: str = V2) -> dict:
+    """A block-size sweep made up for the test: fa2 and fa1 at three tile shapes, the first
+    the default. fa-bench/2: rows named fa2 told apart by kernel_config (default_config says
+    which is the default); fa-bench/1: the non-default rows named fa2@64x64 ..."""
     doc = schema.new_document(
         "synthetic", device={"index": 0, "name": device, "uuid": "", "compute_capability": "9.0",
                                  "sm_count": 1, "memory_bytes": 0, "l2_bytes": 0},
         ceilings={"source": "datasheet (made up)", "dram_bytes_per_s": 1e12,
-                  "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14}})
+                  "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14}}, version=version)
     results = []
     for alg, base in (("fa2", 1.0), ("fa1", 3.0)):
         for i, (bq, bk) in enumerate(((128, 64), (64, 64), (128, 128))):
             model = {"flops_matrix": 1e12, "flops_convention": 1e12,
                      "bytes_read": 1e9 * (i + 1), "bytes_written": 1e8,
                      "bytes_compulsory": 1e8}
-            name = alg if i == 0 else f"{alg}@{bq}x{bk}"
+            if version == V1:
+                spec = {"variant": alg if i == 0 else f"{alg}@{bq}x{bk}"}
+            else:
+                spec = {"variant": alg, "kernel_config": kc(bq, bk), "default_config": i == 0,
+                        "options": {"block_order": "blocks"} if alg == "fa2" else {}}
+            name = spec.pop("variant")
             results.append(schema.make_result(
                 name, algorithm=alg, status="ok", tiles={"block_q": bq, "block_kv": bk},
-                samples_ms=[base + i, base + i], model=model))
+                samples_ms=[base + i, base + i], model=model, version=version, **spec))
     doc["configs"].append(schema.make_config(B=1, H=8, N=4096, d=64, causal=False,
                                              dtype="bf16", seed=1, results=results))
     return schema.validate(doc)
 
 
-def test_block_size_plot_on_a_synthetic_tile_sweep():
-    res = Results([Run("synthetic.json", synthetic_doc())])
+def kc(bq: int = 128, bk: int = 64, stages: int = 2, warpgroups: int = 0,
+       cluster: tuple = (1, 1, 1)) -> dict:
+    return {"block_q": bq, "block_kv": bk, "stages": stages, "warpgroups": warpgroups,
+            "cluster": list(cluster)}
+
+
+@pytest.mark.parametrize("version", [V1, V2])
+def test_block_size_plot_on_a_synthetic_tile_sweep(version):
+    res = Results([Run("synthetic.json", synthetic_doc(version=version))])
     device = res.devices()[0]
     plot = plot_block_size(res, device)
     assert plot.figure is not None, plot.skipped
@@ -329,9 +347,12 @@ def test_block_size_plot_on_a_synthetic_tile_sweep():
     assert list(model.get_ydata()) == pytest.approx([2.1e9, 1.1e9, 3.1e9])
     assert not lines(l2, "l2-")  # no counters: said in the panel instead
     assert any("no hardware counters" in t.get_text() for t in l2.texts)
-    # tile rows are kept out of the throughput plot
+    # tile rows are kept out of the throughput plot; fa-bench/2 names the default rows by their
+    # tiles, as fa-bench's console does when a configuration holds other tiles of the variant
     tput = plot_throughput(res, device).figure.axes[0]
-    assert {ln.get_gid() for ln in lines(tput, "tput-")} == {"tput-fa2-full", "tput-fa1-full"}
+    tag = "" if version == V1 else "@128x64"
+    assert {ln.get_gid() for ln in lines(tput, "tput-")} == {f"tput-fa2{tag}-full",
+                                                             f"tput-fa1{tag}-full"}
 
 
 # -- tables and generated text -------------------------------------------------------------------
@@ -504,9 +525,10 @@ def test_bad_row_and_missing_file_and_arguments(tmp_path):
     assert p.returncode == 2 and "unknown option --frobnicate" in p.stderr
 
 
-def test_two_devices_side_by_side():
+@pytest.mark.parametrize("version", [V1, V2])
+def test_two_devices_side_by_side(version):
     res = Results([Run(str(SWEEP4), schema.load_results(SWEEP4)),
-                   Run("synthetic.json", synthetic_doc("Synthetic GPU"))])
+                   Run("synthetic.json", synthetic_doc("Synthetic GPU", version))])
     names = {p.name for p in all_plots(res) if p.figure is not None}
     assert {"roofline-nvidia-h200", "roofline-synthetic-gpu", "throughput-nvidia-h200",
             "block-size-synthetic-gpu"} <= names
@@ -594,7 +616,8 @@ def test_io_scaling_model_only_title_and_no_l2_panels_without_l2_data():
     assert any("predate model.onchip_budget_bytes" in n for n in plot.notes)
 
 
-def test_block_size_axes_go_log_when_values_span_decades():
+@pytest.mark.parametrize("version", [V1, V2])
+def test_block_size_axes_go_log_when_values_span_decades(version):
     plot = plot_block_size(load(TILES), H200)
     hbm, l2, time = plot.figure.axes
     assert hbm.get_yscale() == "log"  # fa2 0.26 GB beside fa1 87 GB
@@ -602,7 +625,7 @@ def test_block_size_axes_go_log_when_values_span_decades():
     assert hbm.get_ylim()[0] <= min(ys) and hbm.get_ylim()[1] >= max(ys)
     assert time.get_yscale() == "log"
     # a panel whose values stay within a decade keeps the linear axis from 0
-    res = Results([Run("synthetic.json", synthetic_doc())])
+    res = Results([Run("synthetic.json", synthetic_doc(version=version))])
     hbm, _, time = plot_block_size(res, res.devices()[0]).figure.axes
     assert time.get_yscale() == "linear" and time.get_ylim()[0] == 0
 
