@@ -10,8 +10,8 @@ Rows are told apart by their identity, never by parsing a name. Each flat row ca
 - ``label``: the row's name in the report, for display, grouping, colours, legends and tables.
   fa-bench/2 rows: ``schema.row_labels`` (fa-bench's own naming: ``fa2@64x64``, ``fa2~heads``)
   with every fa-bench/2 row of the report as siblings, so that one identity keeps one name over
-  configurations and files and two identities never share one; fa-bench/1 rows: their
-  ``variant``, which /1 decorated already;
+  configurations and files, and rows of one variant (which declare the same options) that
+  differ get different names; fa-bench/1 rows: their ``variant``, which /1 decorated already;
 - ``console_label``: the name fa-bench's console gave the row (siblings: its configuration);
 - ``base``: the variant's plain name (/1: the name up to its first ``@`` or ``~``) and ``family``:
   the identity without the kernel configuration (variant, direction, options);

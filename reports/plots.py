@@ -516,6 +516,10 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
 # 3. Block size
 
 
+def _bwd(r: dict) -> str:
+    return " bwd" if r.get("direction") == "backward" else ""
+
+
 def _tile_label(t: dict) -> str:
     return f"{t['block_q']}×{t['block_kv']}"
 
@@ -563,7 +567,7 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
         name = g[0]["base"]  # the variant (fa-bench/1: its name without tiles)
         colour, marker = res.style(name)
         x = [pos[(r["tiles"]["block_q"], r["tiles"]["block_kv"])] for r in g]
-        label = f"{name} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
         if order:
             label += f" ({order})"
         ls = d_style[d]
@@ -959,7 +963,7 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                 ax.axvline(paper_br, color=colour, ls=(0, (2, 3)), lw=0.8,
                            gid=f"paper-br-{name}-{d}")
                 parts.append(f"the paper's tile Br = M/(4d) = {paper_br:.0f}")
-        label = f"{name} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
         plot.notes.append(f"{label}: " + ", ".join(parts) + ".")
         handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mfc="white",
                               label=label))

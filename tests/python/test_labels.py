@@ -274,3 +274,13 @@ def test_report_command_on_a_v2_tile_sweep(sweep, tmp_path):
     for label in ("fa2@128x64~blocks", "fa2@128x64~heads", "fa1@128x64", "cudnn (peer)"):
         assert f"| {label} |" in md or f" {label} |" in md
     assert "block-size.png" in md and (out / "block-size.png").is_file()
+
+
+def test_v1_and_v2_files_in_one_report(sweep):
+    """/1 rows keep their names; /2 rows are named among the /2 rows only."""
+    tiles = DATA / "h200-tiles-2026-11-21.json"
+    alone_v1 = [r["label"] for r in Results.load([tiles]).rows]
+    alone_v2 = [r["label"] for r in Results.load([sweep]).rows]
+    both = Results.load([tiles, sweep])
+    assert [r["label"] for r in both.rows] == alone_v1 + alone_v2
+    assert tables(both)  # and the report builds
