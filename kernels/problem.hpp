@@ -46,4 +46,20 @@ struct DeviceBuffers {
   std::size_t workspace_bytes = 0;
 };
 
+// One backward pass: the forward's inputs and outputs (Q, K, V, O and the lse per row), the
+// incoming gradient dO, and the gradients it writes (dQ, dK, dV, in the inputs' dtype).
+struct BackwardBuffers {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* o = nullptr;
+  const void* d_o = nullptr;
+  const float* lse = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
 }  // namespace fa

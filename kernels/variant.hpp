@@ -145,6 +145,13 @@ class Launcher {
   }
   virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
                           StreamHandle stream) = 0;
+  // The backward pass (variants whose VariantInfo::directions list it): scratch beyond the
+  // buffers, and one enqueued pass writing dQ, dK, dV. Same contract as run().
+  virtual std::size_t backward_workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  virtual std::string run_backward(const Shape&, const Tiles&, const BackwardBuffers&,
+                                   StreamHandle) {
+    return "no backward pass";
+  }
 
  protected:
   void phase_begin(const char* name) {
@@ -193,6 +200,8 @@ struct VariantInfo {
   // The rest of a tiled kernel's configuration, fixed in its code (its tiles come from
   // tile_options): the sm_80 kernels keep two tile buffers in flight (cp.async double buffering).
   KernelConfig pipeline{};
+  // The passes the variant implements (run for forward, run_backward for backward).
+  std::vector<Direction> directions{Direction::forward};
 
   // The kernel configurations at head dim d (tile_options with the pipeline), default first.
   std::vector<KernelConfig> kernel_configs(int d) const;
