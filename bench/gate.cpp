@@ -402,7 +402,6 @@ std::map<std::string, double> gated_counters(const VariantResult& r) {
   if (have({counters::kSmFromL2Sectors, counters::kSmToL2Sectors}) ||
       have({counters::kL2SideReadSectors, counters::kL2SideWriteSectors})) {
     out["l2_bytes"] = m.l2_bytes();
-    out[kL2CountedAtSm] = counters::l2_counted_at_sm(v) ? 1 : 0;
   }
   if (have({"sm__ops_path_tensor_src_bf16_dst_fp32.sum"}) ||
       have({"sm__ops_path_tensor_src_fp16.sum"}) || have({"sm__ops_path_tensor_src_fp8.sum"})) {
@@ -814,15 +813,18 @@ void spec_notes(const RowSpec& b, const RowSpec& c, GateRow* row) {
 void compare_counters(const VariantResult& bv, const VariantResult& cv, const GateOptions& o,
                       const CalibrationKey& ckey, GateRow* row, bool* error) {
   auto bcnt = gated_counters(bv);
-  auto ccnt = gated_counters(cv);
-  if (bcnt.count(kL2CountedAtSm) && ccnt.count(kL2CountedAtSm) &&
-      bcnt[kL2CountedAtSm] != ccnt[kL2CountedAtSm]) {
-    row->problems.push_back(fmt::format(
-        "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
-        "comparable; record the baseline again with this fa-bench",
-        bcnt[kL2CountedAtSm] ? "SM" : "L2", ccnt[kL2CountedAtSm] ? "SM" : "L2"));
-    *error = true;
-    bcnt.erase("l2_bytes");
+  const auto ccnt = gated_counters(cv);
+  if (bcnt.count("l2_bytes") && ccnt.count("l2_bytes")) {
+    const bool base_at_sm = counters::l2_counted_at_sm(bv.counters->values);
+    const bool cur_at_sm = counters::l2_counted_at_sm(cv.counters->values);
+    if (base_at_sm != cur_at_sm) {
+      row->problems.push_back(fmt::format(
+          "l2_bytes counted at the {} in the baseline, at the {} in the current run: not "
+          "comparable; record the baseline again with this fa-bench",
+          base_at_sm ? "SM" : "L2", cur_at_sm ? "SM" : "L2"));
+      *error = true;
+      bcnt.erase("l2_bytes");
+    }
   }
   for (const char* name : kGateCounters) {
     auto b = bcnt.find(name);

@@ -18,9 +18,6 @@ namespace fa::bench {
 // The counters the gate compares, in output order.
 inline const char* const kGateCounters[] = {"dram_bytes", "l2_bytes", "tensor_flops",
                                             "instructions"};
-// Not a gated figure: 1 where gated_counters' l2_bytes was counted at the SM, 0 at the L2
-// (files before 2026-11-22). The two are not comparable.
-inline const char* const kL2CountedAtSm = "l2_counted_at_sm";
 
 // Per-row tolerances learned from several same-build runs (`fa-bench gate --calibrate`), stored
 // in the baseline under the optional top-level key "gate_calibration" (docs/ci-gates.md).

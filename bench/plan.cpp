@@ -107,10 +107,12 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
     const VariantInfo* info = find_variant(name);
     std::vector<std::optional<KernelConfig>> configs;
     if (std::string e = configs_for(o, *info, d, &configs); !e.empty()) return e;
+    const auto compiled = info->kernel_configs(d);
     for (const auto& config : configs) {
+      const bool is_default = !config || compiled.empty() || *config == compiled.front();
       for (const OptionValues& values : option_combinations(o, *info)) {
         RowSpec spec{info->name, Direction::forward, config, values};
-        if (planned.insert(spec).second) out->push_back({std::move(spec), info});
+        if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
       }
     }
   }

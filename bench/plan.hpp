@@ -19,6 +19,7 @@ std::vector<Shape> make_plan(const Options& options);
 struct PlannedRow {
   RowSpec spec;
   const VariantInfo* info = nullptr;
+  bool default_config = true;  // spec.kernel_config is the variant's default at this d (or none)
 };
 
 // The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized

@@ -106,6 +106,7 @@ json result_json(const VariantResult& r) {
          {"tiles", {{"block_q", tiles.block_q}, {"block_kv", tiles.block_kv}}},
          {"block_order", r.block_order()},
          {"model", model_json(r.model)}};
+  if (r.default_config) j["default_config"] = *r.default_config;
   if (r.verification) {
     const auto& v = *r.verification;
     j["verification"] = {{"metric", v.metric},
@@ -401,6 +402,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     }
     r.spec.kernel_config = read_kernel_config(rd, j, p);
     r.spec.options = read_options(rd, j, p);
+    if (j.contains("default_config")) r.default_config = rd.boolean(j, p, "default_config");
   }
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";

@@ -110,6 +110,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   const VariantInfo& info = *row.info;
   VariantResult v;
   v.spec = row.spec;
+  v.default_config = row.default_config;
   v.algorithm = info.algorithm;
   v.peer = info.peer;
   model::ModelOptions mo;

@@ -211,13 +211,16 @@ void ReferenceSample::build(const std::function<reference::Head(std::int64_t)>& 
   fp8_baseline_rmse_ = count > 0 ? std::sqrt(fp8_sq / count) : 0;
   fp8_baseline_relative_rmse_ = ref_sq > 0 ? std::sqrt(fp8_sq / ref_sq) : 0;
   if (!all_fp8_rel.empty()) {
-    std::nth_element(all_fp8_rel.begin(), all_fp8_rel.begin() + all_fp8_rel.size() / 2, all_fp8_rel.end());
+    std::nth_element(all_fp8_rel.begin(), all_fp8_rel.begin() + all_fp8_rel.size() / 2,
+                     all_fp8_rel.end());
     fp8_typical_row_relative_ = all_fp8_rel[all_fp8_rel.size() / 2];
   }
   std::vector<double> all_fp8_lse;
-  for (const auto& hs : heads_) all_fp8_lse.insert(all_fp8_lse.end(), hs.fp8_lse_err.begin(), hs.fp8_lse_err.end());
+  for (const auto& hs : heads_)
+    all_fp8_lse.insert(all_fp8_lse.end(), hs.fp8_lse_err.begin(), hs.fp8_lse_err.end());
   if (!all_fp8_lse.empty()) {
-    std::nth_element(all_fp8_lse.begin(), all_fp8_lse.begin() + all_fp8_lse.size() / 2, all_fp8_lse.end());
+    std::nth_element(all_fp8_lse.begin(), all_fp8_lse.begin() + all_fp8_lse.size() / 2,
+                     all_fp8_lse.end());
     fp8_typical_lse_error_ = all_fp8_lse[all_fp8_lse.size() / 2];
   }
 }
@@ -293,8 +296,9 @@ Verification ReferenceSample::judge(const OutputAt& out, const LseAt* lse_at,
         const double plain_err =
             fp8 ? std::max(hs.fp8_lse_err[i], fp8_typical_lse_error_) : hs.plain_lse_err[i];
         const double scale = fp8 ? hs.fp8_lse_scale[i] : hs.plain_lse_scale[i];
-        const double tol = (fp8 ? kFp8LseFactor : 1.0) * (kRowFactor * plain_err + kLseScaleFactor * scale) +
-                           kLseRelativeSlack * std::max(1.0, std::abs(ref));
+        const double tol =
+            (fp8 ? kFp8LseFactor : 1.0) * (kRowFactor * plain_err + kLseScaleFactor * scale) +
+            kLseRelativeSlack * std::max(1.0, std::abs(ref));
         lse_err = std::max(lse_err, e);
         lse_ratio = std::max(lse_ratio, e / tol);
       }

@@ -4,7 +4,9 @@
 
 namespace fa {
 
-std::string_view to_string(DType t) { return t == DType::bf16 ? "bf16" : "fp16"; }
+std::string_view to_string(DType t) {
+  return t == DType::bf16 ? "bf16" : "fp16";
+}
 
 bool parse_dtype(std::string_view s, DType* out) {
   if (s == "bf16") {
@@ -18,6 +20,8 @@ bool parse_dtype(std::string_view s, DType* out) {
   return false;
 }
 
-double Shape::scale() const { return 1.0 / std::sqrt(static_cast<double>(d)); }
+double Shape::scale() const {
+  return 1.0 / std::sqrt(static_cast<double>(d));
+}
 
 }  // namespace fa

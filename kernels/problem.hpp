@@ -14,7 +14,9 @@ namespace fa {
 
 enum class DType { bf16, fp16 };
 
-inline constexpr std::size_t element_bytes(DType) { return 2; }
+inline constexpr std::size_t element_bytes(DType) {
+  return 2;
+}
 std::string_view to_string(DType t);
 bool parse_dtype(std::string_view s, DType* out);
 
@@ -27,7 +29,7 @@ struct Shape {
   DType dtype = DType::bf16;
 
   std::int64_t heads_total() const { return B * H; }
-  std::int64_t qkv_elements() const { return B * H * N * d; }   // one of Q, K, V or O
+  std::int64_t qkv_elements() const { return B * H * N * d; }    // one of Q, K, V or O
   std::int64_t score_elements() const { return B * H * N * N; }  // S or P
   double scale() const;
 };
@@ -40,6 +42,22 @@ struct DeviceBuffers {
   const void* v = nullptr;
   void* o = nullptr;
   float* lse = nullptr;
+  void* workspace = nullptr;
+  std::size_t workspace_bytes = 0;
+};
+
+// One backward pass: the forward's inputs and outputs (Q, K, V, O and the lse per row), the
+// incoming gradient dO, and the gradients it writes (dQ, dK, dV, in the inputs' dtype).
+struct BackwardBuffers {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  const void* v = nullptr;
+  const void* o = nullptr;
+  const void* d_o = nullptr;
+  const float* lse = nullptr;
+  void* dq = nullptr;
+  void* dk = nullptr;
+  void* dv = nullptr;
   void* workspace = nullptr;
   std::size_t workspace_bytes = 0;
 };

@@ -147,6 +147,13 @@ class Launcher {
   }
   virtual std::string run(const Shape& shape, const Tiles& tiles, const DeviceBuffers& buffers,
                           StreamHandle stream) = 0;
+  // The backward pass (variants whose VariantInfo::directions list it): scratch beyond the
+  // buffers, and one enqueued pass writing dQ, dK, dV. Same contract as run().
+  virtual std::size_t backward_workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  virtual std::string run_backward(const Shape&, const Tiles&, const BackwardBuffers&,
+                                   StreamHandle) {
+    return "no backward pass";
+  }
 
  protected:
   void phase_begin(const char* name) {
@@ -197,6 +204,8 @@ struct VariantInfo {
   KernelConfig pipeline{};
   // The newest compute capability (major*10 + minor) it runs on; 0: none (sm_90a code: 90).
   int max_compute_capability = 0;
+  // The passes the variant implements (run for forward, run_backward for backward).
+  std::vector<Direction> directions{Direction::forward};
 
   // The kernel configurations at head dim d (tile_options with the pipeline), default first.
   std::vector<KernelConfig> kernel_configs(int d) const;

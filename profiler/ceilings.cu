@@ -45,7 +45,8 @@ double median_ms(const std::function<void()>& launch, cudaStream_t stream) {
   return ms[ms.size() / 2];
 }
 
-__global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out, std::size_t n) {
+__global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ out,
+                            std::size_t n) {
   for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
        i += std::size_t{gridDim.x} * blockDim.x) {
     out[i] = in[i];
@@ -54,7 +55,8 @@ __global__ void copy_kernel(const float4* __restrict__ in, float4* __restrict__ 
 
 // One pass, no grid-stride loop: each thread issues four independent 16-byte loads before its
 // stores, so more bytes are in flight per SM than with one load per iteration.
-__global__ void copy_unrolled_kernel(const float4* __restrict__ in, float4* __restrict__ out, std::size_t n) {
+__global__ void copy_unrolled_kernel(const float4* __restrict__ in, float4* __restrict__ out,
+                                     std::size_t n) {
   constexpr int kLoads = 4;
   const std::size_t base = blockIdx.x * std::size_t{blockDim.x} * kLoads + threadIdx.x;
   float4 v[kLoads];
@@ -71,7 +73,8 @@ __global__ void copy_unrolled_kernel(const float4* __restrict__ in, float4* __re
 }
 
 // Reads a buffer that fits in L2 `iters` times; the sum keeps the loads alive.
-__global__ void l2_read_kernel(const float4* __restrict__ in, std::size_t n, int iters, float* sink) {
+__global__ void l2_read_kernel(const float4* __restrict__ in, std::size_t n, int iters,
+                               float* sink) {
   float acc = 0.0f;
   for (int it = 0; it < iters; ++it) {
     for (std::size_t i = blockIdx.x * std::size_t{blockDim.x} + threadIdx.x; i < n;
@@ -107,37 +110,42 @@ __global__ void to_e4m3_kernel(const __nv_bfloat16* in, __nv_fp8_e4m3* out, std:
 
 void lt_check(cublasStatus_t s, const char* what) {
   if (s != CUBLAS_STATUS_SUCCESS) {
-    throw std::runtime_error(std::string("cuBLASLt ") + what + " failed (status " + std::to_string(s) + ")");
+    throw std::runtime_error(std::string("cuBLASLt ") + what + " failed (status " +
+                             std::to_string(s) + ")");
   }
 }
 
 // FLOP/s of an n^3 GEMM D = A^T B in cuBLASLt ("TN", the layout FP8 needs on Hopper), fp32
 // accumulate. `a_type` for A and B, `d_type` for C and D.
-double lt_gemm_flops(cublasLtHandle_t lt, cudaDataType_t a_type, cudaDataType_t d_type, const void* A,
-                     const void* B, void* D, int n, void* workspace, std::size_t ws_bytes, cudaStream_t stream) {
+double lt_gemm_flops(cublasLtHandle_t lt, cudaDataType_t a_type, cudaDataType_t d_type,
+                     const void* A, const void* B, void* D, int n, void* workspace,
+                     std::size_t ws_bytes, cudaStream_t stream) {
   cublasLtMatmulDesc_t op = nullptr;
   lt_check(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
-  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta), "TRANSA");
-  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb), "TRANSB");
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta),
+           "TRANSA");
+  lt_check(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
+           "TRANSB");
   cublasLtMatrixLayout_t la, lb, ld;
   lt_check(cublasLtMatrixLayoutCreate(&la, a_type, n, n, n), "layout A");
   lt_check(cublasLtMatrixLayoutCreate(&lb, a_type, n, n, n), "layout B");
   lt_check(cublasLtMatrixLayoutCreate(&ld, d_type, n, n, n), "layout D");
   cublasLtMatmulPreference_t pref;
   lt_check(cublasLtMatmulPreferenceCreate(&pref), "PreferenceCreate");
-  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws_bytes,
-                                                sizeof ws_bytes),
+  lt_check(cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                &ws_bytes, sizeof ws_bytes),
            "workspace preference");
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  lt_check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &result, &found), "AlgoGetHeuristic");
+  lt_check(cublasLtMatmulAlgoGetHeuristic(lt, op, la, lb, ld, ld, pref, 1, &result, &found),
+           "AlgoGetHeuristic");
   if (found == 0) throw std::runtime_error("cuBLASLt: no algorithm for this GEMM");
   const float alpha = 1.0f, beta = 0.0f;
   const double ms = median_ms(
       [&] {
-        lt_check(cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &result.algo, workspace,
-                                ws_bytes, stream),
+        lt_check(cublasLtMatmul(lt, op, &alpha, A, la, B, lb, &beta, D, ld, D, ld, &result.algo,
+                                workspace, ws_bytes, stream),
                  "Matmul");
       },
       stream);
@@ -163,26 +171,32 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
      // 4.25: the roof must not sit below what a user's kernel can reach).
     const std::size_t bytes = std::size_t{1} << 30, n = bytes / 16;
     DeviceAllocation in(bytes), out(bytes);
-    FA_CUDA_CHECK(fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
+    FA_CUDA_CHECK(
+        fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
     const auto* src = static_cast<const float4*>(in.ptr);
     auto* dst = static_cast<float4*>(out.ptr);
-    const double grid_stride_ms = median_ms([&] { copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n); }, stream);
+    const double grid_stride_ms =
+        median_ms([&] { copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n); }, stream);
     const auto unrolled_blocks = static_cast<unsigned>((n + 1023) / 1024);
-    const double unrolled_ms =
-        median_ms([&] { copy_unrolled_kernel<<<unrolled_blocks, 256, 0, stream>>>(src, dst, n); }, stream);
+    const double unrolled_ms = median_ms(
+        [&] { copy_unrolled_kernel<<<unrolled_blocks, 256, 0, stream>>>(src, dst, n); }, stream);
     const double memcpy_ms = median_ms(
-        [&] { FA_CUDA_CHECK(cudaMemcpyAsync(out.ptr, in.ptr, bytes, cudaMemcpyDeviceToDevice, stream)); }, stream);
+        [&] {
+          FA_CUDA_CHECK(cudaMemcpyAsync(out.ptr, in.ptr, bytes, cudaMemcpyDeviceToDevice, stream));
+        },
+        stream);
     m.dram_bytes_per_s = 2.0 * bytes / (std::min({grid_stride_ms, unrolled_ms, memcpy_ms}) * 1e-3);
   }
   {  // L2: a quarter of the L2, read 200 times.
     const std::size_t bytes = static_cast<std::size_t>(device.l2_bytes) / 4 / 16 * 16;
     DeviceAllocation in(bytes), sink(sizeof(float));
-    FA_CUDA_CHECK(fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 2, stream));
+    FA_CUDA_CHECK(
+        fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 2, stream));
     constexpr int kIters = 200;
     const double ms = median_ms(
         [&] {
-          l2_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.ptr), bytes / 16, kIters,
-                                                     static_cast<float*>(sink.ptr));
+          l2_read_kernel<<<blocks, 256, 0, stream>>>(static_cast<const float4*>(in.ptr), bytes / 16,
+                                                     kIters, static_cast<float*>(sink.ptr));
         },
         stream);
     m.l2_bytes_per_s = double(bytes) * kIters / (ms * 1e-3);
@@ -191,7 +205,10 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
     DeviceAllocation sink(sizeof(float));
     constexpr int kIters = 8192;
     const double ms = median_ms(
-        [&] { ffma_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(sink.ptr), kIters, 0.999f, 1e-3f); },
+        [&] {
+          ffma_kernel<<<blocks, 256, 0, stream>>>(static_cast<float*>(sink.ptr), kIters, 0.999f,
+                                                  1e-3f);
+        },
         stream);
     m.fp32_flops_per_s = double(blocks) * 256 * kIters * 8 * 2 / (ms * 1e-3);
   }
@@ -203,10 +220,12 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
     FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::bf16, 4, stream));
     cublasLtHandle_t lt;
     lt_check(cublasLtCreate(&lt), "Create");
-    m.bf16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
+    m.bf16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr,
+                                       ws_bytes, stream);
     FA_CUDA_CHECK(fill_normal(a.ptr, static_cast<std::int64_t>(elems), DType::fp16, 5, stream));
     FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::fp16, 6, stream));
-    m.fp16_flops_per_s = lt_gemm_flops(lt, CUDA_R_16F, CUDA_R_16F, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
+    m.fp16_flops_per_s =
+        lt_gemm_flops(lt, CUDA_R_16F, CUDA_R_16F, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
     if (device.cc_major * 10 + device.cc_minor >= 89) {
       FA_CUDA_CHECK(fill_normal(a.ptr, static_cast<std::int64_t>(elems), DType::bf16, 7, stream));
       FA_CUDA_CHECK(fill_normal(b.ptr, static_cast<std::int64_t>(elems), DType::bf16, 8, stream));
@@ -214,7 +233,8 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
                                                  static_cast<__nv_fp8_e4m3*>(a8.ptr), elems);
       to_e4m3_kernel<<<blocks, 256, 0, stream>>>(static_cast<const __nv_bfloat16*>(b.ptr),
                                                  static_cast<__nv_fp8_e4m3*>(b8.ptr), elems);
-      m.fp8_flops_per_s = lt_gemm_flops(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n, ws.ptr, ws_bytes, stream);
+      m.fp8_flops_per_s = lt_gemm_flops(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n,
+                                        ws.ptr, ws_bytes, stream);
     }
     cublasLtDestroy(lt);
   }

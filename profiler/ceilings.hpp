@@ -36,6 +36,7 @@ void save_ceilings(const std::string& path, const MeasuredCeilings& c);
 MeasuredCeilings measure_ceilings(const DeviceInfo& device);
 
 // The roofs a run uses: measured values, with the datasheet's kept beside for display.
-Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet, const std::string& origin);
+Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet,
+                     const std::string& origin);
 
 }  // namespace fa

@@ -66,7 +66,8 @@ void save_ceilings(const std::string& path, const MeasuredCeilings& c) {
   write_file_atomically(path, j.dump(1) + "\n");
 }
 
-Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet, const std::string& origin) {
+Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet,
+                     const std::string& origin) {
   Ceilings c = datasheet;
   c.source = "measured " + m.measured_utc + " (" + origin + ")";
   c.dram_bytes_per_s = m.dram_bytes_per_s;

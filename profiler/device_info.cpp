@@ -26,11 +26,12 @@ struct Nvml {
       void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
       if (!lib) return n;
       n.init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
-      n.handle_by_pci =
-          reinterpret_cast<int (*)(const char*, Device*)>(dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
-      n.clock_info = reinterpret_cast<int (*)(Device, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
-      n.max_clock_info =
-          reinterpret_cast<int (*)(Device, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetMaxClockInfo"));
+      n.handle_by_pci = reinterpret_cast<int (*)(const char*, Device*)>(
+          dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
+      n.clock_info =
+          reinterpret_cast<int (*)(Device, int, unsigned*)>(dlsym(lib, "nvmlDeviceGetClockInfo"));
+      n.max_clock_info = reinterpret_cast<int (*)(Device, int, unsigned*)>(
+          dlsym(lib, "nvmlDeviceGetMaxClockInfo"));
       n.driver_version =
           reinterpret_cast<int (*)(char*, unsigned)>(dlsym(lib, "nvmlSystemGetDriverVersion"));
       n.ok = n.init && n.handle_by_pci && n.clock_info && n.max_clock_info && n.driver_version &&
@@ -48,8 +49,11 @@ struct Nvml {
 std::optional<DeviceInfo> query_device(int index, std::string* why_not) {
   int count = 0;
   if (cudaError_t e = cudaGetDeviceCount(&count); e != cudaSuccess) {
-    if (why_not) *why_not = std::string(e == cudaErrorInsufficientDriver ? "no NVIDIA driver (or one older than this CUDA runtime)" : "no usable CUDA GPU") + " (" + cudaGetErrorName(e) + ": " +
-                            cudaGetErrorString(e) + ")";
+    if (why_not)
+      *why_not = std::string(e == cudaErrorInsufficientDriver
+                                 ? "no NVIDIA driver (or one older than this CUDA runtime)"
+                                 : "no usable CUDA GPU") +
+                 " (" + cudaGetErrorName(e) + ": " + cudaGetErrorString(e) + ")";
     cudaGetLastError();
     return std::nullopt;
   }
@@ -58,8 +62,9 @@ std::optional<DeviceInfo> query_device(int index, std::string* why_not) {
     return std::nullopt;
   }
   if (index < 0 || index >= count) {
-    if (why_not) *why_not = "--device " + std::to_string(index) + " out of range (found " +
-                            std::to_string(count) + " GPU(s): 0.." + std::to_string(count - 1) + ")";
+    if (why_not)
+      *why_not = "--device " + std::to_string(index) + " out of range (found " +
+                 std::to_string(count) + " GPU(s): 0.." + std::to_string(count - 1) + ")";
     return std::nullopt;
   }
   cudaDeviceProp p{};
@@ -104,8 +109,10 @@ std::optional<DeviceInfo> query_device(int index, std::string* why_not) {
     Nvml::Device h = nullptr;
     unsigned mhz = 0;
     if (nvml.handle_by_pci(bus, &h) == 0) {
-      if (nvml.max_clock_info(h, Nvml::kClockSm, &mhz) == 0) d.sm_clock_max_mhz = static_cast<int>(mhz);
-      if (nvml.max_clock_info(h, Nvml::kClockMem, &mhz) == 0) d.mem_clock_max_mhz = static_cast<int>(mhz);
+      if (nvml.max_clock_info(h, Nvml::kClockSm, &mhz) == 0)
+        d.sm_clock_max_mhz = static_cast<int>(mhz);
+      if (nvml.max_clock_info(h, Nvml::kClockMem, &mhz) == 0)
+        d.mem_clock_max_mhz = static_cast<int>(mhz);
     }
   }
   return d;

@@ -21,7 +21,7 @@ struct DeviceInfo {
   int memory_bus_bits = 0;
   int sm_clock_max_mhz = 0;
   int mem_clock_max_mhz = 0;
-  std::string driver_version;  // e.g. "580.159.04" (NVML); empty when NVML is unavailable
+  std::string driver_version;    // e.g. "580.159.04" (NVML); empty when NVML is unavailable
   int cuda_driver_version = 0;   // e.g. 13000
   int cuda_runtime_version = 0;  // e.g. 13000
 

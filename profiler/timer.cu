@@ -1,6 +1,5 @@
-#include "profiler/timer.hpp"
-
 #include "kernels/common/cuda_check.hpp"
+#include "profiler/timer.hpp"
 
 namespace fa {
 
@@ -35,7 +34,8 @@ L2Flusher::~L2Flusher() {
 void L2Flusher::flush(cudaStream_t stream) {
   if (!buffer_) return;
   auto* base = static_cast<float4*>(buffer_);
-  read_flush_kernel<<<1024, 256, 0, stream>>>(base, bytes_ / 16, reinterpret_cast<float*>(base + bytes_ / 16));
+  read_flush_kernel<<<1024, 256, 0, stream>>>(base, bytes_ / 16,
+                                              reinterpret_cast<float*>(base + bytes_ / 16));
   FA_CUDA_CHECK(cudaGetLastError());
 }
 
@@ -49,8 +49,12 @@ EventTimer::~EventTimer() {
   cudaEventDestroy(stop_);
 }
 
-void EventTimer::start(cudaStream_t stream) { FA_CUDA_CHECK(cudaEventRecord(start_, stream)); }
-void EventTimer::stop(cudaStream_t stream) { FA_CUDA_CHECK(cudaEventRecord(stop_, stream)); }
+void EventTimer::start(cudaStream_t stream) {
+  FA_CUDA_CHECK(cudaEventRecord(start_, stream));
+}
+void EventTimer::stop(cudaStream_t stream) {
+  FA_CUDA_CHECK(cudaEventRecord(stop_, stream));
+}
 
 float EventTimer::elapsed_ms() {
   FA_CUDA_CHECK(cudaEventSynchronize(stop_));

@@ -41,7 +41,7 @@ def table(doc: dict) -> str:
     for r in rows(doc):
         place = placement(r, roofs) or {}
         lines.append((
-            r["variant"] + (" (peer)" if r["peer"] else ""),
+            r["label"] + (" (peer)" if r["peer"] else ""),
             _cell(r["B"]), _cell(r["H"]), _cell(r["N"]), _cell(r["d"]),
             _cell(r["causal"]), r["dtype"], r["status"],
             _cell(r["median_ms"], "{:.4f}"),

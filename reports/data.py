@@ -2,15 +2,30 @@
 device groups, roofs, consistent colours and markers per variant, and title parts.
 
 Reads only what ``docs/results-schema.md`` documents; optional keys (``measured``, ``counters``,
-``block_order``, ``derived.best_peer`` ...) are used when present and never required.
+``block_order``, ``derived.best_peer``, ``default_config`` ...) are used when present and never
+required.
+
+Rows are told apart by their identity, never by parsing a name. Each flat row carries:
+- ``variant``: as the file says it (fa-bench/2: the plain registry name, ``fa2``);
+- ``label``: the row's name in the report, for display, grouping, colours, legends and tables.
+  fa-bench/2 rows: ``schema.row_labels`` (fa-bench's own naming: ``fa2@64x64``, ``fa2~heads``)
+  with every fa-bench/2 row of the report as siblings, so that one identity keeps one name over
+  configurations and files, and rows of one variant (which declare the same options) that
+  differ get different names; fa-bench/1 rows: their ``variant``, which /1 decorated already;
+- ``console_label``: the name fa-bench's console gave the row (siblings: its configuration);
+- ``base``: the variant's plain name (/1: the name up to its first ``@`` or ``~``) and ``family``:
+  the identity without the kernel configuration (variant, direction, options);
+- ``tiles``, ``block_order``: from ``kernel_config`` and ``options`` in fa-bench/2;
+- ``tile_variant``: a non-default tile row of a configuration that also holds the default one.
 """
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass, field
 
-from reports.schema import load_results, rows
+from reports.schema import load_results, row_labels, rows
 
 # Okabe-Ito colours (colour-blind safe) for the variants the tool knows; peers get their own.
 KNOWN_COLOURS = {
@@ -95,8 +110,10 @@ class Results:
     def __init__(self, runs: list[Run]):
         self.runs = runs
         self.rows: list[dict] = []
+        v2_rows: list[dict] = []
         for run_index, run in enumerate(runs):
             settings = run.doc.get("settings") or {}
+            v1 = run.doc.get("schema") == "fa-bench/1"
             for r in rows(run.doc):
                 r["run_index"] = run_index
                 r["source"] = run.path
@@ -104,12 +121,17 @@ class Results:
                 r["date"] = run.date
                 r["inputs"] = settings.get("inputs", "normal")
                 r["l2_setting"] = settings.get("l2", "")
-                r["block_order"] = r.get("block_order") or ""
                 r["peer"] = bool(r.get("peer"))
+                r["console_label"] = r["label"]
+                _identity_fields(r, v1)
                 self.rows.append(r)
+                if not v1:
+                    v2_rows.append(r)
+        for r, label in zip(v2_rows, row_labels(v2_rows)):
+            r["label"] = label
         self._mark_tile_rows()
-        self.peers = {r["variant"] for r in self.rows if r["peer"]}
-        self.colours, self.markers = _styles(sorted({r["variant"] for r in self.rows}),
+        self.peers = {r["label"] for r in self.rows if r["peer"]}
+        self.colours, self.markers = _styles(sorted({r["label"] for r in self.rows}),
                                              self.peers)
         seen: dict[str, None] = {}
         for r in self.rows:
@@ -129,20 +151,29 @@ class Results:
         return cls([Run(os.fspath(p), load_results(p)) for p in paths])
 
     def _mark_tile_rows(self) -> None:
-        # A non-default tile row (fa2@64x64): same configuration, same algorithm and order, not a
-        # peer, and a row exists whose name is the algorithm itself (the default tiles) with other
-        # tiles. Decided from tiles/algorithm, not by parsing names.
+        # A non-default tile row: not a peer, and its configuration holds the default row of
+        # the same family (the same identity but for the kernel configuration), which stands
+        # for the variant in the per-variant plots. fa-bench/2: the default is the row marked
+        # default_config (files without that key say nothing: no row is marked); fa-bench/1:
+        # the row named as its algorithm (/1 named other tiles fa2@64x64).
         by_config: dict[tuple, list[dict]] = {}
         for r in self.rows:
             by_config.setdefault((r["run_index"], r["config_index"]), []).append(r)
         for group in by_config.values():
-            defaults = {(r["algorithm"], r["block_order"]): r for r in group
-                        if not r["peer"] and r["variant"] == r["algorithm"]}
+            v1 = group[0]["v1"]
+            defaults: dict[tuple, dict] = {}
             for r in group:
-                d = defaults.get((r["algorithm"], r["block_order"]))
-                r["tile_variant"] = bool(
-                    not r["peer"] and d is not None and d is not r and d["tiles"] != r["tiles"]
-                )
+                if r["peer"]:
+                    continue
+                if (r["variant"] == r["algorithm"]) if v1 else r.get("default_config") is True:
+                    defaults[(r["algorithm"], r["block_order"]) if v1 else r["family"]] = r
+            for r in group:
+                d = defaults.get((r["algorithm"], r["block_order"]) if v1 else r["family"])
+                if v1:
+                    other = d is not None and d["tiles"] != r["tiles"]
+                else:
+                    other = d is not None and r.get("default_config") is False
+                r["tile_variant"] = bool(not r["peer"] and d is not r and other)
 
     # -- selections ------------------------------------------------------------------------------
 
@@ -177,11 +208,39 @@ class Results:
                 best.datasheet_tensor = dict(sheet.tensor)
         return best
 
-    def style(self, variant: str) -> tuple[str, str]:
-        return self.colours.get(variant, "#888888"), self.markers.get(variant, "o")
+    def style(self, label: str) -> tuple[str, str]:
+        """The colour and marker of a row label (``r["label"]``), the same in every plot."""
+        return self.colours.get(label, "#888888"), self.markers.get(label, "o")
 
-    def label(self, variant: str) -> str:
-        return f"{variant} (peer)" if variant in self.peers else variant
+    def label(self, label: str) -> str:
+        """A row label as legends and tables show it: peers marked."""
+        return f"{label} (peer)" if label in self.peers else label
+
+
+def _identity_fields(r: dict, v1: bool) -> None:
+    """Fills ``v1``, ``base``, ``family``, ``config_rest`` (the kernel configuration but for its
+    tiles: what one block-size line keeps fixed), ``tiles`` and ``block_order`` of a flat row
+    (see the module's docstring)."""
+    r["v1"] = v1
+    if v1:
+        r["base"] = r["variant"].split("@")[0].split("~")[0]
+        r["block_order"] = r.get("block_order") or ""
+        r["family"] = (r["base"], "forward", r["block_order"])
+        r["config_rest"] = None
+        return
+    kc = r.get("kernel_config")
+    options = r.get("options") or {}
+    r["base"] = r["variant"]
+    if kc is not None:
+        r["tiles"] = {"block_q": kc["block_q"], "block_kv": kc["block_kv"]}
+    elif "tiles" not in r:
+        r["tiles"] = {"block_q": 0, "block_kv": 0}
+    order = options.get("block_order")
+    r["block_order"] = order if isinstance(order, str) else ""
+    r["family"] = (r["variant"], r.get("direction", "forward"),
+                   json.dumps(options, sort_keys=True))
+    r["config_rest"] = None if kc is None else (kc["stages"], kc["warpgroups"],
+                                                tuple(kc["cluster"]))
 
 
 def _styles(variants: list[str], peers: set[str]) -> tuple[dict[str, str], dict[str, str]]:

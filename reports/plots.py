@@ -227,7 +227,7 @@ def plot_roofline(res: Results, device: str, name: str = "roofline") -> Plot:
         labels.append((ax, panel_labels))
         ax.set_title(title, loc="left")
 
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = list(dict.fromkeys(r["label"] for r in rows))
     handles = [Line2D([], [], marker=res.style(v)[1], color=res.style(v)[0], ls="none", ms=6,
                       mec="black", mew=0.4, label=res.label(v)) for v in variants]
     fill = []
@@ -275,7 +275,7 @@ def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set
     for r in rows:
         place = r["place"]
         y = attained_flops(r) / 1e12
-        v = r["variant"]
+        v = r["label"]
         xd = place["intensity_dram"]
         if place["basis"] == "counters":
             pts.setdefault((v, "dram"), ([], []))
@@ -416,13 +416,13 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
     ds = sorted({r["d"] for r in rows})
     fig = _figure(4.6 * len(levels) + 1.6, 2.9 * len(ds) + 1.6)
     axes = fig.subplots(len(ds), len(levels), squeeze=False, sharex=True)
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = list(dict.fromkeys(r["label"] for r in rows))
     offset = _offsets(variants)
     for i, d in enumerate(ds):
         drows = [r for r in rows if r["d"] == d]
         by_variant: dict[str, list[dict]] = {}
         for r in drows:
-            by_variant.setdefault(r["variant"], []).append(r)
+            by_variant.setdefault(r["label"], []).append(r)
         for j, (level, key) in enumerate(levels):
             ax = axes[i][j]
             ax.set_yscale("log")
@@ -481,7 +481,7 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
     handles = []
     for v in variants:
         colour, marker = res.style(v)
-        alg = next(r["algorithm"] for r in rows if r["variant"] == v)
+        alg = next(r["algorithm"] for r in rows if r["label"] == v)
         handles.append(Line2D([], [], color=colour, marker=marker if measured else None,
                               ls=(0, (4, 2)) if v in res.peers else "-",
                               mec="black", mew=0.4, ms=6, lw=1.2,
@@ -516,6 +516,10 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
 # 3. Block size
 
 
+def _bwd(r: dict) -> str:
+    return " bwd" if r.get("direction") == "backward" else ""
+
+
 def _tile_label(t: dict) -> str:
     return f"{t['block_q']}×{t['block_kv']}"
 
@@ -527,8 +531,9 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
     for r in res.ok(device):
         if r["peer"] or r["algorithm"] not in ("fa1", "fa2") or r["tiles"]["block_q"] <= 0:
             continue
+        # one line per family (variant, direction, options) and the rest of its configuration
         key = (r["algorithm"], r["block_order"], r["dtype"], r["d"], r["causal"], r["N"], r["B"],
-               r["H"], r["run_index"])
+               r["H"], r["run_index"], r["family"], r["config_rest"])
         groups.setdefault(key, []).append(r)
     groups = {k: v for k, v in groups.items()
               if len({(r["tiles"]["block_q"], r["tiles"]["block_kv"]) for r in v}) >= 2}
@@ -541,10 +546,11 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
     chosen: dict[tuple, tuple] = {}
     for key in groups:
         alg, order, _, d, causal, n = key[:6]
-        best = chosen.get((alg, order, d))
+        line = (alg, order, d, key[9], key[10])
+        best = chosen.get(line)
         if best is None or (not causal, n) > (not best[4], best[5]):
-            chosen[(alg, order, d)] = key
-    keys = sorted(chosen.values(), key=lambda k: (k[0], k[3]))
+            chosen[line] = key
+    keys = sorted(chosen.values(), key=lambda k: (k[0], k[3], k[9], str(k[10])))
     tiles = sorted({(r["tiles"]["block_q"], r["tiles"]["block_kv"]) for k in keys
                     for r in groups[k]}, key=lambda t: (t[0] * t[1], t[0], t[1]))
     pos = {t: i for i, t in enumerate(tiles)}
@@ -558,9 +564,10 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
     for key in keys:
         alg, order, _, d, causal, n = key[:6]
         g = sorted(groups[key], key=lambda r: pos[(r["tiles"]["block_q"], r["tiles"]["block_kv"])])
-        colour, marker = res.style(alg)
+        name = g[0]["base"]  # the variant (fa-bench/1: its name without tiles)
+        colour, marker = res.style(name)
         x = [pos[(r["tiles"]["block_q"], r["tiles"]["block_kv"])] for r in g]
-        label = f"{alg} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
         if order:
             label += f" ({order})"
         ls = d_style[d]
@@ -568,14 +575,14 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
                 if (r.get("measured") or {}).get("dram_bytes", 0) > 0]
         model = [r["model"]["bytes_read"] + r["model"]["bytes_written"] for r in g]
         axes[0].plot(x, model, color=colour, ls=ls, lw=1.0, alpha=0.6, marker=marker, mfc="white",
-                     ms=5, gid=f"model-{alg}-{d}")
+                     ms=5, gid=f"model-{name}-{d}")
         if meas:
             axes[0].plot([m[0] for m in meas], [m[1]["dram_bytes"] for m in meas], color=colour,
-                         ls=ls, marker=marker, ms=6, mec="black", mew=0.4, gid=f"dram-{alg}-{d}")
+                         ls=ls, marker=marker, ms=6, mec="black", mew=0.4, gid=f"dram-{name}-{d}")
             axes[1].plot([m[0] for m in meas], [m[1]["l2_bytes"] for m in meas], color=colour,
-                         ls=ls, marker=marker, ms=6, mec="black", mew=0.4, gid=f"l2-{alg}-{d}")
+                         ls=ls, marker=marker, ms=6, mec="black", mew=0.4, gid=f"l2-{name}-{d}")
         axes[2].plot(x, [r["median_ms"] for r in g], color=colour, ls=ls, marker=marker, ms=6,
-                     mec="black", mew=0.4, gid=f"time-{alg}-{d}")
+                     mec="black", mew=0.4, gid=f"time-{name}-{d}")
         handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mec="black", mew=0.4,
                               label=label))
     titles = ("HBM (DRAM) traffic", "L2↔SM traffic", "runtime (median)")
@@ -632,13 +639,13 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
     ns = sorted({r["N"] for r in rows})
     fig = _figure(4.2 * len(ds) + 1.8, 4.0)
     axes = fig.subplots(1, len(ds), squeeze=False, sharey=True)[0]
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = list(dict.fromkeys(r["label"] for r in rows))
     for ax, d in zip(axes, ds):
         for v in variants:
             colour, marker = res.style(v)
             for causal in (False, True):
                 pts = sorted((r["N"], r["tflops_convention"]) for r in rows
-                             if r["variant"] == v and r["d"] == d and r["causal"] == causal)
+                             if r["label"] == v and r["d"] == d and r["causal"] == causal)
                 if not pts:
                     continue
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
@@ -689,11 +696,11 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
                           "its own.")
     cell: dict[tuple, dict] = {}
     for r in rows:
-        cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], r["variant"]), r)
+        cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], r["label"]), r)
         if r["algorithm"] == "fp8" and not r["peer"]:
             cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], "plain FP8"), r)
     # Rows that carry no RMSE (e.g. peers checked by max error only) have no bar to draw.
-    variants = list(dict.fromkeys(r["variant"] for r in rows if r["verification"].get("rmse")))
+    variants = list(dict.fromkeys(r["label"] for r in rows if r["verification"].get("rmse")))
     panels = []  # (distribution, configurations): at most FP8_GROUPS_PER_PANEL each
     for dist in inputs:
         configs = sorted({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == dist})
@@ -812,13 +819,13 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
     fig = _figure(8.2, 5.0)
     ax = fig.subplots()
     ax.set_yscale("log")
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
+    variants = list(dict.fromkeys(r["label"] for r in rows))
     offset = _offsets(variants, 0.04)
     values: list[float] = []
     law = False
     handles = []
     for v in variants:
-        vrows = sorted((r for r in rows if r["variant"] == v), key=lambda r: r["d"])
+        vrows = sorted((r for r in rows if r["label"] == v), key=lambda r: r["d"])
         colour, marker = res.style(v)
         alg = vrows[0]["algorithm"]
         x = [r["d"] for r in vrows]
@@ -890,7 +897,7 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                 or r["status"] not in ("ok", "model_only") or r["tiles"]["block_q"] <= 0):
             continue
         key = (r["algorithm"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["block_order"],
-               r["run_index"])
+               r["run_index"], r["family"], r["config_rest"])
         groups.setdefault(key, []).append(r)
     groups = {k: g for k, g in groups.items()
               if len({r["tiles"][TILE_AXIS[k[0]][0]] for r in g}) >= 2}
@@ -901,9 +908,10 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
     chosen: dict[tuple, tuple] = {}
     for key in groups:
         alg, d, causal, n = key[:4]
-        best = chosen.get((alg, d))
+        line = (alg, d, key[8], key[9])
+        best = chosen.get(line)
         if best is None or (not causal, n) > (not best[2], best[3]):
-            chosen[(alg, d)] = key
+            chosen[line] = key
     families = sorted({"fa1" if k[0] == "fa1" else "fa2" for k in chosen.values()})
     fig = _figure(5.2 * len(families) + 0.6, 4.8)
     axes = dict(zip(families, fig.subplots(1, len(families), squeeze=False)[0]))
@@ -911,18 +919,19 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
     dash = ["-", "--", "-.", ":"]
     d_style = {d: dash[i % 4] for i, d in enumerate(sorted({k[1] for k in chosen.values()}))}
     law = False
-    for key in sorted(chosen.values()):
+    for key in sorted(chosen.values(), key=lambda k: (k[:8], k[8], str(k[9]))):
         alg, d, causal, n = key[:4]
         field, sym = TILE_AXIS[alg]
         ax = axes["fa1" if alg == "fa1" else "fa2"]
         g = sorted(groups[key], key=lambda r: (r["tiles"][field], r["tiles"]["block_q"],
                                               r["tiles"]["block_kv"]))
-        colour, marker = res.style(alg)
+        name = g[0]["base"]
+        colour, marker = res.style(name)
         ls = d_style[d]
         x = [r["tiles"][field] for r in g]
         model = [_model_bytes(r) for r in g]
         ax.plot(x, model, color=colour, ls=ls, lw=1.0, marker=marker, mfc="white", ms=5,
-                zorder=3, gid=f"model-{alg}-{d}")
+                zorder=3, gid=f"model-{name}-{d}")
         parts = [f"model ∝ {sym}^{_slope(list(zip(x, model))):.2f}"]
         for level, mkey, style in (("DRAM", "dram_bytes", {"mec": "black", "mew": 0.4, "ms": 6}),
                                    ("L2↔SM", "l2_bytes", {"mfc": "none", "mew": 1.6, "ms": 9})):
@@ -930,7 +939,7 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                    if (r.get("measured") or {}).get(mkey, 0) > 0]
             if pts:
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
-                        ls="none", zorder=4, gid=f"{mkey.split('_')[0]}-{alg}-{d}", **style)
+                        ls="none", zorder=4, gid=f"{mkey.split('_')[0]}-{name}-{d}", **style)
                 k = _slope(pts)
                 if k is not None:
                     parts.append(f"measured {level} ∝ {sym}^{k:.2f}")
@@ -939,22 +948,22 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
         x0, x1 = min(x), max(x)
         y0 = 1.5 * max(m for xi, m in zip(x, model) if xi == x0)
         ax.plot([x0, x1], [y0, y0 * x0 / x1], color="#555555", ls=(0, (1, 2)), lw=1.0,
-                zorder=2, gid=f"guide-{alg}-{d}")
+                zorder=2, gid=f"guide-{name}-{d}")
         floor = min(r["model"]["bytes_compulsory"] for r in g) / (g[0]["B"] * g[0]["H"])
         ax.plot([x0, x1], [floor, floor], color="black", ls=":", lw=1.3, zorder=2,
-                gid=f"compulsory-{alg}-{d}")
+                gid=f"compulsory-{name}-{d}")
         budget = [r for r in g if has_budget(r)]
         if budget:
             law = True
             r0 = budget[0]
             ax.plot([x0, x1], [r0["model"]["bytes_asymptotic"] / (r0["B"] * r0["H"])] * 2,
-                    color=colour, ls="-.", lw=0.9, zorder=2, gid=f"law-{alg}-{d}")
+                    color=colour, ls="-.", lw=0.9, zorder=2, gid=f"law-{name}-{d}")
             paper_br = r0["model"]["onchip_budget_bytes"] / (4 * d * _element_bytes(r0))
             if alg != "fa1":
                 ax.axvline(paper_br, color=colour, ls=(0, (2, 3)), lw=0.8,
-                           gid=f"paper-br-{alg}-{d}")
+                           gid=f"paper-br-{name}-{d}")
                 parts.append(f"the paper's tile Br = M/(4d) = {paper_br:.0f}")
-        label = f"{alg} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
         plot.notes.append(f"{label}: " + ", ".join(parts) + ".")
         handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mfc="white",
                               label=label))

@@ -97,14 +97,14 @@ def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
     Returns the rows and how many were replaced."""
     seen: dict[tuple, dict] = {}
     for r in rows:
-        seen[(_ckey(r), r["variant"])] = r
+        seen[(_ckey(r), r["label"])] = r
     return list(seen.values()), len(rows) - len(seen)
 
 
 def _pivot(res: Results, rows: list[dict]) -> tuple[list[tuple], list[str], dict]:
     configs = sorted({_ckey(r) for r in rows}, key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4]))
-    variants = list(dict.fromkeys(r["variant"] for r in rows))
-    cell = {(_ckey(r), r["variant"]): r for r in rows}
+    variants = list(dict.fromkeys(r["label"] for r in rows))
+    cell = {(_ckey(r), r["label"]): r for r in rows}
     return configs, variants, cell
 
 
@@ -249,13 +249,13 @@ BOUND_WORD = {"compute": "compute", "dram": "DRAM", "l2": "L2"}
 def bytes_table(res: Results) -> Table:
     rows, _ = latest_rows(res, default_rows(
         [r for r in res.rows if r["model"]["bytes_read"] + r["model"]["bytes_written"] > 0]))
-    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    rows.sort(key=lambda r: (_ckey(r), r["label"]))
     out = []
     for r in rows:
         model = r["model"]["bytes_read"] + r["model"]["bytes_written"]
         m = r.get("measured") or {}
         out.append(config_label(r, res) + [
-            res.label(r["variant"]), fmt_bytes(model), fmt_bytes(r["model"]["bytes_compulsory"]),
+            res.label(r["label"]), fmt_bytes(model), fmt_bytes(r["model"]["bytes_compulsory"]),
             fmt_bytes(m.get("dram_bytes")), fmt_ratio(m.get("dram_over_model")),
             fmt_ratio(m.get("dram_over_compulsory")), fmt_bytes(m.get("l2_bytes")),
             fmt_ratio(m.get("l2_over_model"))])
@@ -270,7 +270,7 @@ def bytes_table(res: Results) -> Table:
 
 def roofline_table(res: Results) -> Table:
     rows, _ = latest_rows(res, res.ok())
-    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    rows.sort(key=lambda r: (_ckey(r), r["label"]))
     out = []
     computed = 0
     for r in rows:
@@ -279,7 +279,7 @@ def roofline_table(res: Results) -> Table:
             continue
         computed += p["computed"]
         out.append(config_label(r, res) + [
-            res.label(r["variant"]),
+            res.label(r["label"]),
             "counters" if p["basis"] == "counters" else "compulsory bytes",
             f"{p['intensity_dram']:.1f}",
             f"{p['intensity_l2']:.1f}" if p.get("intensity_l2") else "-",
@@ -305,12 +305,12 @@ def roofline_table(res: Results) -> Table:
 
 def errors_table(res: Results) -> Table:
     rows, _ = latest_rows(res, [r for r in res.rows if r.get("verification")])
-    rows.sort(key=lambda r: (_ckey(r), r["variant"]))
+    rows.sort(key=lambda r: (_ckey(r), r["label"]))
     out = []
     for r in rows:
         v = r["verification"]
         out.append(config_label(r, res) + [
-            res.label(r["variant"]), str(v.get("metric", "max_abs_error")),
+            res.label(r["label"]), str(v.get("metric", "max_abs_error")),
             fmt_err(v.get("max_abs_error")), fmt_err(v.get("rmse")),
             fmt_err(v.get("baseline_max_abs_error") if v.get("metric") != "rmse"
                     else v.get("baseline_rmse")),
@@ -324,7 +324,7 @@ def errors_table(res: Results) -> Table:
 
 def not_run_table(res: Results) -> Table:
     rows = [r for r in res.rows if r["status"] != "ok"]
-    out = [config_label(r, res) + [res.label(r["variant"]), r["status"], r["reason"] or "-"]
+    out = [config_label(r, res) + [res.label(r["label"]), r["status"], r["reason"] or "-"]
            for r in rows]
     n = len(config_columns(res))
     return Table("not-run", "Rows without a time", config_columns(res) + [
@@ -342,7 +342,7 @@ def kernels_table(res: Results) -> Table:
                   + (vals.get("lts__t_sectors_srcunit_tex_op_write.sum", 0.0) or 0.0)) * 32
             ns = vals.get("gpu__time_duration.sum")
             out.append(config_label(r, res) + [
-                res.label(r["variant"]), str(k.get("name", "?")), fmt_bytes(dram),
+                res.label(r["label"]), str(k.get("name", "?")), fmt_bytes(dram),
                 fmt_bytes(l2), f"{ns / 1e6:.3f}" if isinstance(ns, (int, float)) else "-"])
     n = len(config_columns(res))
     return Table("kernels", "Per-kernel counters", config_columns(res) + [
@@ -380,7 +380,7 @@ def roofline_reading(res: Results) -> list[str]:
         kind = "measured" if roofs.measured else "datasheet"
         groups: dict[tuple, list[dict]] = {}
         for r in rows:
-            groups.setdefault((r["variant"], r["d"], r["dtype"]), []).append(r)
+            groups.setdefault((r["label"], r["d"], r["dtype"]), []).append(r)
         for (variant, d, dtype), grows in groups.items():
             placed = [(r, _roof_placement(r, res)) for r in grows]
             placed = [(r, p) for r, p in placed if p]
@@ -439,11 +439,11 @@ def fastest_summary(res: Results) -> list[str]:
             head += f", {inputs} inputs"
         if many_devices:
             head = f"{device}, {head}"
-        names = {w[1]["variant"] for w in winners}
+        names = {w[1]["label"] for w in winners}
         if len(names) == 1:
-            first = winners[0][1]["variant"]
+            first = winners[0][1]["label"]
             margins = [w[3] for w in winners if w[3]]
-            seconds = sorted({w[2]["variant"] for w in winners if w[2]})
+            seconds = sorted({w[2]["label"] for w in winners if w[2]})
             where = f"at every N ({_ns(by_n)})" if len(by_n) > 1 else f"at {_ns(by_n)}"
             text = f"{head}: {res.label(first)} is fastest {where}"
             if margins:
@@ -451,8 +451,8 @@ def fastest_summary(res: Results) -> list[str]:
                          f"({', '.join(seconds)})" if len(margins) > 1 else
                          f", {margins[0]:.2f}× ahead of {seconds[0]}")
         else:
-            parts = [f"N={n}: {res.label(w['variant'])}" + (f" ({m:.2f}× ahead of "
-                                                            f"{s['variant']})" if s else "")
+            parts = [f"N={n}: {res.label(w['label'])}" + (f" ({m:.2f}× ahead of "
+                                                            f"{s['label']})" if s else "")
                      for n, w, s, m in winners]
             text = f"{head}: " + "; ".join(parts)
         peers = _peer_sentence(by_n, res)
@@ -482,7 +482,7 @@ def _peer_sentence(by_n: dict[int, list[dict]], res: Results) -> str:
             best = min(ours, key=lambda r: r["median_ms"])
             top = min(peers, key=lambda r: r["median_ms"])
             ratios.setdefault(prec, []).append(
-                (n, best["variant"], top["variant"], top["median_ms"] / best["median_ms"]))
+                (n, best["label"], top["label"], top["median_ms"] / best["median_ms"]))
     parts = []
     for prec, rs in ratios.items():
         lo, hi = min(x[3] for x in rs), max(x[3] for x in rs)

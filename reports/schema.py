@@ -21,7 +21,7 @@ import re
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
 UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2")
 # What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
@@ -486,6 +486,8 @@ class _Validator:
             self.one_of(r["direction"], p("direction"), DIRECTIONS)
         if r.get("kernel_config") is not None:
             self.kernel_config(r["kernel_config"], p("kernel_config"))
+        if "default_config" in r:
+            self.boolean(r["default_config"], p("default_config"))
         if "options" in r:
             for name, value in self.obj(r["options"], p("options")).items():
                 if not isinstance(value, (str, int, float)):
@@ -665,6 +667,103 @@ def row_identity(result: dict, version: str) -> Any:
             json.dumps(result.get("options"), sort_keys=True))
 
 
+# A missing kernel_config compares as C++'s KernelConfig{}: tiles 0x0, 1 stage, 0 warpgroups,
+# cluster 1x1x1.
+_NO_KERNEL_CONFIG = {"block_q": 0, "block_kv": 0, "stages": 1, "warpgroups": 0,
+                     "cluster": [1, 1, 1]}
+
+
+def _kernel_config(result: dict) -> dict:
+    return result.get("kernel_config") or _NO_KERNEL_CONFIG
+
+
+def _option_value(result: dict, name: str) -> tuple | None:
+    """An option's value as C++'s OptionValue compares it: a bool never equals a number, 2
+    equals 2.0 (JSON numbers are doubles there); None when the row has no such option."""
+    options = result.get("options") or {}
+    if name not in options:
+        return None
+    v = options[name]
+    if isinstance(v, bool):
+        return ("bool", v)
+    if isinstance(v, (int, float)):
+        return ("number", float(v))
+    return ("string", v)
+
+
+def _option_text(value: Any) -> str:
+    """kernels/variant.cpp to_string(OptionValue): true/false, the string, a number as %.17g."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, (int, float)):
+        return "%.17g" % float(value)
+    return str(value)
+
+
+def row_label(result: dict, siblings: Iterable[dict]) -> str:
+    """What a fa-bench/2 row is called, exactly as bench/result.cpp ``row_label`` names it on
+    the console: the variant, then what tells it from the ``siblings`` of the same variant and
+    direction (``siblings`` may hold ``result`` itself): ``@<block_q>x<block_kv>`` when tiles
+    differ, `` s<stages>``, `` wg<warpgroups>``, `` c<x>x<y>x<z>`` (these only for a row with a
+    kernel_config), ``~<value>`` per option, in key order, whose value differs
+    (``~<key>=<value>`` for numbers and bools), and `` bwd`` for a backward row.
+    """
+    return row_labels([result, *(s for s in siblings if s is not result)])[0]
+
+
+def row_labels(results: list[dict]) -> list[str]:
+    """:func:`row_label` of each of ``results`` among all of them, in one pass (a part of a row
+    differs from its siblings' exactly when the group of its variant and direction holds two or
+    more values of that part). fa-bench names rows among their configuration's rows; the
+    reports name them among every row of the report (reports/data.py), so that one series keeps
+    one name across configurations and files.
+    """
+    groups: dict[tuple, list[dict]] = {}
+    for r in results:
+        groups.setdefault((r["variant"], r.get("direction", "forward")), []).append(r)
+    # per group: the distinct values of each part (tiles, stages, warpgroups, cluster, option)
+    values: dict[tuple, dict[Any, set]] = {}
+    for key, group in groups.items():
+        parts: dict[Any, set] = {"tiles": set(), "stages": set(), "warpgroups": set(),
+                                 "cluster": set()}
+        names = {name for r in group for name in (r.get("options") or {})}
+        for r in group:
+            kc = _kernel_config(r)
+            parts["tiles"].add((kc["block_q"], kc["block_kv"]))
+            parts["stages"].add(kc["stages"])
+            parts["warpgroups"].add(kc["warpgroups"])
+            parts["cluster"].add(tuple(kc["cluster"]))
+            for name in names:
+                parts.setdefault(("option", name), set()).add(_option_value(r, name))
+        values[key] = parts
+    out = []
+    for r in results:
+        direction = r.get("direction", "forward")
+        parts = values[(r["variant"], direction)]
+        label = r["variant"]
+        kc = r.get("kernel_config")
+        if kc is not None:
+            if len(parts["tiles"]) > 1:
+                label += f"@{kc['block_q']}x{kc['block_kv']}"
+            if len(parts["stages"]) > 1:
+                label += f" s{kc['stages']}"
+            if len(parts["warpgroups"]) > 1:
+                label += f" wg{kc['warpgroups']}"
+            if len(parts["cluster"]) > 1:
+                x, y, z = kc["cluster"]
+                label += f" c{x}x{y}x{z}"
+        options = r.get("options") or {}
+        # std::map<std::string, ...> order: the UTF-8 keys' byte order, i.e. code point order
+        for name in sorted(options):
+            if len(parts[("option", name)]) > 1:
+                value = options[name]
+                label += "~" + ("" if isinstance(value, str) else f"{name}=") + _option_text(value)
+        if direction == "backward":
+            label += " bwd"
+        out.append(label)
+    return out
+
+
 # --------------------------------------------------------------------------------------------
 # Writing
 
@@ -832,10 +931,12 @@ def make_result(
     direction: str = "forward",
     kernel_config: dict | None = None,
     options: dict | None = None,
+    default_config: bool | None = None,
 ) -> dict:
     """One result of a ``version`` document. fa-bench/2 rows also get ``direction``,
     ``kernel_config`` (null: a configuration we do not choose, e.g. a peer's) and ``options``
-    ({} when none); fa-bench/1 rows get them only when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
+    ({} when none); fa-bench/1 rows get them only when given; ``default_config`` (whether
+    kernel_config is the variant's default) is written when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
     with statistics computed as the C++ side does (SM clocks -1 = unknown). ``model`` keys
     not given are 0 (not modelled), ``terms`` []. ``derived`` defaults, for status "ok", to
     :func:`derive` with unknown roofs.
@@ -871,6 +972,7 @@ def make_result(
         **({"direction": direction, "kernel_config": kernel_config, "options": dict(options or {})}
            if version != "fa-bench/1" or kernel_config is not None or options is not None
            else {}),
+        **({"default_config": default_config} if default_config is not None else {}),
         "verification": verification,
         "timing": timing,
         "model": model,
@@ -914,17 +1016,23 @@ def write_results(doc: dict, path: str | os.PathLike) -> None:
 def rows(doc: dict) -> list[dict]:
     """One flat dict per (config, result): the config's fields, the result's fields, and
     shortcuts (None where absent): median_ms, relative_iqr, tflops_convention, tflops_model,
-    effective_gbps, max_abs_error, passed, plus config_index and result_index.
+    effective_gbps, max_abs_error, passed, plus config_index and result_index, and ``label``:
+    the row's name as fa-bench's console shows it (:func:`row_label` among the configuration's
+    rows; a fa-bench/1 file's ``variant`` already is that name). ``variant`` stays the file's.
     """
+    v1 = doc.get("schema") == "fa-bench/1"
     out = []
     for ci, config in enumerate(doc["configs"]):
         cfields = {k: v for k, v in config.items() if k != "results"}
+        labels = ([r["variant"] for r in config["results"]] if v1
+                  else row_labels(config["results"]))
         for ri, result in enumerate(config["results"]):
             timing = result.get("timing") or {}
             derived = result.get("derived") or {}
             verification = result.get("verification") or {}
             row = {"config_index": ci, "result_index": ri, **cfields, **result}
             row.update(
+                label=labels[ri],
                 median_ms=timing.get("median_ms"),
                 relative_iqr=timing.get("relative_iqr"),
                 tflops_convention=derived.get("tflops_convention"),

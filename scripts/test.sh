@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up what the tests need (scripts/setup.sh --test), builds everything, runs ctest (CPU tests
 # always; GPU tests when a GPU is present, skipped with a reason otherwise), pytest, the JSON
-# Schema check of the writers' outputs (scripts/validate_results.py), ruff and a
+# Schema check of the writers' outputs (scripts/validate_results.py), the C++ formatting
+# (scripts/check_format.sh), ruff and a
 # short fuzz run (scripts/fuzz.sh; FUZZ_SECONDS, default 60, 0 skips it).
 # ctest's full log: build/ctest.log; printed here: failures, the totals, and one line counting
 # the skipped tests by reason (instead of every skipped name).
@@ -52,6 +53,8 @@ FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q tests/python
 echo "test: JSON Schema" >&2
 .venv/bin/python scripts/validate_results.py "$bin/test-out/model-only.json" \
   "$bin/test-out/full-record.json" "$bin/test-out/from-python.json"
+echo "test: formatting" >&2
+scripts/check_format.sh
 echo "test: ruff" >&2
 .venv/bin/ruff check reports tests/python scripts/*.py
 if [ "${FUZZ_SECONDS:-60}" != 0 ]; then scripts/fuzz.sh; fi

@@ -43,7 +43,7 @@ for name in ("acceptance.json", "order.json"):
         for r in c["results"]:
             k = r["kernel_config"]
             kc = f"{k['block_q']}x{k['block_kv']} s{k['stages']}" if k else "-"
-            ms = r["timing"]["stats"]["median"] if r.get("timing") else None
+            ms = r["timing"]["median_ms"] if r.get("timing") else None
             print(f"  d={c['d']} causal={int(c['causal'])} {r['variant']:<10} {r['direction']:<8} "
                   f"{kc:<10} {json.dumps(r['options']):<28} {r['status']:<12} "
                   f"{'' if ms is None else f'{ms:.4f} ms'}")

@@ -19,21 +19,21 @@
 
 #include "profiler/cupti_range.hpp"
 
-#define CHECK_CUDA(x)                                                                   \
-  do {                                                                                  \
-    cudaError_t e_ = (x);                                                               \
-    if (e_ != cudaSuccess) {                                                            \
-      std::printf("%s failed: %s\n", #x, cudaGetErrorString(e_));                       \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUDA(x)                                             \
+  do {                                                            \
+    cudaError_t e_ = (x);                                         \
+    if (e_ != cudaSuccess) {                                      \
+      std::printf("%s failed: %s\n", #x, cudaGetErrorString(e_)); \
+      std::exit(1);                                               \
+    }                                                             \
   } while (0)
-#define CHECK_CUBLAS(x)                                                                 \
-  do {                                                                                  \
-    cublasStatus_t s_ = (x);                                                            \
-    if (s_ != CUBLAS_STATUS_SUCCESS) {                                                  \
-      std::printf("%s failed: %s\n", #x, cublasGetStatusString(s_));                    \
-      std::exit(1);                                                                     \
-    }                                                                                   \
+#define CHECK_CUBLAS(x)                                              \
+  do {                                                               \
+    cublasStatus_t s_ = (x);                                         \
+    if (s_ != CUBLAS_STATUS_SUCCESS) {                               \
+      std::printf("%s failed: %s\n", #x, cublasGetStatusString(s_)); \
+      std::exit(1);                                                  \
+    }                                                                \
   } while (0)
 
 __global__ void copy_float4(float4* __restrict__ dst, const float4* __restrict__ src, size_t n) {
@@ -45,11 +45,16 @@ __global__ void copy_float4(float4* __restrict__ dst, const float4* __restrict__
 
 static const char* kind_name(fa::CounterError::Kind k) {
   switch (k) {
-    case fa::CounterError::none: return "none";
-    case fa::CounterError::no_permission: return "no_permission";
-    case fa::CounterError::unsupported_metric: return "unsupported_metric";
-    case fa::CounterError::busy: return "busy";
-    default: return "other";
+    case fa::CounterError::none:
+      return "none";
+    case fa::CounterError::no_permission:
+      return "no_permission";
+    case fa::CounterError::unsupported_metric:
+      return "unsupported_metric";
+    case fa::CounterError::busy:
+      return "busy";
+    default:
+      return "other";
   }
 }
 
@@ -121,8 +126,8 @@ int main(int argc, char** argv) {
   CHECK_CUBLAS(cublasCreate(&blas));
   const float alpha = 1.0f, beta = 0.0f;  // beta 0: C is overwritten, nothing to restore
   auto gemm = [&] {
-    CHECK_CUBLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, M, M, &alpha, A, CUDA_R_16BF, M,
-                              B, CUDA_R_16BF, M, &beta, C, CUDA_R_16BF, M, CUBLAS_COMPUTE_32F,
+    CHECK_CUBLAS(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, M, M, M, &alpha, A, CUDA_R_16BF, M, B,
+                              CUDA_R_16BF, M, &beta, C, CUDA_R_16BF, M, CUBLAS_COMPUTE_32F,
                               CUBLAS_GEMM_DEFAULT));
   };
   auto copy = [&] {

@@ -120,6 +120,8 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   EXPECT_EQ(tiles_of(rows[1]), "64x64 s2");
   EXPECT_EQ(rows[1].spec.direction, Direction::forward);
   EXPECT_EQ(option_of(rows[1], "block_order"), "blocks");
+  EXPECT_TRUE(rows[0].default_config);  // what the record says, so reports need not guess
+  EXPECT_FALSE(rows[1].default_config);
   // standard is not tiled: one row whatever the flags say, with no kernel configuration.
   out = parse({"--variants", "standard,fa2", "--d", "128", "--block-kv", "32"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
@@ -128,7 +130,9 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_FALSE(rows[0].spec.kernel_config);
   EXPECT_TRUE(rows[0].spec.options.empty());
+  EXPECT_TRUE(rows[0].default_config);  // no configuration: the only one it has
   EXPECT_EQ(tiles_of(rows[1]), "128x32 s2");
+  EXPECT_FALSE(rows[1].default_config);
   expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64");
   expect_bad({"--fa2-order", "random"}, "--fa2-order");
   expect_bad({"--fa3-schedule", "fast"}, "--fa3-schedule");
@@ -191,6 +195,9 @@ TEST(Plan, LabelsTellRowsOfOneVariantApart) {
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
   EXPECT_EQ(labels, (std::vector<std::string>{"standard", "fa2@128x64~blocks", "fa2@128x64~heads",
                                               "fa2@64x64~blocks", "fa2@64x64~heads"}));
+  std::vector<std::optional<bool>> defaults;  // the record carries the planner's default flag
+  for (const auto& v : c.results) defaults.push_back(v.default_config);
+  EXPECT_EQ(defaults, (std::vector<std::optional<bool>>{true, true, true, false, false}));
   const RunResult one =
       plan_run(parse({"--variants", "fa2", "--model-only"}).options, std::nullopt, "no GPU");
   EXPECT_EQ(row_label(one.configs[0], one.configs[0].results[0]), "fa2");

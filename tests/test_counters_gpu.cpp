@@ -150,7 +150,10 @@ TEST(CountersGpu, FiveCollectionsRepeat) {
   const auto fa2 = five("fa2 B=2 H=7 N=2048 d=128",
                         [&] { ASSERT_EQ(launcher->run(s, tiles, db, nullptr), ""); });
   // O (bf16) and the log-sum-exp (fp32) are written once: at least that many bytes reach DRAM.
-  EXPECT_GE(fa2[0].dram_write_bytes, 0.99 * (bytes + s.heads_total() * s.N * 4.0));
+  // (Less the write counter's jitter: one collection counted 7.23 MB of 7.45 MB, H200 2026-11-22.)
+  for (const auto& m : fa2) {
+    EXPECT_GE(m.dram_write_bytes, bytes + s.heads_total() * s.N * 4.0 - kWriteJitterBytes);
+  }
   // Counted at the SM, L2 -> SM bytes are what the kernel loads: Q once, K and V once per query
   // block (H200, 2026-11-22: 242,221,120 B against 242,221,056 modelled).
   const double kv_per_block = 2.0 * s.N * s.d * 2;

@@ -99,7 +99,8 @@ struct Grid {
 
 // gtest prints a failing parameter with this (otherwise as raw bytes, padding included).
 void PrintTo(const Grid& g, std::ostream* os) {
-  *os << "d=" << g.d << " " << to_string(g.dtype) << (g.causal ? " causal" : " full") << " N=" << g.N;
+  *os << "d=" << g.d << " " << to_string(g.dtype) << (g.causal ? " causal" : " full")
+      << " N=" << g.N;
 }
 
 void run_grid(const Grid& g) {

@@ -22,7 +22,8 @@ Head random_head(std::int64_t N, std::int64_t d, std::uint64_t seed) {
   return h;
 }
 
-std::vector<double> full_reference(const Head& h, bool causal, double scale, std::vector<double>* lse = nullptr) {
+std::vector<double> full_reference(const Head& h, bool causal, double scale,
+                                   std::vector<double>* lse = nullptr) {
   std::vector<double> out(h.N * h.d);
   if (lse) lse->resize(h.N);
   for (std::int64_t r = 0; r < h.N; ++r) {
@@ -118,7 +119,8 @@ TEST(Reference, PlainLowPrecisionIsCloseButNotExact) {
 }
 
 TEST(Reference, RoundingMatchesTheFormats) {
-  EXPECT_DOUBLE_EQ(round_to(1.0 + 1.0 / 256, DType::bf16), 1.0);  // 8 bits of mantissa: ties to even
+  EXPECT_DOUBLE_EQ(round_to(1.0 + 1.0 / 256, DType::bf16),
+                   1.0);  // 8 bits of mantissa: ties to even
   EXPECT_DOUBLE_EQ(round_to(1.0 + 3.0 / 256, DType::bf16), 1.0 + 4.0 / 256);
   EXPECT_DOUBLE_EQ(round_to(1.0 + 1.0 / 2048, DType::fp16), 1.0);
   EXPECT_DOUBLE_EQ(round_to(65504.0, DType::fp16), 65504.0);

@@ -288,6 +288,7 @@ TEST(ResultJson, FullRecordReadsBackAndDumps) {
   auto& c = a.configs[0];
   VariantResult& ok = c.results[0];
   ok.spec.options = {{"block_order", std::string("heads")}};
+  ok.default_config = true;
   ok.verification->baseline_rmse = 2e-4;
   ok.verification->rows_checked = 17;
   ok.verification->heads_checked = 4;
@@ -411,6 +412,24 @@ TEST(ResultJson, WritesAndReadsTheRowSpec) {
     EXPECT_EQ(b.configs[0].results[i].spec, a.configs[0].results[i].spec) << i;
   }
   EXPECT_EQ(b.configs[0].results[2].spec.direction, Direction::backward);
+}
+
+// default_config: written when known, read back; absent stays unknown; not a bool is refused.
+TEST(ResultJson, DefaultConfigIsOptional) {
+  RunResult a = sample_record();
+  a.configs[0].results[0].default_config = false;
+  a.configs[0].results[1].default_config = true;
+  const std::string text = to_json_text(a);
+  const auto doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc["configs"][0]["results"][0]["default_config"], false);
+  EXPECT_EQ(doc["configs"][0]["results"][1]["default_config"], true);
+  EXPECT_FALSE(doc["configs"][0]["results"][2].contains("default_config"));
+  const RunResult b = from_json_text(text, "mem");
+  EXPECT_EQ(b.configs[0].results[0].default_config, std::optional<bool>(false));
+  EXPECT_EQ(b.configs[0].results[1].default_config, std::optional<bool>(true));
+  EXPECT_FALSE(b.configs[0].results[2].default_config.has_value());
+  expect_refused(first_row_changed()([](auto& r) { r["default_config"] = 1; }),
+                 "configs[0].results[0].default_config: expected true or false");
 }
 
 TEST(ResultJson, RefusesABadRowSpec) {

@@ -13,7 +13,9 @@ struct DeviceAllocation {
   void* ptr = nullptr;
   DeviceAllocation() = default;
   // Allocates or throws CudaError.
-  explicit DeviceAllocation(std::size_t bytes) { FA_CUDA_CHECK(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes)); }
+  explicit DeviceAllocation(std::size_t bytes) {
+    FA_CUDA_CHECK(cudaMalloc(&ptr, bytes == 0 ? 1 : bytes));
+  }
   DeviceAllocation(const DeviceAllocation&) = delete;
   DeviceAllocation& operator=(const DeviceAllocation&) = delete;
   ~DeviceAllocation() {

@@ -20,8 +20,8 @@ __host__ __device__ inline std::uint64_t splitmix64(std::uint64_t x) {
 template <typename T>
 __global__ void fill_normal_kernel(T* dst, std::int64_t count, std::uint64_t seed, bool outliers) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       i < count; i += stride) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += stride) {
     const std::uint64_t r = splitmix64(seed ^ splitmix64(static_cast<std::uint64_t>(i)));
     // Box-Muller on two 32-bit uniforms in (0, 1].
     const float u1 = (static_cast<float>(r >> 40) + 1.0f) * (1.0f / 16777216.0f);
@@ -46,8 +46,8 @@ __global__ void fill_normal_kernel(T* dst, std::int64_t count, std::uint64_t see
 template <typename T>
 __global__ void fill_bits_kernel(T* dst, std::int64_t count, T value) {
   const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
-  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-       i < count; i += stride) {
+  for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x; i < count;
+       i += stride) {
     dst[i] = value;
   }
 }
@@ -64,11 +64,11 @@ cudaError_t fill_normal(void* dst, std::int64_t count, DType dtype, std::uint64_
   if (count <= 0) return cudaSuccess;
   const bool outliers = inputs == Inputs::outliers;
   if (dtype == DType::bf16) {
-    fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst),
-                                                            count, seed, outliers);
-  } else {
-    fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__half*>(dst), count,
+    fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__nv_bfloat16*>(dst), count,
                                                             seed, outliers);
+  } else {
+    fill_normal_kernel<<<grid_for(count), 256, 0, stream>>>(static_cast<__half*>(dst), count, seed,
+                                                            outliers);
   }
   return cudaGetLastError();
 }

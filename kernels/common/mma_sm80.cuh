@@ -2,9 +2,9 @@
 // loads into swizzled shared memory, ldmatrix, the m16n8k16 tensor-core product, packing.
 //
 // Fragment layout of mma.m16n8k16 (PTX ISA), lane = 4*g + t:
-//   A (16x16, row): a0,a1 = (g, 2t..2t+1)  a2,a3 = (g+8, 2t..)  a4,a5 = (g, 2t+8..)  a6,a7 = (g+8, 2t+8..)
-//   B (16x8, col):  b0,b1 = (k 2t..2t+1, n g)  b2,b3 = (k 2t+8.., n g)
-//   C (16x8):       c0,c1 = (g, 2t..2t+1)  c2,c3 = (g+8, 2t..2t+1)
+//   A (16x16, row): a0,a1 = (g, 2t..2t+1)  a2,a3 = (g+8, 2t..)  a4,a5 = (g, 2t+8..)  a6,a7 = (g+8,
+//   2t+8..) B (16x8, col):  b0,b1 = (k 2t..2t+1, n g)  b2,b3 = (k 2t+8.., n g) C (16x8): c0,c1 =
+//   (g, 2t..2t+1)  c2,c3 = (g+8, 2t..2t+1)
 // so the C fragments of two adjacent 8-column tiles are exactly one A fragment: S becomes P in
 // registers without a trip through shared memory.
 #pragma once
@@ -27,7 +27,9 @@ __device__ inline void cp_async_16(std::uint32_t dst, const void* src, bool vali
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
                "r"(src_size));
 }
-__device__ inline void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+__device__ inline void cp_async_commit() {
+  asm volatile("cp.async.commit_group;\n" ::);
+}
 template <int N>
 __device__ inline void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N));

@@ -12,8 +12,6 @@
 // Loading: dlopen("libcudnn.so.9") so fa-bench builds and runs without cuDNN; the header is used
 // for types and enum values only.
 #include "kernels/cudnn/cudnn.hpp"
-#include "kernels/cudnn/fp8_io.hpp"
-#include "kernels/common/per_device.hpp"
 
 #include <cudnn_graph.h>
 #include <dlfcn.h>
@@ -28,6 +26,9 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/per_device.hpp"
+#include "kernels/cudnn/fp8_io.hpp"
+
 namespace fa {
 namespace {
 
@@ -39,14 +40,17 @@ struct CudnnApi {
   cudnnStatus_t (*SetStream)(cudnnHandle_t, cudaStream_t) = nullptr;
   const char* (*GetErrorString)(cudnnStatus_t) = nullptr;
   void (*GetLastErrorString)(char*, std::size_t) = nullptr;
-  cudnnStatus_t (*CreateDescriptor)(cudnnBackendDescriptorType_t, cudnnBackendDescriptor_t*) = nullptr;
+  cudnnStatus_t (*CreateDescriptor)(cudnnBackendDescriptorType_t,
+                                    cudnnBackendDescriptor_t*) = nullptr;
   cudnnStatus_t (*DestroyDescriptor)(cudnnBackendDescriptor_t) = nullptr;
   cudnnStatus_t (*SetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
                                 cudnnBackendAttributeType_t, std::int64_t, const void*) = nullptr;
   cudnnStatus_t (*GetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
-                                cudnnBackendAttributeType_t, std::int64_t, std::int64_t*, void*) = nullptr;
+                                cudnnBackendAttributeType_t, std::int64_t, std::int64_t*,
+                                void*) = nullptr;
   cudnnStatus_t (*Finalize)(cudnnBackendDescriptor_t) = nullptr;
-  cudnnStatus_t (*Execute)(cudnnHandle_t, cudnnBackendDescriptor_t, cudnnBackendDescriptor_t) = nullptr;
+  cudnnStatus_t (*Execute)(cudnnHandle_t, cudnnBackendDescriptor_t,
+                           cudnnBackendDescriptor_t) = nullptr;
 
   std::string version_text() const {
     return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
@@ -122,7 +126,9 @@ cudnnHandle_t handle() {
 // A backend descriptor that destroys itself.
 class Desc {
  public:
-  explicit Desc(cudnnBackendDescriptorType_t type) { check(api().CreateDescriptor(type, &d_), "create descriptor"); }
+  explicit Desc(cudnnBackendDescriptorType_t type) {
+    check(api().CreateDescriptor(type, &d_), "create descriptor");
+  }
   Desc(const Desc&) = delete;
   Desc& operator=(const Desc&) = delete;
   Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
@@ -136,12 +142,18 @@ class Desc {
     check(api().SetAttribute(d_, name, type, count, value), "set attribute");
     return *this;
   }
-  Desc& set_i64(cudnnBackendAttributeName_t name, std::int64_t v) { return set(name, CUDNN_TYPE_INT64, 1, &v); }
+  Desc& set_i64(cudnnBackendAttributeName_t name, std::int64_t v) {
+    return set(name, CUDNN_TYPE_INT64, 1, &v);
+  }
   Desc& set_i64s(cudnnBackendAttributeName_t name, const std::vector<std::int64_t>& v) {
     return set(name, CUDNN_TYPE_INT64, static_cast<std::int64_t>(v.size()), v.data());
   }
-  Desc& set_type(cudnnBackendAttributeName_t name, cudnnDataType_t t) { return set(name, CUDNN_TYPE_DATA_TYPE, 1, &t); }
-  Desc& set_bool(cudnnBackendAttributeName_t name, bool b) { return set(name, CUDNN_TYPE_BOOLEAN, 1, &b); }
+  Desc& set_type(cudnnBackendAttributeName_t name, cudnnDataType_t t) {
+    return set(name, CUDNN_TYPE_DATA_TYPE, 1, &t);
+  }
+  Desc& set_bool(cudnnBackendAttributeName_t name, bool b) {
+    return set(name, CUDNN_TYPE_BOOLEAN, 1, &b);
+  }
   Desc& set_desc(cudnnBackendAttributeName_t name, const Desc& other) {
     cudnnBackendDescriptor_t raw = other.get();
     return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
@@ -178,7 +190,8 @@ class GraphBuilder {
     if (by_value) t.set_bool(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
     return t.finalize("tensor");
   }
-  const Desc& on_chip(const Dims& dims, const Dims& strides, cudnnDataType_t type = CUDNN_DATA_FLOAT) {
+  const Desc& on_chip(const Dims& dims, const Dims& strides,
+                      cudnnDataType_t type = CUDNN_DATA_FLOAT) {
     return tensor(next_virtual_++, dims, strides, type, /*is_virtual=*/true);
   }
 
@@ -194,14 +207,16 @@ class GraphBuilder {
   }
 
   // y = mode(x[, b][, t]); `math` is the precision the operation computes in.
-  void pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc* t, const Desc& y,
-                 cudnnDataType_t math = CUDNN_DATA_FLOAT, std::int64_t axis = -1) {
+  void pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc* t,
+                 const Desc& y, cudnnDataType_t math = CUDNN_DATA_FLOAT, std::int64_t axis = -1) {
     Desc& pw = keep.emplace_back(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode).set_type(CUDNN_ATTR_POINTWISE_MATH_PREC, math);
+    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
+        .set_type(CUDNN_ATTR_POINTWISE_MATH_PREC, math);
     if (axis >= 0) pw.set_i64(CUDNN_ATTR_POINTWISE_AXIS, axis);
     pw.finalize("pointwise");
     Desc& op = keep.emplace_back(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw).set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
+    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
+        .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
     if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
     if (t) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
     op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
@@ -242,15 +257,16 @@ void find_plan(Plan& p);
 // `p_type`. The stats max + log(sum) go to `stats`, or to an on-chip tensor when it is null:
 // cuDNN recognises the attention graph only with them (9.14 without: "Last operation in the
 // graph is not the 2nd matmul"; cudnn-frontend adds them too).
-const Desc& masked_softmax(GraphBuilder& g, const Shape& s, const Desc& logits_in, const Desc* stats,
-                           cudnnDataType_t p_type) {
+const Desc& masked_softmax(GraphBuilder& g, const Shape& s, const Desc& logits_in,
+                           const Desc* stats, cudnnDataType_t p_type) {
   const std::int64_t B = s.B, H = s.H, N = s.N;
   const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
   const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
   const Dims scalar{1, 1, 1, 1};
   const Desc* logits = &logits_in;
   if (s.causal) {  // keep key j <= query i
-    const Desc& neg_inf = g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
+    const Desc& neg_inf =
+        g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
     const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
     g.pointwise(CUDNN_POINTWISE_GEN_INDEX, logits_in, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
     const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
@@ -271,7 +287,8 @@ const Desc& masked_softmax(GraphBuilder& g, const Shape& s, const Desc& logits_i
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
   const Desc& log_sum = g.on_chip(per_row, per_row_strides);
   g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
-  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr, stats ? *stats : g.on_chip(per_row, per_row_strides));
+  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr,
+              stats ? *stats : g.on_chip(per_row, per_row_strides));
   const Desc& probs = g.on_chip(scores, score_strides, p_type);
   g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
   return probs;
@@ -375,8 +392,9 @@ void find_plan(Plan& plan_out) {
   GraphBuilder& g = p->graph;
   cudnnHandle_t h = handle();
   Desc& op_graph = p->keep.emplace_back(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  op_graph.set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR, static_cast<std::int64_t>(g.ops.size()),
-               g.ops.data())
+  op_graph
+      .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
+           static_cast<std::int64_t>(g.ops.size()), g.ops.data())
       .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
       .finalize("operation graph");
 
@@ -390,25 +408,26 @@ void find_plan(Plan& plan_out) {
           .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
           .finalize("engine heuristics");
       std::int64_t available = 0;
-      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR, 0,
-                               &available, nullptr),
+      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr),
             "engine count");
       std::vector<cudnnBackendDescriptor_t> configs;
       for (std::int64_t i = 0; i < available; ++i) {
         configs.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
       }
       std::int64_t returned = 0;
-      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-                               available, &returned, configs.data()),
+      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
+                               CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned, configs.data()),
             "engine configs");
-      candidates.insert(candidates.end(), configs.begin(), configs.begin() + std::min(returned, available));
+      candidates.insert(candidates.end(), configs.begin(),
+                        configs.begin() + std::min(returned, available));
     } catch (const CudnnError&) {
       // A heuristic mode that knows nothing of this graph: the next list may.
     }
   }
   std::int64_t engines = 0, returned = 0;
-  check(api().GetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT, CUDNN_TYPE_INT64, 1,
-                           &returned, &engines),
+  check(api().GetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
+                           CUDNN_TYPE_INT64, 1, &returned, &engines),
         "engine global count");
   for (std::int64_t index = 0; index < engines; ++index) {
     try {
@@ -433,8 +452,8 @@ void find_plan(Plan& plan_out) {
           .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config)
           .finalize("execution plan");
       std::int64_t got = 0;
-      check(api().GetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE, CUDNN_TYPE_INT64, 1, &got,
-                               &p->workspace_bytes),
+      check(api().GetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
+                               CUDNN_TYPE_INT64, 1, &got, &p->workspace_bytes),
             "workspace size");
       p->plan = p->keep.emplace_back(std::move(plan)).get();
       return;
@@ -442,7 +461,8 @@ void find_plan(Plan& plan_out) {
       last_error = e.what();
     }
   }
-  throw CudnnError("cuDNN " + api().version_text() + ": none of " + std::to_string(candidates.size()) +
+  throw CudnnError("cuDNN " + api().version_text() + ": none of " +
+                   std::to_string(candidates.size()) +
                    " engine configurations (heuristics, then all " + std::to_string(engines) +
                    " engines) builds this attention graph; last: " + last_error);
 }
@@ -460,23 +480,27 @@ class CudnnLauncher final : public Launcher {
   }
 
   // Builds the plan; fp8: quantises Q, K, V once, outside the timed region.
-  std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers& b, cudaStream_t stream) override {
+  std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers& b,
+                      cudaStream_t stream) override {
     if (std::string err = ensure_plan(s); !err.empty()) return err;
     return fp8_ ? quantise(s, b, stream) : "";
   }
 
-  std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b, cudaStream_t stream) override {
+  std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
+                  cudaStream_t stream) override {
     if (std::string err = ensure_plan(s); !err.empty()) return err;
     if (fp8_) return run_fp8(s, b, stream);
     return execute({kQ, kK, kV, kO, kStats, kScale},
-                   {const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o, b.lse, &plan_->scale},
+                   {const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o,
+                    b.lse, &plan_->scale},
                    stream);
   }
 
  private:
   std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
     if (b.workspace_bytes < cudnn_fp8_workspace_bytes(s)) return "cudnn-fp8: workspace too small";
-    if (cudaError_t e = cudnn_fp8_quantise_inputs(s, b.q, b.k, b.v, cudnn_fp8_carve(s, b.workspace), stream);
+    if (cudaError_t e =
+            cudnn_fp8_quantise_inputs(s, b.q, b.k, b.v, cudnn_fp8_carve(s, b.workspace), stream);
         e != cudaSuccess) {
       return std::string("cudnn-fp8: quantise: ") + cudaGetErrorString(e);
     }
@@ -485,7 +509,8 @@ class CudnnLauncher final : public Launcher {
   }
 
   // Runs the plan on these tensors (plus the by-value mask constant when causal); "" or why not.
-  std::string execute(std::vector<std::int64_t> uids, std::vector<void*> pointers, cudaStream_t stream) {
+  std::string execute(std::vector<std::int64_t> uids, std::vector<void*> pointers,
+                      cudaStream_t stream) {
     if (plan_->causal) {
       uids.push_back(kNegInf);
       pointers.push_back(&plan_->neg_inf);
@@ -494,8 +519,8 @@ class CudnnLauncher final : public Launcher {
       check(api().SetStream(handle(), stream), "set stream");
       Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
       pack.set_i64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
-          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR, static_cast<std::int64_t>(pointers.size()),
-               pointers.data())
+          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
+               static_cast<std::int64_t>(pointers.size()), pointers.data())
           .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_)
           .finalize("variant pack");
       check(api().Execute(handle(), plan_->plan, pack.get()), "execute");
@@ -512,7 +537,8 @@ class CudnnLauncher final : public Launcher {
     const CudnnFp8Buffers w = cudnn_fp8_carve(s, b.workspace);
     std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
     std::vector<void*> pointers{w.q8, w.k8, w.v8, w.o8, &plan_->scale};
-    for (int which : {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
+    for (int which :
+         {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
       uids.push_back(kFp8Scalar0 + which);
       pointers.push_back(w.scalars + which);
     }
@@ -526,8 +552,8 @@ class CudnnLauncher final : public Launcher {
 
   std::string ensure_plan(const Shape& s) {
     if (!api().error.empty()) return api().error;
-    if (plan_ && s.B == shape_.B && s.H == shape_.H && s.N == shape_.N && s.d == shape_.d && s.causal == shape_.causal &&
-        s.dtype == shape_.dtype) {
+    if (plan_ && s.B == shape_.B && s.H == shape_.H && s.N == shape_.N && s.d == shape_.d &&
+        s.causal == shape_.causal && s.dtype == shape_.dtype) {
       return "";
     }
     try {
@@ -558,7 +584,9 @@ class CudnnLauncher final : public Launcher {
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher(bool fp8) { return std::make_unique<CudnnLauncher>(fp8); }
+std::unique_ptr<Launcher> make_cudnn_launcher(bool fp8) {
+  return std::make_unique<CudnnLauncher>(fp8);
+}
 
 std::string cudnn_shape_rule(const Shape& s) {
   if (s.N < 2) return "unsupported: cuDNN's fused attention rejects N=1 (one query, one key)";

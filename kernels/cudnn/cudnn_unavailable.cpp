@@ -13,12 +13,17 @@ class UnavailableLauncher final : public Launcher {
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher(bool) { return std::make_unique<UnavailableLauncher>(); }
+std::unique_ptr<Launcher> make_cudnn_launcher(bool) {
+  return std::make_unique<UnavailableLauncher>();
+}
 
-std::string cudnn_shape_rule(const Shape&) { return ""; }
+std::string cudnn_shape_rule(const Shape&) {
+  return "";
+}
 
 std::string cudnn_library_status() {
-  return "cuDNN not available: fa-bench was built without cudnn_graph.h (install cuDNN 9 headers and rebuild)";
+  return "cuDNN not available: fa-bench was built without cudnn_graph.h (install cuDNN 9 headers "
+         "and rebuild)";
 }
 
 }  // namespace fa

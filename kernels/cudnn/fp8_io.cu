@@ -12,7 +12,9 @@ namespace {
 constexpr float kE4M3Max = 448.0f;
 constexpr int kThreads = 256;
 
-std::size_t align256(std::size_t x) { return (x + 255) / 256 * 256; }
+std::size_t align256(std::size_t x) {
+  return (x + 255) / 256 * 256;
+}
 
 // max |x| of three tensors; blockIdx.y picks the tensor. Non-negative floats order as their bits.
 __global__ void amax3_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
@@ -24,11 +26,13 @@ __global__ void amax3_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, con
     m = fmaxf(m, fabsf(__bfloat162float(x[i])));
   }
   for (int off = 16; off > 0; off /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
-  if ((threadIdx.x & 31) == 0) atomicMax(reinterpret_cast<int*>(amax + blockIdx.y), __float_as_int(m));
+  if ((threadIdx.x & 31) == 0)
+    atomicMax(reinterpret_cast<int*>(amax + blockIdx.y), __float_as_int(m));
 }
 
 __global__ void scales_kernel(float* s) {
-  const float aq = fmaxf(s[kAmaxQ], 1e-30f), ak = fmaxf(s[kAmaxK], 1e-30f), av = fmaxf(s[kAmaxV], 1e-30f);
+  const float aq = fmaxf(s[kAmaxQ], 1e-30f), ak = fmaxf(s[kAmaxK], 1e-30f),
+              av = fmaxf(s[kAmaxV], 1e-30f);
   s[kDescaleQ] = aq / kE4M3Max;
   s[kDescaleK] = ak / kE4M3Max;
   s[kDescaleV] = av / kE4M3Max;
@@ -38,9 +42,9 @@ __global__ void scales_kernel(float* s) {
   s[kDescaleO] = av / kE4M3Max;
 }
 
-__global__ void quantise3_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k, const __nv_bfloat16* v,
-                                 __nv_fp8_e4m3* q8, __nv_fp8_e4m3* k8, __nv_fp8_e4m3* v8, std::int64_t n,
-                                 const float* s) {
+__global__ void quantise3_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
+                                 const __nv_bfloat16* v, __nv_fp8_e4m3* q8, __nv_fp8_e4m3* k8,
+                                 __nv_fp8_e4m3* v8, std::int64_t n, const float* s) {
   const int t = blockIdx.y;
   const __nv_bfloat16* x = t == 0 ? q : t == 1 ? k : v;
   __nv_fp8_e4m3* y = t == 0 ? q8 : t == 1 ? k8 : v8;
@@ -51,7 +55,8 @@ __global__ void quantise3_kernel(const __nv_bfloat16* q, const __nv_bfloat16* k,
   }
 }
 
-__global__ void dequantise_kernel(const __nv_fp8_e4m3* o8, __nv_bfloat16* o, std::int64_t n, const float* s) {
+__global__ void dequantise_kernel(const __nv_fp8_e4m3* o8, __nv_bfloat16* o, std::int64_t n,
+                                  const float* s) {
   const float descale = s[kDescaleO];
   for (std::int64_t i = blockIdx.x * std::int64_t{blockDim.x} + threadIdx.x; i < n;
        i += std::int64_t{gridDim.x} * blockDim.x) {
@@ -67,19 +72,22 @@ unsigned grid_for(std::int64_t n) {
 }  // namespace
 
 std::size_t cudnn_fp8_workspace_bytes(const Shape& s) {
-  return 4 * align256(static_cast<std::size_t>(s.qkv_elements())) + align256(kCudnnFp8Scalars * sizeof(float));
+  return 4 * align256(static_cast<std::size_t>(s.qkv_elements())) +
+         align256(kCudnnFp8Scalars * sizeof(float));
 }
 
 CudnnFp8Buffers cudnn_fp8_carve(const Shape& s, void* workspace) {
   auto* base = static_cast<char*>(workspace);
   const std::size_t step = align256(static_cast<std::size_t>(s.qkv_elements()));
-  return {base, base + step, base + 2 * step, base + 3 * step, reinterpret_cast<float*>(base + 4 * step)};
+  return {base, base + step, base + 2 * step, base + 3 * step,
+          reinterpret_cast<float*>(base + 4 * step)};
 }
 
 cudaError_t cudnn_fp8_quantise_inputs(const Shape& s, const void* q, const void* k, const void* v,
                                       const CudnnFp8Buffers& w, cudaStream_t stream) {
   const std::int64_t n = s.qkv_elements();
-  if (cudaError_t e = cudaMemsetAsync(w.scalars, 0, kCudnnFp8Scalars * sizeof(float), stream); e != cudaSuccess) {
+  if (cudaError_t e = cudaMemsetAsync(w.scalars, 0, kCudnnFp8Scalars * sizeof(float), stream);
+      e != cudaSuccess) {
     return e;
   }
   const auto* qb = static_cast<const __nv_bfloat16*>(q);
@@ -93,10 +101,11 @@ cudaError_t cudnn_fp8_quantise_inputs(const Shape& s, const void* q, const void*
   return cudaGetLastError();
 }
 
-cudaError_t cudnn_fp8_dequantise_output(const Shape& s, const CudnnFp8Buffers& w, void* o, cudaStream_t stream) {
+cudaError_t cudnn_fp8_dequantise_output(const Shape& s, const CudnnFp8Buffers& w, void* o,
+                                        cudaStream_t stream) {
   const std::int64_t n = s.qkv_elements();
-  dequantise_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<const __nv_fp8_e4m3*>(w.o8),
-                                                          static_cast<__nv_bfloat16*>(o), n, w.scalars);
+  dequantise_kernel<<<grid_for(n), kThreads, 0, stream>>>(
+      static_cast<const __nv_fp8_e4m3*>(w.o8), static_cast<__nv_bfloat16*>(o), n, w.scalars);
   return cudaGetLastError();
 }
 

@@ -12,11 +12,18 @@ namespace fa {
 
 // Scalars the graph reads and writes, one float each, in this order in device memory.
 enum CudnnFp8Scalar {
-  kAmaxQ, kAmaxK, kAmaxV,                  // max |x| of the bf16 inputs
-  kDescaleQ, kDescaleK, kDescaleV,         // amax / 448: back from E4M3 units
-  kDescaleS, kScaleS,                      // P in [0, 1] is stored as E4M3(448 P)
-  kScaleO, kDescaleO,                      // |O| <= max |V|: O stored as E4M3(448 O / amax_v)
-  kAmaxS, kAmaxO,                          // written by the graph
+  kAmaxQ,
+  kAmaxK,
+  kAmaxV,  // max |x| of the bf16 inputs
+  kDescaleQ,
+  kDescaleK,
+  kDescaleV,  // amax / 448: back from E4M3 units
+  kDescaleS,
+  kScaleS,  // P in [0, 1] is stored as E4M3(448 P)
+  kScaleO,
+  kDescaleO,  // |O| <= max |V|: O stored as E4M3(448 O / amax_v)
+  kAmaxS,
+  kAmaxO,  // written by the graph
   kCudnnFp8Scalars
 };
 
@@ -34,6 +41,7 @@ CudnnFp8Buffers cudnn_fp8_carve(const Shape& s, void* workspace);
 cudaError_t cudnn_fp8_quantise_inputs(const Shape& s, const void* q, const void* k, const void* v,
                                       const CudnnFp8Buffers& w, cudaStream_t stream);
 // O (bf16) = E4M3 output x descale_o.
-cudaError_t cudnn_fp8_dequantise_output(const Shape& s, const CudnnFp8Buffers& w, void* o, cudaStream_t stream);
+cudaError_t cudnn_fp8_dequantise_output(const Shape& s, const CudnnFp8Buffers& w, void* o,
+                                        cudaStream_t stream);
 
 }  // namespace fa

@@ -86,6 +86,12 @@ def _v2_same_variant_other_direction(doc):
     doc["configs"][0]["results"].append(r)
 
 
+def _v2_default_config(doc):
+    rs = doc["configs"][0]["results"]
+    rs[0]["default_config"] = True
+    rs[1]["default_config"] = False
+
+
 def _calibration_without_observed(doc):
     del doc["gate_calibration"]["rows"][0]["observed"]
 
@@ -106,6 +112,7 @@ GOOD = [
     ("v1 null device", lambda: schema.new_document("fa-bench --model-only"), None),
     ("v2", good_doc_v2, None),
     ("v2 other direction", good_doc_v2, _v2_same_variant_other_direction),
+    ("v2 default_config", good_doc_v2, _v2_default_config),
     ("v2 calibration without observed", good_doc_v2, _calibration_without_observed),
     ("v2 worst row -1, null ratio", good_doc_v2, _worst_row_minus_one),
     ("v2 compulsory placement", good_doc_v2, _placement_compulsory),
@@ -159,6 +166,8 @@ V2_BAD = [
     (ts._set(2.0, *_r2(0, "kernel_config", "block_kv")),
      "configs[0].results[0].kernel_config.block_kv"),
     (_v2_duplicate_identity, "configs[0].results[1].variant"),
+    (ts._set(1, *_r2(0, "default_config")), "configs[0].results[0].default_config"),
+    (ts._set(None, *_r2(0, "default_config")), "configs[0].results[0].default_config"),
     (ts._set("bad", *_r2(0, "counters", "status")), "configs[0].results[0].counters.status"),
     (ts._set(None, *_r2(0, "counters", "values", "dram__bytes_read.sum")),
      "configs[0].results[0].counters.values.dram__bytes_read.sum"),
@@ -319,6 +328,7 @@ def test_cpp_full_record_validates(tmp_path):
                 "relative_rmse", "baseline_relative_rmse", "inputs_unchanged"):
         assert key in row["verification"], key
     assert "onchip_budget_bytes" in row["model"] and "best_peer" in row["derived"]
+    assert row["default_config"] is True
     assert json_schema.check_file(out) == []
     validate(doc)  # and the hand validator agrees
 

@@ -2,6 +2,10 @@
 real H200 result files in tests/data/. Plots are checked through matplotlib's objects (artists
 tagged with a gid), tables through their cells, the HTML in headless Chromium.
 
+Every test runs twice: on the committed fa-bench/1 files, and on the same files as fa-bench/2
+(tests/python/v2_docs.py: the rows get the specs the C++ reader gives /1 rows, their variant
+the plain name), read through the same readers and the same ``python -m reports``.
+
 Documents built in this file (block-size sweep, peers, per-kernel counters) are synthetic and
 say so in their device name; they exercise code paths the H200 fixtures do not reach yet.
 """
@@ -21,6 +25,8 @@ from pathlib import Path
 import matplotlib.image
 import numpy as np
 import pytest
+
+from v2_docs import as_v2, as_v2_file
 
 from reports import schema
 from reports.data import Results, Run
@@ -42,6 +48,33 @@ OUTLIERS = DATA / "h200-outliers-2026-11-21.json"
 H200 = "NVIDIA H200"
 
 
+V1, V2 = "fa-bench/1", "fa-bench/2"
+VERSION = V1  # of the files the tests read (set by the `version` fixture)
+
+
+@pytest.fixture(scope="module", params=[V1, V2], autouse=True)
+def version(request):
+    """Runs the module on the committed /1 files, then on them as /2: every read of a result
+    file (schema.read_document) gives the /2 document."""
+    global VERSION
+    VERSION = request.param
+    if request.param == V1:
+        yield V1
+        return
+    mp = pytest.MonkeyPatch()
+    original = schema.read_document
+    mp.setattr(schema, "read_document", lambda path: as_v2(original(path)))
+    yield V2
+    mp.undo()
+    VERSION = V1
+
+
+def raw(path: Path) -> dict:
+    """A committed file's document as JSON, in the version under test."""
+    doc = json.loads(path.read_text())
+    return as_v2(doc) if VERSION == V2 else doc
+
+
 def load(*paths: Path) -> Results:
     return Results.load([str(p) for p in paths])
 
@@ -59,7 +92,7 @@ def ok_rows(path: Path) -> list[dict]:
 
 
 @pytest.fixture(scope="module")
-def counters() -> Results:
+def counters(version) -> Results:
     return load(COUNTERS)
 
 
@@ -108,7 +141,7 @@ def test_roofline_points_at_the_placement_and_roofs_from_counters(counters):
         assert part in title
 
     rows = ok_rows(COUNTERS)
-    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    ceilings = raw(COUNTERS)["ceilings"]
     assert len(points(plot.figure, "point-dram-")) == len(points(plot.figure, "point-l2-")) == 32
     assert not all_lines(plot.figure, "point-compulsory-")
     # every row at (matrix FLOPs / measured DRAM bytes, matrix FLOPs / median time)
@@ -153,7 +186,7 @@ def test_roofline_lines_end_at_their_ridge_points(counters):
     """Each roof is min(ceiling, bandwidth × intensity): a bandwidth line ends at its ridge
     (ceiling / bandwidth, ceiling), marked; the flat roof starts at the leftmost ridge."""
     plot = plot_roofline(counters, H200)
-    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    ceilings = raw(COUNTERS)["ceilings"]
     sheet = ceilings["datasheet"]
     for ax, prec in zip(plot.figure.axes, ("bf16", "fp8")):
         peak = ceilings["tensor_flops_per_s"][prec]
@@ -293,30 +326,44 @@ def test_plots_without_data_are_skipped_with_a_reason(counters):
     assert "no verified fp8 rows" in plot_fp8_accuracy(no_fp8, H200).skipped
 
 
-def synthetic_doc(device: str = "synthetic test device (not a measurement)") -> dict:
-    """A block-size sweep made up for the test: fa2 and fa1 at three tile shapes."""
+def synthetic_doc(device: str = "synthetic test device (not a measurement)",
+                  version: str = V2) -> dict:
+    """A block-size sweep made up for the test: fa2 and fa1 at three tile shapes, the first
+    the default. fa-bench/2: rows named fa2 told apart by kernel_config (default_config says
+    which is the default); fa-bench/1: the non-default rows named fa2@64x64 ..."""
     doc = schema.new_document(
         "synthetic", device={"index": 0, "name": device, "uuid": "", "compute_capability": "9.0",
                                  "sm_count": 1, "memory_bytes": 0, "l2_bytes": 0},
         ceilings={"source": "datasheet (made up)", "dram_bytes_per_s": 1e12,
-                  "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14}})
+                  "tensor_flops_per_s": {"bf16": 1e14, "fp16": 1e14}}, version=version)
     results = []
     for alg, base in (("fa2", 1.0), ("fa1", 3.0)):
         for i, (bq, bk) in enumerate(((128, 64), (64, 64), (128, 128))):
             model = {"flops_matrix": 1e12, "flops_convention": 1e12,
                      "bytes_read": 1e9 * (i + 1), "bytes_written": 1e8,
                      "bytes_compulsory": 1e8}
-            name = alg if i == 0 else f"{alg}@{bq}x{bk}"
+            if version == V1:
+                spec = {"variant": alg if i == 0 else f"{alg}@{bq}x{bk}"}
+            else:
+                spec = {"variant": alg, "kernel_config": kc(bq, bk), "default_config": i == 0,
+                        "options": {"block_order": "blocks"} if alg == "fa2" else {}}
+            name = spec.pop("variant")
             results.append(schema.make_result(
                 name, algorithm=alg, status="ok", tiles={"block_q": bq, "block_kv": bk},
-                samples_ms=[base + i, base + i], model=model))
+                samples_ms=[base + i, base + i], model=model, version=version, **spec))
     doc["configs"].append(schema.make_config(B=1, H=8, N=4096, d=64, causal=False,
                                              dtype="bf16", seed=1, results=results))
     return schema.validate(doc)
 
 
-def test_block_size_plot_on_a_synthetic_tile_sweep():
-    res = Results([Run("synthetic.json", synthetic_doc())])
+def kc(bq: int = 128, bk: int = 64, stages: int = 2, warpgroups: int = 0,
+       cluster: tuple = (1, 1, 1)) -> dict:
+    return {"block_q": bq, "block_kv": bk, "stages": stages, "warpgroups": warpgroups,
+            "cluster": list(cluster)}
+
+
+def test_block_size_plot_on_a_synthetic_tile_sweep(version):
+    res = Results([Run("synthetic.json", synthetic_doc(version=version))])
     device = res.devices()[0]
     plot = plot_block_size(res, device)
     assert plot.figure is not None, plot.skipped
@@ -329,9 +376,12 @@ def test_block_size_plot_on_a_synthetic_tile_sweep():
     assert list(model.get_ydata()) == pytest.approx([2.1e9, 1.1e9, 3.1e9])
     assert not lines(l2, "l2-")  # no counters: said in the panel instead
     assert any("no hardware counters" in t.get_text() for t in l2.texts)
-    # tile rows are kept out of the throughput plot
+    # tile rows are kept out of the throughput plot; fa-bench/2 names the default rows by their
+    # tiles, as fa-bench's console does when a configuration holds other tiles of the variant
     tput = plot_throughput(res, device).figure.axes[0]
-    assert {ln.get_gid() for ln in lines(tput, "tput-")} == {"tput-fa2-full", "tput-fa1-full"}
+    tag = "" if version == V1 else "@128x64"
+    assert {ln.get_gid() for ln in lines(tput, "tput-")} == {f"tput-fa2{tag}-full",
+                                                             f"tput-fa1{tag}-full"}
 
 
 # -- tables and generated text -------------------------------------------------------------------
@@ -360,7 +410,7 @@ def test_tables_carry_the_numbers(counters):
     assert line[by.columns.index("L2 / model")] == f"{fa2['measured']['l2_over_model']:.2f}"
 
     roof = table(tabs, "roofline")
-    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    ceilings = raw(COUNTERS)["ceilings"]
     for r in rows:
         line = next(x for x in roof.rows if x[:3] == [str(r["N"]), str(r["d"]),
                                                      "non-causal" if not r["causal"] else "causal"]
@@ -389,14 +439,14 @@ def test_roofline_reading_is_computed_from_the_rows(counters):
     rows = ok_rows(COUNTERS)
     std = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
                == ("standard", 4096, 64, False))
-    ceilings = json.loads(COUNTERS.read_text())["ceilings"]
+    ceilings = raw(COUNTERS)["ceilings"]
     assert formula_placement(std, ceilings)["bound"] == "dram"
     pct = fmt_pct(formula_placement(std, ceilings)["fraction"])
     assert any(s.startswith("standard is DRAM-bound at d=64, N=4096") and pct in s
                for s in reading)
     fa2 = next(r for r in rows if (r["variant"], r["N"], r["d"], r["causal"])
                == ("fa2", 4096, 128, False))
-    peak = json.loads(COUNTERS.read_text())["ceilings"]["tensor_flops_per_s"]["bf16"]
+    peak = raw(COUNTERS)["ceilings"]["tensor_flops_per_s"]["bf16"]
     want = fmt_pct(fa2["model"]["flops_matrix"] / (fa2["median_ms"] * 1e-3) / peak)
     assert f"fa2 reaches {want} of the measured bf16 tensor roof" in " ".join(reading)
 
@@ -404,7 +454,7 @@ def test_roofline_reading_is_computed_from_the_rows(counters):
 def test_peers_and_per_kernel_counters_when_present():
     """Peer rows, derived.best_peer and counters.kernels (added to a copy of a real file; the
     peer's numbers are made up for the test)."""
-    doc = copy.deepcopy(json.loads(COUNTERS.read_text()))
+    doc = raw(COUNTERS)
     for config in doc["configs"]:
         fa2 = next(r for r in config["results"] if r["variant"] == "fa2")
         peer = copy.deepcopy(fa2)
@@ -441,12 +491,16 @@ def test_peers_and_per_kernel_counters_when_present():
 
 
 def run_cli(*args: str, cwd: Path = REPO_ROOT) -> subprocess.CompletedProcess:
+    """``python -m reports`` on the files given (valid /1 files written as /2 first when the
+    version under test is /2)."""
+    if VERSION == V2:
+        args = tuple(str(as_v2_file(a)) if a.endswith(".json") else a for a in args)
     return subprocess.run([sys.executable, "-m", "reports", *args], cwd=cwd, capture_output=True,
                           text=True, timeout=300)
 
 
 @pytest.fixture(scope="module")
-def report_dir(tmp_path_factory) -> Path:
+def report_dir(tmp_path_factory, version) -> Path:
     out = tmp_path_factory.mktemp("report")
     p = run_cli(str(COUNTERS), str(OUTLIERS), "-o", str(out))
     assert p.returncode == 0, p.stderr
@@ -489,7 +543,7 @@ def test_bad_input_is_refused_naming_the_file(tmp_path, content, problem):
 
 
 def test_bad_row_and_missing_file_and_arguments(tmp_path):
-    doc = json.loads(COUNTERS.read_text())
+    doc = raw(COUNTERS)
     doc["configs"][1]["results"][2]["status"] = "great"
     bad = tmp_path / "row.json"
     bad.write_text(json.dumps(doc))
@@ -504,9 +558,9 @@ def test_bad_row_and_missing_file_and_arguments(tmp_path):
     assert p.returncode == 2 and "unknown option --frobnicate" in p.stderr
 
 
-def test_two_devices_side_by_side():
+def test_two_devices_side_by_side(version):
     res = Results([Run(str(SWEEP4), schema.load_results(SWEEP4)),
-                   Run("synthetic.json", synthetic_doc("Synthetic GPU"))])
+                   Run("synthetic.json", synthetic_doc("Synthetic GPU", version))])
     names = {p.name for p in all_plots(res) if p.figure is not None}
     assert {"roofline-nvidia-h200", "roofline-synthetic-gpu", "throughput-nvidia-h200",
             "block-size-synthetic-gpu"} <= names
@@ -594,7 +648,7 @@ def test_io_scaling_model_only_title_and_no_l2_panels_without_l2_data():
     assert any("predate model.onchip_budget_bytes" in n for n in plot.notes)
 
 
-def test_block_size_axes_go_log_when_values_span_decades():
+def test_block_size_axes_go_log_when_values_span_decades(version):
     plot = plot_block_size(load(TILES), H200)
     hbm, l2, time = plot.figure.axes
     assert hbm.get_yscale() == "log"  # fa2 0.26 GB beside fa1 87 GB
@@ -602,7 +656,7 @@ def test_block_size_axes_go_log_when_values_span_decades():
     assert hbm.get_ylim()[0] <= min(ys) and hbm.get_ylim()[1] >= max(ys)
     assert time.get_yscale() == "log"
     # a panel whose values stay within a decade keeps the linear axis from 0
-    res = Results([Run("synthetic.json", synthetic_doc())])
+    res = Results([Run("synthetic.json", synthetic_doc(version=version))])
     hbm, _, time = plot_block_size(res, res.devices()[0]).figure.axes
     assert time.get_yscale() == "linear" and time.get_ylim()[0] == 0
 
@@ -635,7 +689,7 @@ def test_fp8_accuracy_is_readable(files):
 def budget_doc() -> dict:
     """The sweep with the fields the C++ side adds (model.onchip_budget_bytes and the paper's
     law in bytes_asymptotic), filled in here with made-up budgets: synthetic."""
-    doc = json.loads(SWEEP_ALL.read_text())
+    doc = raw(SWEEP_ALL)
     for c in doc["configs"]:
         for r in c["results"]:
             if r["algorithm"] == "standard" or r["peer"]:
@@ -759,7 +813,7 @@ def test_one_row_same_bound_and_fraction_in_json_table_plot_and_text(tmp_path):
 
 
 def test_vs_peer_is_against_the_same_precision():
-    doc = json.loads(COUNTERS.read_text())
+    doc = raw(COUNTERS)
     for config in doc["configs"]:
         by = {r["variant"]: r for r in config["results"]}
         for name, src, factor in (("cudnn", "fa2", 0.5), ("cudnn-fp8", "fp8", 0.25)):
@@ -788,7 +842,7 @@ def test_vs_peer_is_against_the_same_precision():
 def big_file(path: Path, n_rows: int) -> Path:
     """A synthetic file of ``n_rows`` rows: the counters file's configurations repeated with
     other batch sizes (real rows, made-up configurations)."""
-    doc = json.loads(COUNTERS.read_text())
+    doc = raw(COUNTERS)
     base = doc["configs"]
     configs = []
     i = 0
@@ -874,3 +928,30 @@ def test_a_failure_while_writing_leaves_nothing_behind(tmp_path, monkeypatch, ca
     assert cli.main([str(COUNTERS), "-o", str(old)]) == 2
     assert [x.name for x in old.iterdir()] == ["report.md"]
     assert (old / "report.md").read_text() == "the previous report"
+
+
+# -- both versions -------------------------------------------------------------------------------
+
+
+def test_files_are_read_in_the_version_under_test(version):
+    """The module really runs on /2 documents the second time, and names and marks their rows
+    as it does the /1 ones (fa-bench/2 names the default rows by their tiles when the report
+    holds other tiles of the variant, and fa2's block order when both orders ran)."""
+    assert schema.load_results(TILES)["schema"] == version
+    res = load(TILES)
+    default = "" if version == V1 else "@128x64"
+    assert sorted({r["label"] for r in res.rows}) == sorted(
+        [f"fa1{default}", "fa1@128x128", "fa1@64x64", f"fa2{default}", "fa2@128x128",
+         "fa2@128x32", "fa2@64x64"])
+    assert {r["variant"] for r in res.rows} == (
+        {"fa1", "fa2"} if version == V2 else {r["label"] for r in res.rows})
+    assert sum(r["tile_variant"] for r in res.rows) == 16
+    assert all(r["tile_variant"] == ("@" in r["label"] and not r["label"].endswith("@128x64"))
+               for r in res.rows)
+    order = load(DATA / "h200-fa2-order-2026-11-21.json")
+    assert sorted({r["label"] for r in order.rows}) == (
+        ["fa2", "fa2~heads"] if version == V1 else ["fa2~blocks", "fa2~heads"])
+    assert not any(r["tile_variant"] for r in order.rows)
+    tput = plot_throughput(order, H200).figure
+    legend = [t.get_text() for t in tput.axes[-1].get_legend().texts]
+    assert legend[:2] == (["fa2", "fa2~heads"] if version == V1 else ["fa2~blocks", "fa2~heads"])
