@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # Issue 15 (fa3, the Hopper schedule) on an H200: builds fa-bench and the GPU tests with fa3, runs
 # the GPU tests filtered to fa3 (correctness against the fp64 reference, the ablation schedules,
-# fault injection), compute-sanitizer memcheck and racecheck on a small fa3 run, then the table:
-#   fa-bench --N 1024,4096,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn --fa3-schedule all
-# About 4-5 minutes after the build. Logs and result files in OUTDIR; a summary at the end.
+# fault injection), compute-sanitizer memcheck, racecheck (every schedule) and synccheck on small
+# fa3 runs, then the table:
+#   fa-bench --N 1024,2048,4096,8192,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn
+#            --fa3-schedule all
+# FA3_CHECK_STEPS picks steps (default: "tests memcheck racecheck synccheck tiles table").
+# Logs and result files in OUTDIR; a summary at the end.
 #   scripts/fa3_check.sh OUTDIR
 #   FA3_CHECK_BUILD_ONLY=1 scripts/fa3_check.sh OUTDIR   builds and stops (a first call on a fresh
 #                                                        machine, so the GPU steps get their own)
@@ -65,15 +68,29 @@ step() {  # name, command... (a hung kernel ends the step after 240 s: rc 124)
 }
 # FaultsAreCaught runs every variant per shape: four shapes (both head dims, dtypes, causal, a
 # partial last block) keep it short; the full grid is in scripts/test.sh's GPU run.
-step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
-  --gtest_filter='AllVariants/*fa3*:Ablation/*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_fp16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096:Shapes/FaultsAreCaught.*/d64_fp16_full_N4096'
+steps=" ${FA3_CHECK_STEPS:-tests memcheck racecheck synccheck tiles table} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+want tests && step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
+  --gtest_filter='AllVariants/*fa3*:OtherTiles/*fa3*:Ablation/*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_fp16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096:Shapes/FaultsAreCaught.*/d64_fp16_full_N4096'
 # Small runs under the sanitizer (one timed repetition; verification on).
 san="$bin --N 1000 --d 64,128 --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
-step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 $san
-step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 $san
-step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 $san
-step table "$bin" --N 1024,4096,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn \
-  --fa3-schedule all --json "$out/fa3-table.json"
+want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 $san --fa3-schedule all
+# racecheck is slow on these kernels: N=300 (3 query blocks, a partial one), every schedule.
+want racecheck && step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
+  "$bin" --N 300 --d 64,128 --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
+  --repetitions 1 --no-counters --fa3-schedule all
+want synccheck && step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 \
+  "$bin" --N 300 --d 64,128 --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
+  --repetitions 1 --no-counters --fa3-schedule all
+# The d=64 tiles (128 and 192 query rows) side by side, with and without the intra-warpgroup
+# overlap (192 rows has no persistent build).
+for sch in full no-overlap no-pingpong; do
+  want tiles && step "tiles-$sch" "$bin" --N 1024,4096,16384 --d 64 --causal both --variants fa3 \
+    --block-q 128,192 --block-kv 128 --fa3-schedule "$sch" --no-counters \
+    --json "$out/fa3-tiles-$sch.json"
+done
+want table && step table "$bin" --N 1024,2048,4096,8192,16384 --d 64,128 --causal both \
+  --variants fa2,fa3,cudnn --fa3-schedule all --json "$out/fa3-table.json"
 
 echo "== TFLOP/s (fa-bench median; ratio = row / cudnn, same run) =="
 python3 - "$out/fa3-table.json" <<'PY'
@@ -111,8 +128,9 @@ print(f"rows not ok or failing verification: {len(bad)}" +
       (": " + ", ".join(f"d={k[0]} causal={int(k[1])} N={k[2]} {lab}" for k, lab in bad[:8]) if bad else "") +
       (" ..." if len(bad) > 8 else ""))
 print()
-print("== counters over the IO model (DRAM: read+write; L2: SM<->L2 sectors x 32; TC: tensor ops) ==")
-print(f"{'d':>4} {'causal':>6} {'N':>6} {'row':>16} {'DRAM/m':>7} {'L2/m':>6} {'TC/m':>6}")
+print("== counters over the IO model (DRAM: read+write over the compulsory bytes; L2: SM<->L2 "
+      "sectors x 32, counted at the SM, over the model's bytes; TC: tensor ops over matrix FLOPs) ==")
+print(f"{'d':>4} {'causal':>6} {'N':>6} {'row':>16} {'DRAM/c':>7} {'L2/m':>6} {'TC/m':>6}")
 for c in sorted(d["configs"], key=lambda c: (c["d"], c["causal"], c["N"])):
     for r in c["results"]:
         cnt, m = r.get("counters") or {}, r.get("model") or {}
@@ -122,16 +140,17 @@ for c in sorted(d["configs"], key=lambda c: (c["d"], c["causal"], c["N"])):
         opts = r.get("options") or {}
         lab = r["variant"] + ("~" + opts["schedule"] if opts.get("schedule", "full") != "full" else "")
         mb = m.get("bytes_read", 0) + m.get("bytes_written", 0)
+        comp = m.get("bytes_compulsory", 0)
         dram = v.get("dram__bytes_read.sum", 0) + v.get("dram__bytes_write.sum", 0)
-        l2 = 32 * (v.get("lts__t_sectors_srcunit_tex_op_read.sum", 0) + v.get("lts__t_sectors_srcunit_tex_op_write.sum", 0))
+        l2 = 32 * (v.get("l1tex__m_xbar2l1tex_read_sectors.sum", 0) + v.get("l1tex__m_l1tex2xbar_write_sectors.sum", 0))
         tc = sum(v.get(k, 0) for k in ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum"))
         fm = m.get("flops_matrix", 0)
-        print(f"{c['d']:>4} {int(c['causal']):>6} {c['N']:>6} {lab:>16} {dram / mb if mb else 0:7.2f} "
+        print(f"{c['d']:>4} {int(c['causal']):>6} {c['N']:>6} {lab:>16} {dram / comp if comp else 0:7.2f} "
               f"{l2 / mb if mb else 0:6.2f} {tc / fm if fm else 0:6.3f}")
 PY
 echo
 # gtest's totals and the failed tests' names (not every passing one).
-grep -E '^\[  PASSED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|^\[  FAILED  \] ' "$out/gpu-tests-fa3.log" |
+grep -E '^\[  PASSED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|^\[  FAILED  \] ' "$out/gpu-tests-fa3.log" 2>/dev/null |
   sed 's/^/gpu-tests: /'
 grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log "$out"/synccheck.log 2>/dev/null | sed 's/^/sanitizer: /'
 printf '%s\n' "${summary[@]}"

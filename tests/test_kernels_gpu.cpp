@@ -199,6 +199,7 @@ struct Fa3ScheduleCase {
   int d;
   bool causal;
   std::int64_t N;
+  Tiles tiles{};  // {0,0}: the default
 };
 
 class Fa3Schedule : public testing::TestWithParam<Fa3ScheduleCase> {};
@@ -220,7 +221,8 @@ TEST_P(Fa3Schedule, MatchesReference) {
   if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
   LaunchOptions lo;
   lo.options[kOptionFa3Schedule] = c.schedule;
-  const auto v = run_and_check("fa3", s, 900 + c.N + c.d, false, {}, nullptr, Inputs::normal, lo);
+  const auto v =
+      run_and_check("fa3", s, 900 + c.N + c.d, false, c.tiles, nullptr, Inputs::normal, lo);
   EXPECT_TRUE(v.passed) << c.schedule << ": " << bench::verification_failure_reason(v);
 }
 
@@ -235,6 +237,12 @@ std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
       }
     }
   }
+  // The 192-row tile at d=64 (3 consumer warpgroups; no persistent build).
+  for (const char* schedule : {"no-pingpong", "no-overlap"}) {
+    for (bool causal : {false, true}) {
+      for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {192, 128}});
+    }
+  }
   return out;
 }
 
@@ -243,6 +251,9 @@ INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_c
                            std::string name = p.param.schedule + "_d" + std::to_string(p.param.d) +
                                               (p.param.causal ? "_causal" : "_full") + "_N" +
                                               std::to_string(p.param.N);
+                           if (p.param.tiles.block_q)
+                             name += "_" + std::to_string(p.param.tiles.block_q) + "x" +
+                                     std::to_string(p.param.tiles.block_kv);
                            for (char& ch : name) {
                              if (ch == '-') ch = '_';
                            }
