@@ -73,6 +73,9 @@ want() { [[ "$steps" == *" $1 "* ]]; }
 want tests && step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
   --gtest_filter='AllVariants/*fa3*:OtherTiles/*fa3*:Ablation/*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_fp16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096:Shapes/FaultsAreCaught.*/d64_fp16_full_N4096'
 # Small runs under the sanitizer (one timed repetition; verification on).
+# The roofline ceilings measured once outside the sanitizers (cached; racecheck and synccheck
+# crashed inside the ceiling kernels, H200 2026-11-23).
+"$bin" --N 128 --d 64 --variants fa3 --no-counters --repetitions 1 >"$out/ceilings.log" 2>&1
 san="$bin --N 1000 --d 64,128 --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
 want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   --kernel-name kns=fa3_forward_kernel $san --fa3-schedule all
@@ -88,7 +91,7 @@ want synccheck && step synccheck compute-sanitizer --tool synccheck --error-exit
   "$bin" --N 300 --d 64,128 --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
   --repetitions 1 --no-counters --fa3-schedule all
 # The d=64 tiles (128 and 192 query rows) side by side, with and without the intra-warpgroup
-# overlap (192 rows has no persistent build).
+# overlap and the turns (192 rows has no causal persistent build).
 for sch in full no-overlap no-pingpong; do
   want tiles && step "tiles-$sch" "$bin" --N 1024,4096,16384 --d 64 --causal both --variants fa3 \
     --block-q 128,192 --block-kv 128 --fa3-schedule "$sch" --no-counters \

@@ -231,16 +231,21 @@ std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
   for (const char* schedule : {"no-pingpong", "no-overlap", "persistent"}) {
     for (int d : {64, 128}) {
       for (bool causal : {false, true}) {
+        // d=64's default (192 rows) has no causal persistent build: 128 rows there.
+        const Tiles tiles =
+            d == 64 && causal && std::string(schedule) == "persistent" ? Tiles{128, 128} : Tiles{};
         // 4096 with B*H = 3: 96 tiles on 132 SMs; 16384: 384 tiles, several per thread block in
         // the persistent grid (the ring and the turns carried across tiles).
-        for (std::int64_t N : {1, 129, 1000, 4096, 16384}) out.push_back({schedule, d, causal, N});
+        for (std::int64_t N : {1, 129, 1000, 4096, 16384})
+          out.push_back({schedule, d, causal, N, tiles});
       }
     }
   }
-  // The 192-row tile at d=64 (3 consumer warpgroups; no persistent build).
-  for (const char* schedule : {"no-pingpong", "no-overlap"}) {
+  // The 128-row tile at d=64 (not the default there): every schedule (causal persistent above).
+  for (const char* schedule : {"no-pingpong", "no-overlap", "persistent"}) {
     for (bool causal : {false, true}) {
-      for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {192, 128}});
+      if (causal && std::string(schedule) == "persistent") continue;
+      for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {128, 128}});
     }
   }
   return out;
