@@ -117,7 +117,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
-  v.reason = info.unsupported_reason(shape);
+  v.reason = info.unsupported_row(shape, row.spec);
   // No model for a shape the variant does not support: it has no tiles there (d=256).
   if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
   if (v.reason.empty() && device)

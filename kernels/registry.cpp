@@ -74,9 +74,11 @@ const std::vector<VariantInfo>& variant_registry() {
         "FlashAttention-3's Hopper schedule: warp-specialised producer/consumers, softmax "
         "overlapped with the products",
         "grid over (query blocks x batch*heads); a producer warp loads Q once and K/V blocks "
-        "through a 2-stage ring; 2 consumer warpgroups of 64 query rows each loop over K/V blocks",
+        "through a 2-stage ring (last block first); consumer warpgroups of 64 query rows each "
+        "(2 or 3) loop over K/V blocks",
         "sm_90a: TMA loads (swizzled shared memory, mbarriers), wgmma (S from shared memory, P V "
-        "with P in registers), setmaxnreg 24/240, named-barrier ping-pong; CuTe (nvidia-cutlass)",
+        "with P in registers), setmaxnreg 24/240 or 32/160, named-barrier ping-pong; CuTe "
+        "(nvidia-cutlass)",
         {64, 128},
         {DType::bf16, DType::fp16},
         fa3_tile_options,
@@ -90,7 +92,8 @@ const std::vector<VariantInfo>& variant_registry() {
         fa3_shape_rule});
     r.back().max_compute_capability = 90;  // sm_90a code only (wgmma, setmaxnreg)
     r.back().pipeline.stages = 2;          // K/V ring
-    r.back().pipeline.warpgroups = 3;      // 1 producer + 2 consumers
+    r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
+    r.back().row_rule = fa3_row_rule;
     r.back().options = {
         {kOptionFa3Schedule,
          {std::string("full"), std::string("no-pingpong"), std::string("no-overlap"),

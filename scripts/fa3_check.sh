@@ -97,7 +97,7 @@ for sch in full no-overlap no-pingpong; do
     --block-q 128,192 --block-kv 128 --fa3-schedule "$sch" --no-counters \
     --json "$out/fa3-tiles-$sch.json"
 done
-want table && step table "$bin" --N 1024,2048,4096,8192,16384 --d 64,128 --causal both \
+want table && step table "$bin" --N "${FA3_CHECK_N:-1024,2048,4096,8192,16384}" --d 64,128 --causal both \
   --variants fa2,fa3,cudnn --fa3-schedule all --json "$out/fa3-table.json"
 
 echo "== TFLOP/s (fa-bench median; ratio = row / cudnn, same run) =="

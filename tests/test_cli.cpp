@@ -216,7 +216,9 @@ TEST(Plan, Fa3AblationRows) {
                                               "fa3~no-overlap", "fa3~persistent"}));
   for (std::size_t i = 1; i < c.results.size(); ++i) {
     ASSERT_TRUE(c.results[i].spec.kernel_config.has_value());
-    EXPECT_EQ(c.results[i].spec.kernel_config->warpgroups, 3);
+    // 1 producer + one consumer warpgroup per 64 query rows (d=64's default: 192 rows).
+    const KernelConfig& kc = *c.results[i].spec.kernel_config;
+    EXPECT_EQ(kc.warpgroups, 1 + kc.block_q / 64);
     EXPECT_EQ(c.results[i].spec.kernel_config->stages, 2);
   }
   const RunResult one =
@@ -248,6 +250,33 @@ TEST(Plan, Fa3ModelIsFa2PatternWithItsTiles) {
   EXPECT_EQ(fa3.model.flops_matrix, want.flops_matrix);
   EXPECT_EQ(fa3.model.onchip_budget_bytes, (128.0 + 4 * 128) * 128 * 2);
   EXPECT_NE(c.results[0].model.onchip_budget_bytes, fa3.model.onchip_budget_bytes);
+}
+
+// The 192-row fa3 tile has no causal persistent kernel: that row says unsupported with the
+// reason, every other row of the ablation is planned.
+TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
+  if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
+  const auto out = parse({"--variants", "fa3", "--d", "64", "--causal", "both", "--block-q",
+                          "128,192", "--block-kv", "128", "--fa3-schedule", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  int unsupported = 0, planned = 0;
+  for (const ConfigResult& c : r.configs) {
+    for (const VariantResult& v : c.results) {
+      const bool persistent =
+          *v.spec.option(kOptionFa3Schedule) == OptionValue(std::string("persistent"));
+      if (c.shape.causal && persistent && v.spec.tiles().block_q == 192) {
+        EXPECT_EQ(v.status, Status::unsupported);
+        EXPECT_NE(v.reason.find("--block-q 128"), std::string::npos) << v.reason;
+        ++unsupported;
+      } else {
+        EXPECT_EQ(v.status, Status::model_only) << v.reason;
+        ++planned;
+      }
+    }
+  }
+  EXPECT_EQ(unsupported, 1);
+  EXPECT_EQ(planned, 15);
 }
 
 // fa3 is sm_90a code: unsupported on other GPUs, older and newer alike.

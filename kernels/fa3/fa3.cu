@@ -70,6 +70,15 @@ std::string fa3_shape_rule(const Shape&) {
   return "";
 }
 
+std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
+  const OptionValue* schedule = row.option(kOptionFa3Schedule);
+  if (s.causal && row.tiles().block_q == 192 && schedule &&
+      *schedule == OptionValue(std::string("persistent")))
+    return "unsupported: causal schedule persistent is built for 128-row tiles only (the 192-row "
+           "kernel spills); --block-q 128";
+  return "";
+}
+
 std::string fa3_build_status() {
   return "built for sm_90a with CuTe (nvidia-cutlass " FA_CUTLASS_VERSION ")";
 }

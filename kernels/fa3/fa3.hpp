@@ -17,6 +17,8 @@ std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o = {});
 // "" when the kernel is built, else why not (CuTe headers missing at configure time): the row's
 // unsupported reason.
 std::string fa3_shape_rule(const Shape& s);
+// "" when the row's tiles have its schedule compiled (192-row tiles: no causal persistent).
+std::string fa3_row_rule(const Shape& s, const RowSpec& row);
 // One line for --list-variants: built for sm_90a with CuTe from <path>, or not built and why.
 std::string fa3_build_status();
 
