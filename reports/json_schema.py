@@ -7,7 +7,7 @@ JSON Schema as written there, plus what JSON Schema cannot say and the readers c
 - a number is finite (a literal such as ``1e999`` parses to inf and is refused);
 - a configuration (B, H, N, d, causal, dtype; fa-bench/3: and gpu.uuid) appears once per file; a row's identity once per
   configuration (fa-bench/1: variant; fa-bench/2: variant, direction, kernel_config, options);
-  a ``gate_calibration`` row once.
+  a ``gate_calibration`` row once; a ``shard`` index is below its count.
 
 Problems read like reports/schema.py's: ``"<file>: <key path>: <problem>"``.
 """
@@ -92,6 +92,9 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
                 found.append((f"configs[{i}].results[{j}].variant",
                               f"row {r['variant']!r} appears twice (also at results[{rows[ident]}])"))
             rows.setdefault(ident, j)
+    shard = doc.get("shard")
+    if isinstance(shard, dict) and shard["index"] >= shard["count"]:
+        found.append(("shard.index", f"expected < count ({shard['count']}), got {shard['index']}"))
     cal = doc.get("gate_calibration")
     if cal is not None:
         seen: dict[str, int] = {}
