@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "kernels/registry.hpp"
@@ -113,6 +114,52 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
     }
   }
   return "";
+}
+
+std::vector<std::size_t> shard_of(const std::vector<Work>& work, int index, int count) {
+  std::vector<std::size_t> order(work.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
+  std::vector<std::size_t> out;
+  const auto n = static_cast<std::size_t>(count);
+  for (std::size_t p = 0; p < order.size(); ++p) {
+    const std::size_t round = p / n, pos = p % n;
+    const std::size_t shard = round % 2 == 0 ? pos : n - 1 - pos;
+    if (shard == static_cast<std::size_t>(index)) out.push_back(order[p]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::size_t> shard_configs(const Options& o, const std::vector<Shape>& plan, int index,
+                                       int count) {
+  std::vector<Work> work;
+  for (const Shape& s : plan) {
+    std::vector<PlannedRow> rows;
+    plan_rows(o, static_cast<int>(s.d), &rows);
+    Work w = rows.size();
+    for (std::int64_t f : {s.B, s.H, s.N, s.N, s.d}) w *= static_cast<std::uint64_t>(f);
+    work.push_back(s.causal ? w : 2 * w);
+  }
+  return shard_of(work, index, count);
+}
+
+std::vector<std::vector<std::size_t>> deal_longest_first(const std::vector<double>& cost,
+                                                         int workers) {
+  std::vector<std::size_t> order(cost.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+  std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(std::max(workers, 1)));
+  std::vector<double> load(out.size(), 0.0);
+  for (std::size_t i : order) {
+    const std::size_t w =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    out[w].push_back(i);
+    load[w] += cost[i];
+  }
+  return out;
 }
 
 }  // namespace fa::bench

@@ -161,14 +161,27 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.ceilings = device ? datasheet_ceilings(device->name, device->bus_bandwidth_bytes_per_s())
                       : Ceilings{"none (no GPU)", 0, 0, 0, 0};
   const auto plan = make_plan(o);
+  // A --devices worker runs the configurations its parent dealt it; a shard, its part of the
+  // plan (bench/plan.hpp). Seeds stay those of the whole plan, so the rows are the same.
+  std::vector<bool> keep(plan.size(), o.worker_configs.empty() && o.shard_count <= 1);
+  for (std::size_t i : o.worker_configs) {
+    if (i < keep.size()) keep[i] = true;
+  }
+  if (o.worker_configs.empty() && o.shard_count > 1) {
+    for (std::size_t i : shard_configs(o, plan, o.shard_index, o.shard_count)) keep[i] = true;
+    r.shard = Shard{o.shard_index, o.shard_count};
+  }
   for (std::size_t i = 0; i < plan.size(); ++i) {
     if (g_interrupted) break;  // Ctrl-C while planning: the record keeps what was planned
+    if (!keep[i]) continue;
     if (progress)
       progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(),
                            benchmark_name("", plan[i]).substr(1)));
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
+    c.plan_index = i;
+    if (device) c.gpu = GpuId{device->uuid, device->name};
     std::vector<PlannedRow> rows;
     plan_rows(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
     for (const auto& row : rows) c.results.push_back(planned_result(row, c.shape, device, smem, r));
