@@ -131,6 +131,7 @@ namespace {
 // The flags' text before it is checked, and what CLI11 cannot hold in Options directly.
 struct RawFlags {
   std::string n = "4096", d = "64", causal = "off", dtype = "bf16", variants = "all";
+  std::string direction = "fwd";
   std::string block_q, block_kv, metrics;
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
@@ -161,6 +162,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--heads", f.heads, "heads (default 2048/d)");
   app.add_option("--causal", f.causal, "off | on | both");
   app.add_option("--dtype", f.dtype, "bf16 | fp16");
+  app.add_option("--direction", f.direction,
+                 "fwd | bwd | both: the forward pass, the backward pass (dQ, dK, dV from dO), or "
+                 "both as separate rows (default fwd)");
   app.add_option("--variants", f.variants,
                  "all, or a comma-separated list of names and 'all' (all,cudnn-fp8; see "
                  "--list-variants)");
@@ -281,6 +285,15 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
   }
   if (!parse_dtype(f.dtype, &o.dtype)) {
     throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", f.dtype)};
+  }
+  if (f.direction == "fwd") {
+    o.directions = {Direction::forward};
+  } else if (f.direction == "bwd") {
+    o.directions = {Direction::backward};
+  } else if (f.direction == "both") {
+    o.directions = {Direction::forward, Direction::backward};
+  } else {
+    throw BadInput{fmt::format("--direction: '{}' (accepted: fwd, bwd, both)", f.direction)};
   }
 }
 

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/problem.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa::bench {
 
@@ -22,6 +23,8 @@ struct Options {
   std::vector<std::string> variants;  // resolved names, registry order
   std::vector<int> block_q;   // --block-q: tiled variants run with each listed Br (empty: default)
   std::vector<int> block_kv;  // --block-kv: likewise for Bc
+  // --direction: the passes each row runs, forward first (fwd | bwd | both; default fwd).
+  std::vector<Direction> directions{Direction::forward};
   std::string fa2_order = "blocks";  // --fa2-order: blocks | heads | both (thread-block order)
   std::uint64_t seed = 1234;
   std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)

@@ -48,13 +48,20 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
   return wanted;
 }
 
+std::vector<KernelConfig> kernel_configs_for(const VariantInfo& info, int d, Direction direction) {
+  if (direction == Direction::forward || !info.backward_tile_options) return info.kernel_configs(d);
+  std::vector<KernelConfig> out;
+  for (const Tiles& t : info.backward_tile_options(d)) out.push_back({t.block_q, t.block_kv});
+  return out;
+}
+
 namespace {
 
 // The kernel configurations of `info` at head dim d that the run asks for: the default, or those
 // --block-q / --block-kv list; none for a variant that is not tiled (or not at this d).
-std::string configs_for(const Options& o, const VariantInfo& info, int d,
+std::string configs_for(const Options& o, const VariantInfo& info, int d, Direction direction,
                         std::vector<std::optional<KernelConfig>>* out) {
-  const auto configs = info.kernel_configs(d);
+  const auto configs = kernel_configs_for(info, d, direction);
   if (configs.empty()) {
     out->push_back(std::nullopt);
     return "";
@@ -74,9 +81,9 @@ std::string configs_for(const Options& o, const VariantInfo& info, int d,
   for (const KernelConfig& c : configs)
     valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", c.block_q, c.block_kv);
   return fmt::format(
-      "--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants "
+      "--block-q/--block-kv: no compiled {}{} tiles match at d={} (valid Br x Bc: {}; --variants "
       "picks which variants run)",
-      info.name, d, valid);
+      info.name, direction == Direction::backward ? " backward" : "", d, valid);
 }
 
 // Every combination of the requested values of the options `info` declares, in declaration order.
@@ -102,14 +109,16 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
   std::set<RowSpec> planned;
   for (const auto& name : o.variants) {
     const VariantInfo* info = find_variant(name);
-    std::vector<std::optional<KernelConfig>> configs;
-    if (std::string e = configs_for(o, *info, d, &configs); !e.empty()) return e;
-    const auto compiled = info->kernel_configs(d);
-    for (const auto& config : configs) {
-      const bool is_default = !config || compiled.empty() || *config == compiled.front();
-      for (const OptionValues& values : option_combinations(o, *info)) {
-        RowSpec spec{info->name, Direction::forward, config, values};
-        if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
+    for (const Direction direction : o.directions) {
+      std::vector<std::optional<KernelConfig>> configs;
+      if (std::string e = configs_for(o, *info, d, direction, &configs); !e.empty()) return e;
+      const auto compiled = kernel_configs_for(*info, d, direction);
+      for (const auto& config : configs) {
+        const bool is_default = !config || compiled.empty() || *config == compiled.front();
+        for (const OptionValues& values : option_combinations(o, *info)) {
+          RowSpec spec{info->name, direction, config, values};
+          if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
+        }
       }
     }
   }

@@ -26,9 +26,17 @@ struct PlannedRow {
 // for prequantized; the declared default otherwise), each one among those the option accepts.
 std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl);
 
+// The compiled kernel configurations of `info` at head dim d for a pass, default first: the
+// forward's (VariantInfo::kernel_configs), or the backward's own tiles (one stage) when it has
+// them.
+std::vector<KernelConfig> kernel_configs_for(const VariantInfo& info, int d, Direction direction);
+
 // The rows at head dim d, in registry order: for each variant, each compiled kernel configuration
 // that matches --block-q / --block-kv (each list empty = the default configuration), and for each
-// of those every combination of the requested option values; forward only. A spec planned twice
+// of those (each requested direction, --direction, forward first; the backward's own tiles) every
+// combination of the
+// requested option values. A row of a direction the variant lacks is planned all the same (the
+// runner marks it unsupported, with the reason). A spec planned twice
 // is kept once. Returns "" or a one-line error naming the flags and the valid shapes.
 std::string plan_rows(const Options& options, int d, std::vector<PlannedRow>* out);
 
