@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <sstream>
 #include <tuple>
@@ -130,6 +131,7 @@ namespace {
 // The flags' text before it is checked, and what CLI11 cannot hold in Options directly.
 struct RawFlags {
   std::string n = "4096", d = "64", causal = "off", dtype = "bf16", variants = "all";
+  std::string direction = "fwd";
   std::string block_q, block_kv, metrics;
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
@@ -160,6 +162,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--heads", f.heads, "heads (default 2048/d)");
   app.add_option("--causal", f.causal, "off | on | both");
   app.add_option("--dtype", f.dtype, "bf16 | fp16");
+  app.add_option("--direction", f.direction,
+                 "fwd | bwd | both: the forward pass, the backward pass (dQ, dK, dV from dO), or "
+                 "both as separate rows (default fwd)");
   app.add_option("--variants", f.variants,
                  "all, or a comma-separated list of names and 'all' (all,cudnn-fp8; see "
                  "--list-variants)");
@@ -225,7 +230,9 @@ void add_output_flags(CLI::App& app, Options& o) {
       "CI performance gate (fa-bench gate --help).\n"
       "Exit codes: 0 ok, 1 a variant failed or errored, 2 bad input, 3 no GPU with "
       "--require-gpu, 4 an output (result file, stdout) could not be written, "
-      "130 interrupted.");
+      "130 interrupted.\n"
+      "fa-bench merge FILE... -o OUT: one result file from shards or runs (fa-bench merge "
+      "--help).");
 }
 
 // CLI11's own parse: help, version and its errors end the run here (true).
@@ -281,6 +288,15 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
   }
   if (!parse_dtype(f.dtype, &o.dtype)) {
     throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", f.dtype)};
+  }
+  if (f.direction == "fwd") {
+    o.directions = {Direction::forward};
+  } else if (f.direction == "bwd") {
+    o.directions = {Direction::backward};
+  } else if (f.direction == "both") {
+    o.directions = {Direction::forward, Direction::backward};
+  } else {
+    throw BadInput{fmt::format("--direction: '{}' (accepted: fwd, bwd, both)", f.direction)};
   }
 }
 
@@ -397,6 +413,161 @@ void check_indexing(const Options& o) {
   }
 }
 
+// ---- Spreading a sweep: --devices, --shard and the job-array variables (docs/multi-gpu.md) ----
+
+struct DistributionFlags {
+  std::string shard, worker_configs;
+};
+
+void add_distribution_flags(CLI::App& app, Options& o, DistributionFlags& f) {
+  app.add_option("--devices", o.devices,
+                 "all | a list of device indices (0,1): one worker process per GPU, the "
+                 "configurations dealt longest first, one merged result file");
+  app.add_option("--shard", f.shard,
+                 "i/n: run shard i (0-based) of n of the planned configurations, for job arrays "
+                 "(default: from SLURM_ARRAY_TASK_ID/COUNT or JOB_COMPLETION_INDEX with "
+                 "FA_BENCH_SHARD_COUNT when set)");
+  // Hidden: what a --devices parent passes its workers, and the no-GPU test mode.
+  app.add_option("--worker-configs", f.worker_configs)->group("");
+  app.add_option("--test-fake-devices", o.test_fake_devices)->group("");
+  app.add_option("--test-fake-worker-fail", o.test_fake_worker_fail)->group("");
+}
+
+// A non-negative integer of an environment variable or flag value; false when it is not one.
+bool parse_count(const std::string& text, std::int64_t* out) {
+  return parse_int(text, out) && *out >= 0;
+}
+
+// "i/n" with 0 <= i < n.
+bool parse_shard(const std::string& text, int* index, int* count) {
+  const auto parts = split(text, '/');
+  std::int64_t i = 0, n = 0;
+  if (parts.size() != 2 || !parse_count(parts[0], &i) || !parse_int(parts[1], &n) || n < 1 ||
+      i >= n || n > 1000000) {
+    return false;
+  }
+  *index = static_cast<int>(i);
+  *count = static_cast<int>(n);
+  return true;
+}
+
+// Slurm job arrays: index (SLURM_ARRAY_TASK_ID - MIN) / STEP of SLURM_ARRAY_TASK_COUNT (MIN 0 and
+// STEP 1 when unset). Kubernetes Indexed Jobs: JOB_COMPLETION_INDEX of FA_BENCH_SHARD_COUNT
+// (Kubernetes sets no variable with the Job's completions: set it to spec.completions).
+void shard_from_environment(Options& o) {
+  auto env = [](const char* name) -> std::optional<std::string> {
+    const char* v = std::getenv(name);
+    if (!v) return std::nullopt;
+    return std::string(v);
+  };
+  auto number = [&](const char* name, const std::string& text, const char* accepted) {
+    std::int64_t v = 0;
+    if (!parse_count(text, &v) || v > 1000000) {
+      throw BadInput{fmt::format("{}: '{}' is not {} (accepted: {}; or pass --shard i/n)", name,
+                                 text, accepted, accepted)};
+    }
+    return v;
+  };
+  if (auto id = env("SLURM_ARRAY_TASK_ID")) {
+    const auto count = env("SLURM_ARRAY_TASK_COUNT");
+    if (!count) {
+      throw BadInput{
+          "SLURM_ARRAY_TASK_ID is set but SLURM_ARRAY_TASK_COUNT is not (accepted: both, as "
+          "Slurm sets them in a job array; or pass --shard i/n)"};
+    }
+    const std::int64_t t = number("SLURM_ARRAY_TASK_ID", *id, "an integer >= 0");
+    const std::int64_t n = number("SLURM_ARRAY_TASK_COUNT", *count, "an integer >= 1");
+    const std::int64_t lo = number("SLURM_ARRAY_TASK_MIN",
+                                   env("SLURM_ARRAY_TASK_MIN").value_or("0"), "an integer >= 0");
+    const std::int64_t step = number("SLURM_ARRAY_TASK_STEP",
+                                     env("SLURM_ARRAY_TASK_STEP").value_or("1"), "an integer >= 1");
+    if (n < 1 || step < 1 || t < lo || (t - lo) % step != 0 || (t - lo) / step >= n) {
+      throw BadInput{fmt::format(
+          "SLURM_ARRAY_TASK_ID={} SLURM_ARRAY_TASK_MIN={} SLURM_ARRAY_TASK_STEP={} "
+          "SLURM_ARRAY_TASK_COUNT={}: not a task of the array (accepted: a contiguous array such "
+          "as --array=0-3, or --array=1-7:2; or pass --shard i/n)",
+          t, lo, step, n)};
+    }
+    o.shard_index = static_cast<int>((t - lo) / step);
+    o.shard_count = static_cast<int>(n);
+    o.shard_source = fmt::format("SLURM_ARRAY_TASK_ID={}, SLURM_ARRAY_TASK_COUNT={}", t, n);
+    if (lo != 0 || step != 1)
+      o.shard_source +=
+          fmt::format(", SLURM_ARRAY_TASK_MIN={}, SLURM_ARRAY_TASK_STEP={}", lo, step);
+    return;
+  }
+  if (auto index = env("JOB_COMPLETION_INDEX")) {
+    const auto count = env("FA_BENCH_SHARD_COUNT");
+    if (!count) {
+      throw BadInput{
+          "JOB_COMPLETION_INDEX is set but FA_BENCH_SHARD_COUNT is not (accepted: "
+          "FA_BENCH_SHARD_COUNT = the Indexed Job's completions; or pass --shard i/n)"};
+    }
+    const std::int64_t i = number("JOB_COMPLETION_INDEX", *index, "an integer >= 0");
+    const std::int64_t n = number("FA_BENCH_SHARD_COUNT", *count, "an integer >= 1");
+    if (n < 1 || i >= n) {
+      throw BadInput{fmt::format(
+          "JOB_COMPLETION_INDEX={} FA_BENCH_SHARD_COUNT={}: the index must be below the count "
+          "(accepted: 0 <= JOB_COMPLETION_INDEX < FA_BENCH_SHARD_COUNT; or pass --shard i/n)",
+          i, n)};
+    }
+    o.shard_index = static_cast<int>(i);
+    o.shard_count = static_cast<int>(n);
+    o.shard_source = fmt::format("JOB_COMPLETION_INDEX={}, FA_BENCH_SHARD_COUNT={}", i, n);
+  }
+}
+
+void resolve_distribution(const CLI::App& app, const DistributionFlags& f, Options& o) {
+  if (!f.worker_configs.empty()) {  // a --devices worker: its parent chose the configurations
+    for (const auto& item : split(f.worker_configs, ',')) {
+      std::int64_t v = 0;
+      if (!parse_count(item, &v)) {
+        throw BadInput{
+            fmt::format("--worker-configs: '{}' (accepted: indices, comma-separated)", item)};
+      }
+      o.worker_configs.push_back(static_cast<std::size_t>(v));
+    }
+    return;
+  }
+  if (app.count("--shard")) {
+    if (!parse_shard(f.shard, &o.shard_index, &o.shard_count)) {
+      throw BadInput{fmt::format(
+          "--shard: '{}' (accepted: i/n with 0 <= i < n, e.g. 0/4 for the first of four)",
+          f.shard)};
+    }
+  } else {
+    shard_from_environment(o);
+  }
+  if (app.count("--devices")) {
+    if (o.devices != "all") {
+      for (const auto& item : split(o.devices, ',')) {
+        std::int64_t v = 0;
+        if (!parse_count(item, &v) || v > 1023) {
+          throw BadInput{fmt::format(
+              "--devices: '{}' is not a device index (accepted: all, or indices like 0,1)",
+              item.empty() ? o.devices : item)};
+        }
+        if (std::find(o.device_list.begin(), o.device_list.end(), v) == o.device_list.end())
+          o.device_list.push_back(static_cast<int>(v));
+      }
+      if (o.device_list.empty())
+        throw BadInput{"--devices: empty (accepted: all, or indices like 0,1)"};
+    }
+    if (app.count("--device"))
+      throw BadInput{"--device and --devices: choose one (--devices 1 runs on GPU 1 alone)"};
+    if (o.model_only)
+      throw BadInput{"--devices and --model-only: choose one (--model-only launches nothing)"};
+    if (o.profiler_range)
+      throw BadInput{"--devices and --profiler-range: choose one (profile one GPU: --device)"};
+  } else if (o.test_fake_devices != 0 || o.test_fake_worker_fail != -1) {
+    throw BadInput{"--test-fake-devices/--test-fake-worker-fail: only with --devices"};
+  }
+  if (o.test_fake_devices < 0 || o.test_fake_devices > 64) {
+    throw BadInput{fmt::format("--test-fake-devices: {} (accepted: 0 to 64)", o.test_fake_devices)};
+  }
+}
+
+// ---- end of --devices / --shard ----
 }  // namespace
 
 ParseOutcome parse_cli(int argc, const char* const* argv) {
@@ -412,6 +583,8 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   add_problem_flags(app, o, f);
   add_measurement_flags(app, o, f);
   add_output_flags(app, o);
+  DistributionFlags distribution;
+  add_distribution_flags(app, o, distribution);
   if (parse_flags(app, ours, &out)) return out;
   if (f.list) {
     out.action = ParseOutcome::Action::exit;
@@ -424,6 +597,7 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
     resolve_rows(f, o);
     resolve_measurement(app, f, o);
     check_indexing(o);
+    resolve_distribution(app, distribution, o);
   } catch (const BadInput& e) {
     out.action = ParseOutcome::Action::exit;
     out.exit_code = kExitBadInput;

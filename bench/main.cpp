@@ -16,9 +16,12 @@
 #include <set>
 #include <utility>
 
+#include "bench/devices.hpp"
 #include "bench/explain.hpp"
 #include "bench/gate.hpp"
+#include "bench/merge.hpp"
 #include "bench/options.hpp"
+#include "bench/plan.hpp"
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
 #include "bench/writers.hpp"
@@ -140,8 +143,24 @@ int run(int argc, char** argv) {
   std::signal(SIGINT, on_sigint);
   const bool tty = isatty(STDERR_FILENO);
 
+  // --devices: the GPUs the workers will run on; the plan is made with the first one's figures.
+  const bool worker = !o.worker_configs.empty();
+  std::vector<fa::DeviceInfo> gpus;
   std::string why_not;
-  std::optional<fa::DeviceInfo> device = fa::query_device(o.device, &why_not);
+  std::optional<fa::DeviceInfo> device;
+  if (!o.devices.empty()) {
+    bool bad_input = false;
+    why_not = resolve_devices(o, &gpus, &bad_input);
+    if (bad_input) {
+      std::fprintf(stderr, "error: %s\n", why_not.c_str());
+      return kExitBadInput;
+    }
+    if (!gpus.empty()) device = gpus.front();
+  } else if (o.test_fake_devices > 0) {  // a worker of a --test-fake-devices parent
+    device = fake_device(o.device);
+  } else {
+    device = fa::query_device(o.device, &why_not);
+  }
   if (!device) {
     if (o.require_gpu) {
       std::fprintf(stderr, "error: %s (--require-gpu)\n", why_not.c_str());
@@ -149,14 +168,16 @@ int run(int argc, char** argv) {
     }
     std::fprintf(stderr, "notice: %s; showing the IO model only (nothing is launched)\n",
                  why_not.c_str());
-  } else {
-    std::fprintf(
-        stderr, "device %d: %s, %d SMs, %.0f GiB, L2 %.0f MiB, CUDA driver %d, driver %s\n",
-        device->index, device->name.c_str(), device->sm_count, device->memory_bytes / 1073741824.0,
-        device->l2_bytes / 1048576.0, device->cuda_driver_version, device->driver_version.c_str());
+  } else if (!worker) {  // a worker's parent said it
+    for (const auto& g : gpus.empty() ? std::vector<fa::DeviceInfo>{*device} : gpus) {
+      std::fprintf(stderr,
+                   "device %d: %s, %d SMs, %.0f GiB, L2 %.0f MiB, CUDA driver %d, driver %s\n",
+                   g.index, g.name.c_str(), g.sm_count, g.memory_bytes / 1073741824.0,
+                   g.l2_bytes / 1048576.0, g.cuda_driver_version, g.driver_version.c_str());
+    }
   }
 
-  if (device && o.counters && !o.extra_metrics.empty()) {
+  if (device && o.counters && !o.extra_metrics.empty() && o.test_fake_devices == 0) {
     try {
       const auto bad = fa::CounterSession::unsupported(device->index, o.extra_metrics);
       if (!bad.empty()) {
@@ -191,8 +212,14 @@ int run(int argc, char** argv) {
   };
   RunResult record = plan_run(o, device, why_not, plan_progress);
   if (tty && plan_line_shown) std::fputs("\r\033[K", stderr);
+  if (o.shard_count > 1) {
+    std::fprintf(stderr, "shard %d/%d%s: %zu of %zu configurations\n", o.shard_index, o.shard_count,
+                 o.shard_source.empty() ? "" : (" (from " + o.shard_source + ")").c_str(),
+                 record.configs.size(), make_plan(o).size());
+  }
   std::set<std::pair<std::int64_t, std::int64_t>> shown;  // (N, d) already printed
   for (const auto& c : record.configs) {
+    if (worker) break;  // the parent said it
     if (!shown.insert({c.shape.N, c.shape.d}).second) continue;
     std::fprintf(stderr, "N=%lld d=%lld: batch=%lld%s heads=%lld%s\n",
                  static_cast<long long>(c.shape.N), static_cast<long long>(c.shape.d),
@@ -211,13 +238,23 @@ int run(int argc, char** argv) {
       checkpoint_warned = true;
     }
   };
-  if (tty) {
+  if (worker) {  // one line per row, named by its GPU: several workers share the terminal
+    const int index = o.device;
+    hooks.progress = [index](const std::string& line) {
+      std::fprintf(stderr, "gpu %d: %s\n", index, line.c_str());
+    };
+  } else if (tty) {
     hooks.progress = [](const std::string& line) {
       std::fprintf(stderr, "\r\033[K%s", line.c_str());
     };
   }
   if (g_interrupted) {
     record.complete = false;  // interrupted while planning: nothing runs
+  } else if (!gpus.empty()) {
+    std::vector<std::string> args(argv + 1, argv + argc);
+    record = run_on_devices(std::move(record), o, gpus, args, hooks.checkpoint);
+  } else if (worker && o.test_fake_devices > 0) {
+    fake_execute(record, o, hooks.checkpoint);
   } else {
     record = execute(std::move(record), o, hooks);
   }
@@ -231,7 +268,10 @@ int run(int argc, char** argv) {
   }
 
   int code = kExitOk;
+  const bool several_gpus = !record.devices.empty();
   for (const auto& c : record.configs) {
+    if (several_gpus && c.gpu)
+      std::printf("on %s (%s)\n", c.gpu->name.c_str(), c.gpu->uuid.c_str());
     std::fputs(format_table(c).c_str(), stdout);
     std::fputs(explain_counters(c).c_str(), stdout);
     std::fputs("\n", stdout);
@@ -281,6 +321,15 @@ int run(int argc, char** argv) {
 int main(int argc, char** argv) {
   // `fa-bench gate ...`: compare two result files (bench/gate.hpp); no GPU, no Google Benchmark.
   if (argc > 1 && std::string(argv[1]) == "gate") return fa::bench::gate_main(argc - 1, argv + 1);
+  // `fa-bench merge FILE... -o OUT`: one file from shards or workers (bench/merge.hpp).
+  if (argc > 1 && std::string(argv[1]) == "merge") {
+    try {
+      return fa::bench::merge_main(argc - 1, argv + 1);
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "error: merge: %s\n", e.what());
+      return fa::bench::kMergeBadInput;
+    }
+  }
   try {
     return run(argc, argv);
   } catch (const std::exception& e) {

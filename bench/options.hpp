@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/problem.hpp"
+#include "kernels/variant.hpp"
 
 namespace fa::bench {
 
@@ -22,6 +23,8 @@ struct Options {
   std::vector<std::string> variants;  // resolved names, registry order
   std::vector<int> block_q;   // --block-q: tiled variants run with each listed Br (empty: default)
   std::vector<int> block_kv;  // --block-kv: likewise for Bc
+  // --direction: the passes each row runs, forward first (fwd | bwd | both; default fwd).
+  std::vector<Direction> directions{Direction::forward};
   std::string fa2_order = "blocks";  // --fa2-order: blocks | heads | both (thread-block order)
   std::uint64_t seed = 1234;
   std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
@@ -47,7 +50,23 @@ struct Options {
   // --test-force-counter-error (hidden): the counter session fails as CUPTI would with this
   // error ("insufficient_privileges" | "hardware_busy"); scripts/gpu_check.sh. "" = none.
   std::string test_counter_error;
-  std::int64_t model_smem_per_sm = 0;       // 0: the device's (233472, Hopper's, with no GPU)
+  std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
+  // Spreading a sweep (docs/multi-gpu.md). --devices: "" (one process, --device), "all" or a
+  // list of device indices, one worker process each.
+  std::string devices;
+  std::vector<int>
+      device_list;  // --devices LIST resolved ("all": empty until the GPUs are counted)
+  // --shard i/n (or a job array's variables): this run covers shard `shard_index` of
+  // `shard_count` (1: the whole plan); `shard_source` says where it came from, "" for the flag.
+  int shard_index = 0, shard_count = 1;
+  std::string shard_source;
+  // Hidden, set by the --devices parent for its workers: the plan's configuration indices this
+  // worker runs (empty: not a worker).
+  std::vector<std::size_t> worker_configs;
+  // Hidden, for tests without a GPU: pretend there are this many GPUs (workers mark their rows
+  // model_only instead of launching); one worker that dies on purpose (-1: none).
+  int test_fake_devices = 0;
+  int test_fake_worker_fail = -1;
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark
   std::string command_line;
 };

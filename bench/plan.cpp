@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <numeric>
 #include <set>
 
 #include "kernels/registry.hpp"
@@ -51,13 +52,20 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
   return wanted;
 }
 
+std::vector<KernelConfig> kernel_configs_for(const VariantInfo& info, int d, Direction direction) {
+  if (direction == Direction::forward || !info.backward_tile_options) return info.kernel_configs(d);
+  std::vector<KernelConfig> out;
+  for (const Tiles& t : info.backward_tile_options(d)) out.push_back({t.block_q, t.block_kv});
+  return out;
+}
+
 namespace {
 
 // The kernel configurations of `info` at head dim d that the run asks for: the default, or those
 // --block-q / --block-kv list; none for a variant that is not tiled (or not at this d).
-std::string configs_for(const Options& o, const VariantInfo& info, int d,
+std::string configs_for(const Options& o, const VariantInfo& info, int d, Direction direction,
                         std::vector<std::optional<KernelConfig>>* out) {
-  const auto configs = info.kernel_configs(d);
+  const auto configs = kernel_configs_for(info, d, direction);
   if (configs.empty()) {
     out->push_back(std::nullopt);
     return "";
@@ -77,9 +85,9 @@ std::string configs_for(const Options& o, const VariantInfo& info, int d,
   for (const KernelConfig& c : configs)
     valid += fmt::format("{}{}x{}", valid.empty() ? "" : ", ", c.block_q, c.block_kv);
   return fmt::format(
-      "--block-q/--block-kv: no compiled {} tiles match at d={} (valid Br x Bc: {}; --variants "
+      "--block-q/--block-kv: no compiled {}{} tiles match at d={} (valid Br x Bc: {}; --variants "
       "picks which variants run)",
-      info.name, d, valid);
+      info.name, direction == Direction::backward ? " backward" : "", d, valid);
 }
 
 // Every combination of the requested values of the options `info` declares, in declaration order.
@@ -105,18 +113,66 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
   std::set<RowSpec> planned;
   for (const auto& name : o.variants) {
     const VariantInfo* info = find_variant(name);
-    std::vector<std::optional<KernelConfig>> configs;
-    if (std::string e = configs_for(o, *info, d, &configs); !e.empty()) return e;
-    const auto compiled = info->kernel_configs(d);
-    for (const auto& config : configs) {
-      const bool is_default = !config || compiled.empty() || *config == compiled.front();
-      for (const OptionValues& values : option_combinations(o, *info)) {
-        RowSpec spec{info->name, Direction::forward, config, values};
-        if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
+    for (const Direction direction : o.directions) {
+      std::vector<std::optional<KernelConfig>> configs;
+      if (std::string e = configs_for(o, *info, d, direction, &configs); !e.empty()) return e;
+      const auto compiled = kernel_configs_for(*info, d, direction);
+      for (const auto& config : configs) {
+        const bool is_default = !config || compiled.empty() || *config == compiled.front();
+        for (const OptionValues& values : option_combinations(o, *info)) {
+          RowSpec spec{info->name, direction, config, values};
+          if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
+        }
       }
     }
   }
   return "";
+}
+
+std::vector<std::size_t> shard_of(const std::vector<Work>& work, int index, int count) {
+  std::vector<std::size_t> order(work.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return work[a] > work[b]; });
+  std::vector<std::size_t> out;
+  const auto n = static_cast<std::size_t>(count);
+  for (std::size_t p = 0; p < order.size(); ++p) {
+    const std::size_t round = p / n, pos = p % n;
+    const std::size_t shard = round % 2 == 0 ? pos : n - 1 - pos;
+    if (shard == static_cast<std::size_t>(index)) out.push_back(order[p]);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::size_t> shard_configs(const Options& o, const std::vector<Shape>& plan, int index,
+                                       int count) {
+  std::vector<Work> work;
+  for (const Shape& s : plan) {
+    std::vector<PlannedRow> rows;
+    plan_rows(o, static_cast<int>(s.d), &rows);
+    Work w = rows.size();
+    for (std::int64_t f : {s.B, s.H, s.N, s.N, s.d}) w *= static_cast<std::uint64_t>(f);
+    work.push_back(s.causal ? w : 2 * w);
+  }
+  return shard_of(work, index, count);
+}
+
+std::vector<std::vector<std::size_t>> deal_longest_first(const std::vector<double>& cost,
+                                                         int workers) {
+  std::vector<std::size_t> order(cost.size());
+  std::iota(order.begin(), order.end(), 0);
+  std::stable_sort(order.begin(), order.end(),
+                   [&](std::size_t a, std::size_t b) { return cost[a] > cost[b]; });
+  std::vector<std::vector<std::size_t>> out(static_cast<std::size_t>(std::max(workers, 1)));
+  std::vector<double> load(out.size(), 0.0);
+  for (std::size_t i : order) {
+    const std::size_t w =
+        static_cast<std::size_t>(std::min_element(load.begin(), load.end()) - load.begin());
+    out[w].push_back(i);
+    load[w] += cost[i];
+  }
+  return out;
 }
 
 }  // namespace fa::bench

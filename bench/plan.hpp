@@ -26,10 +26,37 @@ struct PlannedRow {
 // for prequantized; the declared default otherwise), each one among those the option accepts.
 std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl);
 
+// The compiled kernel configurations of `info` at head dim d for a pass, default first: the
+// forward's (VariantInfo::kernel_configs), or the backward's own tiles (one stage) when it has
+// them.
+std::vector<KernelConfig> kernel_configs_for(const VariantInfo& info, int d, Direction direction);
+
 // The rows at head dim d, in registry order: for each variant, each compiled kernel configuration
 // that matches --block-q / --block-kv (each list empty = the default configuration), and for each
-// of those every combination of the requested option values; forward only. A spec planned twice
+// of those (each requested direction, --direction, forward first; the backward's own tiles) every
+// combination of the
+// requested option values. A row of a direction the variant lacks is planned all the same (the
+// runner marks it unsupported, with the reason). A spec planned twice
 // is kept once. Returns "" or a one-line error naming the flags and the valid shapes.
 std::string plan_rows(const Options& options, int d, std::vector<PlannedRow>* out);
+
+// --shard i/n: the indices (into make_plan) of the configurations shard `index` of `count` runs,
+// ascending. A configuration is the unit (its rows share inputs, the fp64 reference and the peer
+// comparison). The configurations are ordered by an integer work measure (rows x B*H*N*N*d, the
+// causal half counted half; ties by plan index) and dealt to the shards in a snake (0..n-1,
+// n-1..0, ...): a partition of the plan that depends on the plan and n alone, the same on every
+// machine and for any number of GPUs. Shards past the number of configurations are empty.
+std::vector<std::size_t> shard_configs(const Options& options, const std::vector<Shape>& plan,
+                                       int index, int count);
+// A configuration's work measure: exact (128-bit) so the order is the same everywhere.
+__extension__ typedef unsigned __int128 Work;
+// The same over given work measures (the unit tests' random plans).
+std::vector<std::size_t> shard_of(const std::vector<Work>& work, int index, int count);
+
+// --devices: items dealt longest first (LPT): in decreasing `cost` (ties by index), each to the
+// worker with the least cost so far (ties: the lowest worker). out[w]: worker w's item indices,
+// in the order dealt.
+std::vector<std::vector<std::size_t>> deal_longest_first(const std::vector<double>& cost,
+                                                         int workers);
 
 }  // namespace fa::bench

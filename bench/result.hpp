@@ -18,9 +18,10 @@
 
 namespace fa::bench {
 
-inline constexpr const char* kSchema = "fa-bench/2";
-// Still read: rows are forward, their spec rebuilt from the fields /1 wrote
-// (bench/result_json.cpp).
+inline constexpr const char* kSchema = "fa-bench/3";
+// Still read: /2 is /3 without the configurations' `gpu` (taken from the file's device), /1 also
+// without the rows' specs (forward rows, rebuilt from the fields /1 wrote; bench/result_json.cpp).
+inline constexpr const char* kSchemaV2 = "fa-bench/2";
 inline constexpr const char* kSchemaV1 = "fa-bench/1";
 
 enum class Status { ok, failed, skipped, unsupported, error, model_only, interrupted };
@@ -127,9 +128,17 @@ struct VariantResult {
   std::optional<Placement> placement;
 };
 
+// The GPU a configuration ran on: its UUID (the identity) and its model name.
+struct GpuId {
+  std::string uuid, name;
+  bool operator==(const GpuId&) const = default;
+};
+
 struct ConfigResult {
   Shape shape;
   std::uint64_t seed = 0;
+  std::optional<GpuId> gpu;    // none: no GPU (model-only without a device)
+  std::size_t plan_index = 0;  // its index in the whole plan (make_plan); not written
   std::vector<VariantResult> results;
 };
 
@@ -153,7 +162,20 @@ struct Settings {
   std::int64_t model_smem_per_sm_bytes = 0;
 };
 
+// One GPU of a file whose configurations ran on several (--devices, fa-bench merge): the device
+// and the roofs measured on it.
+struct DeviceRecord {
+  DeviceInfo info;
+  Ceilings ceilings;
+};
+
+// Which part of the plan a run covers (--shard i/n): the configurations dealt to shard `index`.
+struct Shard {
+  int index = 0, count = 1;
+};
+
 struct RunResult {
+  std::string schema = kSchema;  // as read (a written file is always kSchema)
   std::string tool_version;
   std::string git_revision;
   std::string created_utc;
@@ -163,6 +185,10 @@ struct RunResult {
   std::string no_gpu_reason;
   Settings settings;
   Ceilings ceilings;
+  // Every GPU the configurations ran on, when more than one (`device` and `ceilings` are then
+  // the first's); empty for a run on one GPU or none.
+  std::vector<DeviceRecord> devices;
+  std::optional<Shard> shard;
   std::vector<ConfigResult> configs;
 };
 

@@ -37,6 +37,21 @@ json device_json(const DeviceInfo& d) {
               {"cuda_runtime_version", d.cuda_runtime_version}};
 }
 
+json ceilings_json(const Ceilings& c) {
+  return json{{"source", c.source},
+              {"dram_bytes_per_s", c.dram_bytes_per_s},
+              {"l2_bytes_per_s", c.l2_bytes_per_s},
+              {"fp32_flops_per_s", c.fp32_flops_per_s},
+              {"datasheet",
+               {{"dram_bytes_per_s", c.datasheet_dram_bytes_per_s},
+                {"tensor_flops_per_s_bf16", c.datasheet_tensor_flops_per_s_bf16},
+                {"tensor_flops_per_s_fp8", c.datasheet_tensor_flops_per_s_fp8}}},
+              {"tensor_flops_per_s",
+               {{"bf16", c.tensor_flops_per_s_bf16},
+                {"fp16", c.tensor_flops_per_s_fp16},
+                {"fp8", c.tensor_flops_per_s_fp8}}}};
+}
+
 json model_json(const model::IoModel& m) {
   json terms = json::array();
   for (const auto& t : m.terms)
@@ -582,6 +597,51 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
   return r;
 }
 
+DeviceInfo read_device(const Reader& rd, const json& dev, const std::string& p) {
+  DeviceInfo d;
+  d.index = static_cast<int>(rd.integer(dev, p, "index"));
+  d.name = rd.str(dev, p, "name");
+  d.uuid = rd.str(dev, p, "uuid");
+  d.pci_bus_id = dev.value("pci_bus_id", "");
+  const std::string cc = rd.str(dev, p, "compute_capability");
+  if (std::sscanf(cc.c_str(), "%d.%d", &d.cc_major, &d.cc_minor) != 2) {
+    rd.fail(p + ".compute_capability", "expected \"major.minor\", got '" + cc + "'");
+  }
+  d.sm_count = static_cast<int>(rd.integer(dev, p, "sm_count"));
+  d.memory_bytes = rd.integer(dev, p, "memory_bytes");
+  d.l2_bytes = rd.integer(dev, p, "l2_bytes");
+  // Required as the schema requires them; the rest are optional (scripts/peers_torch.py, through
+  // reports/schema.py, writes what torch knows of the device).
+  d.smem_per_sm_bytes = rd.optional_integer(dev, p, "smem_per_sm_bytes", 0);
+  d.smem_per_block_optin_bytes = rd.optional_integer(dev, p, "smem_per_block_optin_bytes", 0);
+  d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, p, "memory_bus_bits", 0));
+  d.sm_clock_max_mhz = static_cast<int>(rd.optional_integer(dev, p, "sm_clock_max_mhz", 0));
+  d.mem_clock_max_mhz = static_cast<int>(rd.optional_integer(dev, p, "mem_clock_max_mhz", 0));
+  if (dev.contains("driver_version")) d.driver_version = rd.str(dev, p, "driver_version");
+  d.cuda_driver_version = static_cast<int>(rd.optional_integer(dev, p, "cuda_driver_version", 0));
+  d.cuda_runtime_version = static_cast<int>(rd.optional_integer(dev, p, "cuda_runtime_version", 0));
+  return d;
+}
+
+Ceilings read_ceilings(const Reader& rd, const json& c, const std::string& p) {
+  Ceilings out;
+  out.source = rd.str(c, p, "source");
+  out.dram_bytes_per_s = rd.number(c, p, "dram_bytes_per_s");
+  const json& peaks = rd.at(c, p, "tensor_flops_per_s");
+  out.tensor_flops_per_s_bf16 = peaks.value("bf16", 0.0);
+  out.tensor_flops_per_s_fp16 = peaks.value("fp16", 0.0);
+  out.tensor_flops_per_s_fp8 = peaks.value("fp8", 0.0);
+  out.l2_bytes_per_s = c.value("l2_bytes_per_s", 0.0);
+  out.fp32_flops_per_s = c.value("fp32_flops_per_s", 0.0);
+  if (c.contains("datasheet") && c["datasheet"].is_object()) {
+    const json& ds = c["datasheet"];
+    out.datasheet_dram_bytes_per_s = ds.value("dram_bytes_per_s", 0.0);
+    out.datasheet_tensor_flops_per_s_bf16 = ds.value("tensor_flops_per_s_bf16", 0.0);
+    out.datasheet_tensor_flops_per_s_fp8 = ds.value("tensor_flops_per_s_fp8", 0.0);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string to_json_text(const RunResult& r) {
@@ -589,14 +649,16 @@ std::string to_json_text(const RunResult& r) {
   for (const auto& c : r.configs) {
     json results = json::array();
     for (const auto& v : c.results) results.push_back(result_json(v));
-    configs.push_back({{"B", c.shape.B},
-                       {"H", c.shape.H},
-                       {"N", c.shape.N},
-                       {"d", c.shape.d},
-                       {"causal", c.shape.causal},
-                       {"dtype", std::string(to_string(c.shape.dtype))},
-                       {"seed", c.seed},
-                       {"results", results}});
+    configs.push_back(
+        {{"B", c.shape.B},
+         {"H", c.shape.H},
+         {"N", c.shape.N},
+         {"d", c.shape.d},
+         {"causal", c.shape.causal},
+         {"dtype", std::string(to_string(c.shape.dtype))},
+         {"seed", c.seed},
+         {"gpu", c.gpu ? json{{"uuid", c.gpu->uuid}, {"name", c.gpu->name}} : json(nullptr)},
+         {"results", results}});
   }
   json doc{{"schema", kSchema},
            {"tool",
@@ -617,20 +679,18 @@ std::string to_json_text(const RunResult& r) {
              {"fp8_prequantized", r.settings.fp8_prequantized},
              {"timing_engine", r.settings.timing_engine},
              {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes}}},
-           {"ceilings",
-            {{"source", r.ceilings.source},
-             {"dram_bytes_per_s", r.ceilings.dram_bytes_per_s},
-             {"l2_bytes_per_s", r.ceilings.l2_bytes_per_s},
-             {"fp32_flops_per_s", r.ceilings.fp32_flops_per_s},
-             {"datasheet",
-              {{"dram_bytes_per_s", r.ceilings.datasheet_dram_bytes_per_s},
-               {"tensor_flops_per_s_bf16", r.ceilings.datasheet_tensor_flops_per_s_bf16},
-               {"tensor_flops_per_s_fp8", r.ceilings.datasheet_tensor_flops_per_s_fp8}}},
-             {"tensor_flops_per_s",
-              {{"bf16", r.ceilings.tensor_flops_per_s_bf16},
-               {"fp16", r.ceilings.tensor_flops_per_s_fp16},
-               {"fp8", r.ceilings.tensor_flops_per_s_fp8}}}}},
+           {"ceilings", ceilings_json(r.ceilings)},
            {"configs", configs}};
+  if (!r.devices.empty()) {
+    json devices = json::array();
+    for (const auto& d : r.devices) {
+      json dj = device_json(d.info);
+      dj["ceilings"] = ceilings_json(d.ceilings);
+      devices.push_back(std::move(dj));
+    }
+    doc["devices"] = std::move(devices);
+  }
+  if (r.shard) doc["shard"] = {{"index", r.shard->index}, {"count", r.shard->count}};
   return doc.dump(1) + "\n";
 }
 
@@ -648,49 +708,21 @@ RunResult read_document(const std::string& text, const std::string& source) {
   if (!doc.contains("schema"))
     rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
   const json& schema = doc["schema"];
-  if (!schema.is_string() || (schema != kSchema && schema != kSchemaV1)) {
+  if (!schema.is_string() || (schema != kSchema && schema != kSchemaV2 && schema != kSchemaV1)) {
     rd.fail("schema", "unknown version " + schema.dump() + " (this reader understands \"" +
-                          kSchema + "\" and \"" + kSchemaV1 + "\")");
+                          kSchema + "\", \"" + kSchemaV2 + "\" and \"" + kSchemaV1 + "\")");
   }
-  const bool v1 = schema == kSchemaV1;
+  const bool v1 = schema == kSchemaV1, v2 = schema == kSchemaV2;
   RunResult r;
+  r.schema = schema.get<std::string>();
   const json& tool = rd.at(doc, "", "tool");
   r.tool_version = rd.str(tool, "tool", "version");
   r.git_revision = rd.str(tool, "tool", "git_revision");
   r.created_utc = rd.str(doc, "", "created_utc");
   r.command_line = rd.str(doc, "", "command_line");
   r.complete = rd.boolean(doc, "", "complete");
-  const json& dev = rd.at(doc, "", "device");
-  if (!dev.is_null()) {
-    DeviceInfo d;
-    d.index = static_cast<int>(rd.integer(dev, "device", "index"));
-    d.name = rd.str(dev, "device", "name");
-    d.uuid = rd.str(dev, "device", "uuid");
-    d.pci_bus_id = dev.value("pci_bus_id", "");
-    const std::string cc = rd.str(dev, "device", "compute_capability");
-    if (std::sscanf(cc.c_str(), "%d.%d", &d.cc_major, &d.cc_minor) != 2) {
-      rd.fail("device.compute_capability", "expected \"major.minor\", got '" + cc + "'");
-    }
-    d.sm_count = static_cast<int>(rd.integer(dev, "device", "sm_count"));
-    d.memory_bytes = rd.integer(dev, "device", "memory_bytes");
-    d.l2_bytes = rd.integer(dev, "device", "l2_bytes");
-    // Required as the schema requires them; the rest are optional (scripts/peers_torch.py, through
-    // reports/schema.py, writes what torch knows of the device).
-    d.smem_per_sm_bytes = rd.optional_integer(dev, "device", "smem_per_sm_bytes", 0);
-    d.smem_per_block_optin_bytes =
-        rd.optional_integer(dev, "device", "smem_per_block_optin_bytes", 0);
-    d.memory_bus_bits = static_cast<int>(rd.optional_integer(dev, "device", "memory_bus_bits", 0));
-    d.sm_clock_max_mhz =
-        static_cast<int>(rd.optional_integer(dev, "device", "sm_clock_max_mhz", 0));
-    d.mem_clock_max_mhz =
-        static_cast<int>(rd.optional_integer(dev, "device", "mem_clock_max_mhz", 0));
-    if (dev.contains("driver_version")) d.driver_version = rd.str(dev, "device", "driver_version");
-    d.cuda_driver_version =
-        static_cast<int>(rd.optional_integer(dev, "device", "cuda_driver_version", 0));
-    d.cuda_runtime_version =
-        static_cast<int>(rd.optional_integer(dev, "device", "cuda_runtime_version", 0));
-    r.device = d;
-  }
+  if (const json& dev = rd.at(doc, "", "device"); !dev.is_null())
+    r.device = read_device(rd, dev, "device");
   r.no_gpu_reason = doc.value("no_gpu_reason", "");
   const json& s = rd.at(doc, "", "settings");
   r.settings.seed = static_cast<std::uint64_t>(rd.integer(s, "settings", "seed"));
@@ -704,25 +736,35 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.timing_engine = s.value("timing_engine", "");
   r.settings.model_smem_per_sm_bytes =
       rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
-  const json& c = rd.at(doc, "", "ceilings");
-  r.ceilings.source = rd.str(c, "ceilings", "source");
-  r.ceilings.dram_bytes_per_s = rd.number(c, "ceilings", "dram_bytes_per_s");
-  const json& peaks = rd.at(c, "ceilings", "tensor_flops_per_s");
-  r.ceilings.tensor_flops_per_s_bf16 = peaks.value("bf16", 0.0);
-  r.ceilings.tensor_flops_per_s_fp16 = peaks.value("fp16", 0.0);
-  r.ceilings.tensor_flops_per_s_fp8 = peaks.value("fp8", 0.0);
-  r.ceilings.l2_bytes_per_s = c.value("l2_bytes_per_s", 0.0);
-  r.ceilings.fp32_flops_per_s = c.value("fp32_flops_per_s", 0.0);
-  if (c.contains("datasheet") && c["datasheet"].is_object()) {
-    const json& ds = c["datasheet"];
-    r.ceilings.datasheet_dram_bytes_per_s = ds.value("dram_bytes_per_s", 0.0);
-    r.ceilings.datasheet_tensor_flops_per_s_bf16 = ds.value("tensor_flops_per_s_bf16", 0.0);
-    r.ceilings.datasheet_tensor_flops_per_s_fp8 = ds.value("tensor_flops_per_s_fp8", 0.0);
+  r.ceilings = read_ceilings(rd, rd.at(doc, "", "ceilings"), "ceilings");
+  if (!v1 && !v2 && doc.contains("devices")) {
+    const json& devices = doc["devices"];
+    if (!devices.is_array()) rd.fail("devices", "expected an array");
+    for (std::size_t k = 0; k < devices.size(); ++k) {
+      const std::string dp = "devices[" + std::to_string(k) + "]";
+      DeviceRecord rec;
+      rec.info = read_device(rd, devices[k], dp);
+      rec.ceilings = read_ceilings(rd, rd.at(devices[k], dp, "ceilings"), dp + ".ceilings");
+      for (const auto& other : r.devices) {
+        if (other.info.uuid == rec.info.uuid) rd.fail(dp + ".uuid", "appears twice");
+      }
+      r.devices.push_back(std::move(rec));
+    }
+  }
+  if (!v1 && !v2 && doc.contains("shard")) {
+    const json& sh = doc["shard"];
+    Shard shard;
+    shard.index = static_cast<int>(rd.integer(sh, "shard", "index"));
+    shard.count = static_cast<int>(rd.integer(sh, "shard", "count"));
+    if (shard.count < 1 || shard.index < 0 || shard.index >= shard.count)
+      rd.fail("shard", "expected 0 <= index < count");
+    r.shard = shard;
   }
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
-  std::map<std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>,
-           std::size_t>
+  std::map<
+      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int, std::string>,
+      std::size_t>
       seen;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const json& cj = configs[i];
@@ -739,12 +781,24 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const std::string dt = rd.str(cj, cp, "dtype");
     if (!parse_dtype(dt, &cr.shape.dtype)) rd.fail(cp + ".dtype", "unknown dtype '" + dt + "'");
     cr.seed = static_cast<std::uint64_t>(rd.integer(cj, cp, "seed"));
-    // A configuration appears once: with two, which one a comparison uses would depend on order.
-    const auto key = std::tuple{cr.shape.B, cr.shape.H,      cr.shape.N,
-                                cr.shape.d, cr.shape.causal, static_cast<int>(cr.shape.dtype)};
+    // fa-bench/3: the GPU it ran on (null: none); older files ran on the file's one device.
+    if (v1 || v2) {
+      if (r.device) cr.gpu = GpuId{r.device->uuid, r.device->name};
+    } else if (const json& g = rd.at(cj, cp, "gpu"); !g.is_null()) {
+      cr.gpu = GpuId{rd.str(g, cp + ".gpu", "uuid"), rd.str(g, cp + ".gpu", "name")};
+    }
+    // A configuration appears once per GPU: with two, which one a comparison uses would depend
+    // on order.
+    const auto key = std::tuple{cr.shape.B,
+                                cr.shape.H,
+                                cr.shape.N,
+                                cr.shape.d,
+                                cr.shape.causal,
+                                static_cast<int>(cr.shape.dtype),
+                                cr.gpu ? cr.gpu->uuid : std::string()};
     if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
       rd.fail(cp, "the same configuration as configs[" + std::to_string(it->second) +
-                      "] (B, H, N, d, causal, dtype)");
+                      "] (B, H, N, d, causal, dtype, gpu)");
     }
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");

@@ -102,6 +102,16 @@ std::string time_variant(const std::string& name, const Options& o, L2Flusher* f
   return error;
 }
 
+}  // namespace
+
+std::string direction_unsupported_reason(const VariantInfo& info, Direction d) {
+  if (std::find(info.directions.begin(), info.directions.end(), d) != info.directions.end())
+    return "";
+  return fmt::format("{} has no {} pass", info.name, to_string(d));
+}
+
+namespace {
+
 // A planned row's record before it runs: its spec, what the variant is, the IO model, and
 // whether it can run here (unsupported, model only, or not run yet).
 VariantResult planned_result(const PlannedRow& row, const Shape& shape,
@@ -115,9 +125,11 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   v.peer = info.peer;
   model::ModelOptions mo;
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
+  mo.direction = row.spec.direction;
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
-  v.reason = info.unsupported_row(shape, row.spec);
+  v.reason = direction_unsupported_reason(info, row.spec.direction);
+  if (v.reason.empty()) v.reason = info.unsupported_row(shape, row.spec);
   // No model for a shape the variant does not support: it has no tiles there (d=256).
   if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
   if (v.reason.empty() && device)
@@ -161,14 +173,27 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.ceilings = device ? datasheet_ceilings(device->name, device->bus_bandwidth_bytes_per_s())
                       : Ceilings{"none (no GPU)", 0, 0, 0, 0};
   const auto plan = make_plan(o);
+  // A --devices worker runs the configurations its parent dealt it; a shard, its part of the
+  // plan (bench/plan.hpp). Seeds stay those of the whole plan, so the rows are the same.
+  std::vector<bool> keep(plan.size(), o.worker_configs.empty() && o.shard_count <= 1);
+  for (std::size_t i : o.worker_configs) {
+    if (i < keep.size()) keep[i] = true;
+  }
+  if (o.worker_configs.empty() && o.shard_count > 1) {
+    for (std::size_t i : shard_configs(o, plan, o.shard_index, o.shard_count)) keep[i] = true;
+    r.shard = Shard{o.shard_index, o.shard_count};
+  }
   for (std::size_t i = 0; i < plan.size(); ++i) {
     if (g_interrupted) break;  // Ctrl-C while planning: the record keeps what was planned
+    if (!keep[i]) continue;
     if (progress)
       progress(fmt::format("planning [{}/{}] {}", i + 1, plan.size(),
                            benchmark_name("", plan[i]).substr(1)));
     ConfigResult c;
     c.shape = plan[i];
     c.seed = o.seed + 1000003ULL * i;  // fresh inputs for every configuration
+    c.plan_index = i;
+    if (device) c.gpu = GpuId{device->uuid, device->name};
     std::vector<PlannedRow> rows;
     plan_rows(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
     for (const auto& row : rows) c.results.push_back(planned_result(row, c.shape, device, smem, r));
@@ -354,13 +379,76 @@ void start_counters(RunContext& ctx) {
 
 // A configuration's inputs on the device (Q, K, V filled, O and lse to be written) and the fp64
 // reference sample their outputs are judged against; `ok` false when they could not be allocated.
+// With backward rows also the backward's inputs: dO (random), O and lse from one forward pass
+// (fa2's, or standard's where fa2 has no kernel), and dQ, dK, dV to be written.
 struct ConfigInputs {
   DeviceAllocation q, k, v, out, lse;
   DeviceBuffers buffers{};
   std::optional<ReferenceSample> reference;
   std::size_t qkv_bytes = 0, lse_bytes = 0;
   bool ok = false;
+  DeviceAllocation d_o, bwd_o, bwd_lse, dq, dk, dv;
+  BackwardBuffers bwd{};
+  std::optional<BackwardReferenceSample> bwd_reference;
+  std::string bwd_error;  // why the backward rows cannot run ("" when they can)
 };
+
+bool has_rows(const ConfigResult& c, Direction d) {
+  return std::any_of(c.results.begin(), c.results.end(), [d](const VariantResult& v) {
+    return v.spec.direction == d && v.status != Status::unsupported;
+  });
+}
+
+// The forward whose O and lse every backward row of the configuration starts from: fa2's (verified
+// by its own forward rows and tests), or standard's at head dims fa2 has no kernel for.
+std::string backward_forward_pass(const RunContext& ctx, const Shape& s, ConfigInputs* in) {
+  const VariantInfo* info = find_variant("fa2");
+  if (!info->unsupported_reason(s).empty()) info = find_variant("standard");
+  const Tiles tiles = info->default_tiles(static_cast<int>(s.d));
+  auto launcher = info->make_launcher(LaunchOptions{});
+  DeviceAllocation ws;
+  const std::size_t ws_bytes = launcher->workspace_bytes(s, tiles);
+  if (ws_bytes > 0 && !ws.allocate(ws_bytes))
+    return fmt::format("the forward for the backward's O and lse needs {:.2f} GiB",
+                       ws_bytes / kGiB);
+  DeviceBuffers b{
+      in->q.ptr, in->k.ptr, in->v.ptr, in->bwd_o.ptr, static_cast<float*>(in->bwd_lse.ptr),
+      ws.ptr,    ws_bytes};
+  std::string err = launcher->prepare(s, tiles, b, ctx.stream);
+  if (err.empty()) err = launcher->run(s, tiles, b, ctx.stream);
+  FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  return err.empty() ? "" : info->name + " forward (O and lse for the backward): " + err;
+}
+
+void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
+  const Shape& s = c.shape;
+  const Inputs dist = ctx.o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
+  if (!(in->d_o.allocate(in->qkv_bytes) && in->bwd_o.allocate(in->qkv_bytes) &&
+        in->bwd_lse.allocate(in->lse_bytes) && in->dq.allocate(in->qkv_bytes) &&
+        in->dk.allocate(in->qkv_bytes) && in->dv.allocate(in->qkv_bytes))) {
+    in->bwd_error = fmt::format("backward inputs need {:.2f} GiB more, allocation failed",
+                                (5 * in->qkv_bytes + in->lse_bytes) / kGiB);
+    return;
+  }
+  FA_CUDA_CHECK(
+      fill_normal(in->d_o.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 3, ctx.stream, dist));
+  if (std::string e = backward_forward_pass(ctx, s, in); !e.empty()) {
+    in->bwd_error = e;
+    return;
+  }
+  in->bwd = {in->q.ptr,
+             in->k.ptr,
+             in->v.ptr,
+             in->bwd_o.ptr,
+             in->d_o.ptr,
+             static_cast<const float*>(in->bwd_lse.ptr),
+             in->dq.ptr,
+             in->dk.ptr,
+             in->dv.ptr,
+             nullptr,
+             0};
+  in->bwd_reference.emplace(s, in->bwd, c.seed);
+}
 
 void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
   const Shape& s = c.shape;
@@ -381,7 +469,8 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   const bool fp8_rows = std::any_of(c.results.begin(), c.results.end(), [](const VariantResult& v) {
     return v.algorithm == Algorithm::fp8 && v.status != Status::unsupported;
   });
-  in->reference.emplace(s, in->buffers, c.seed, fp8_rows);
+  if (has_rows(c, Direction::forward)) in->reference.emplace(s, in->buffers, c.seed, fp8_rows);
+  if (has_rows(c, Direction::backward)) prepare_backward_inputs(ctx, c, in);
 }
 
 // One row on the device: its launcher, its buffers (the configuration's plus its workspace).
@@ -390,6 +479,7 @@ struct RowRun {
   std::unique_ptr<Launcher> launcher;
   DeviceAllocation workspace;
   DeviceBuffers buffers{};
+  BackwardBuffers bwd{};  // backward rows
   std::function<std::string()> launch;
 };
 
@@ -402,7 +492,9 @@ std::string make_row_run(const RunContext& ctx, const VariantResult& row, const 
   lo.options = row.spec.options;
   run->launcher = run->info->make_launcher(lo);
   const Tiles tiles = row.spec.tiles();
-  const std::size_t ws_bytes = run->launcher->workspace_bytes(s, tiles);
+  const bool backward = row.spec.direction == Direction::backward;
+  const std::size_t ws_bytes = backward ? run->launcher->backward_workspace_bytes(s, tiles)
+                                        : run->launcher->workspace_bytes(s, tiles);
   if (ws_bytes > 0) {
     std::size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
@@ -413,26 +505,45 @@ std::string make_row_run(const RunContext& ctx, const VariantResult& row, const 
   run->buffers = in.buffers;
   run->buffers.workspace = run->workspace.ptr;
   run->buffers.workspace_bytes = ws_bytes;
+  run->bwd = in.bwd;
+  run->bwd.workspace = run->workspace.ptr;
+  run->bwd.workspace_bytes = ws_bytes;
   // The workspace poisoned too (0xff bytes: NaN in fp32, bf16, fp16 and E4M3), so a variant that
   // reads scratch it never wrote shows in its output.
   if (ws_bytes > 0) FA_CUDA_CHECK(cudaMemsetAsync(run->workspace.ptr, 0xff, ws_bytes, ctx.stream));
-  run->launch = [&ctx, run, s, tiles] {
-    return run->launcher->run(s, tiles, run->buffers, ctx.stream);
-  };
+  if (backward) {
+    run->launch = [&ctx, run, s, tiles] {
+      return run->launcher->run_backward(s, tiles, run->bwd, ctx.stream);
+    };
+  } else {
+    run->launch = [&ctx, run, s, tiles] {
+      return run->launcher->run(s, tiles, run->buffers, ctx.stream);
+    };
+  }
   return "";
 }
 
-void poison_outputs(const RunContext& ctx, const Shape& s, const ConfigInputs& in) {
+void poison_outputs(const RunContext& ctx, const Shape& s, const ConfigInputs& in,
+                    Direction direction) {
+  if (direction == Direction::backward) {
+    for (void* g : {in.dq.ptr, in.dk.ptr, in.dv.ptr})
+      FA_CUDA_CHECK(poison_nan16(g, s.qkv_elements(), ctx.stream));
+    return;
+  }
   FA_CUDA_CHECK(poison_nan16(in.out.ptr, s.qkv_elements(), ctx.stream));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(in.lse.ptr), s.heads_total() * s.N, ctx.stream));
 }
 
 // Verify: poisoned outputs, prepare, one run, every element finite, sampled rows against fp64.
 // Returns "" or the launch's error (the row then errored).
+// Backward rows: `worst` gets the gradient (dQ, dK, dV) of the worst row.
 std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s,
-                       const ConfigInputs& in, RowRun& run) {
-  poison_outputs(ctx, s, in);
-  std::string err = run.launcher->prepare(s, row.spec.tiles(), run.buffers, ctx.stream);
+                       const ConfigInputs& in, RowRun& run, std::string* worst) {
+  const Direction dir = row.spec.direction;
+  poison_outputs(ctx, s, in, dir);
+  std::string err = dir == Direction::backward
+                        ? run.launcher->prepare_backward(s, row.spec.tiles(), run.bwd, ctx.stream)
+                        : run.launcher->prepare(s, row.spec.tiles(), run.buffers, ctx.stream);
   // --profiler-range, for Nsight Compute's range replay (scripts/ncu_compare.py --mode range):
   // the verification launch alone between cudaProfilerStart and cudaProfilerStop, so ncu counts
   // the variant's kernels as one range, as fa-bench's CUPTI range does. With ncu's default kernel
@@ -444,7 +555,7 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
     // handles) is not allowed inside an ncu capture. Then poison again.
     err = run.launch();
     FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-    poison_outputs(ctx, s, in);
+    poison_outputs(ctx, s, in, dir);
     FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
     FA_CUDA_CHECK(cudaProfilerStart());
   }
@@ -459,7 +570,11 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
     }
   }
   if (!err.empty()) return err;
-  row.verification = in.reference->check(run.buffers, {run.info->accuracy, run.info->writes_lse});
+  if (dir == Direction::backward) {
+    row.verification = in.bwd_reference->check(run.bwd, worst);
+  } else {
+    row.verification = in.reference->check(run.buffers, {run.info->accuracy, run.info->writes_lse});
+  }
   return "";
 }
 
@@ -532,13 +647,17 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
     stop_row(ctx, row, Status::skipped, why);
     return true;
   }
-  if (std::string err = verify_row(ctx, row, s, in, run); !err.empty()) {
+  std::string worst_gradient;
+  if (std::string err = verify_row(ctx, row, s, in, run, &worst_gradient); !err.empty()) {
     stop_row(ctx, row, Status::error, err);
     // A sticky error (e.g. an illegal address) poisons the context: nothing after can run.
     return !(cudaGetLastError() != cudaSuccess && cudaDeviceSynchronize() != cudaSuccess);
   }
   if (!row.verification->passed) {
-    stop_row(ctx, row, Status::failed, verification_failure_reason(*row.verification));
+    stop_row(ctx, row, Status::failed,
+             row.spec.direction == Direction::backward
+                 ? backward_failure_reason(*row.verification, worst_gradient)
+                 : verification_failure_reason(*row.verification));
     return true;
   }
   Timing t;
@@ -576,6 +695,11 @@ bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::s
       row.status = Status::skipped;
       row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
                                (4 * in.qkv_bytes + in.lse_bytes) / kGiB);
+      continue;
+    }
+    if (row.spec.direction == Direction::backward && !in.bwd_error.empty()) {
+      row.status = Status::skipped;
+      row.reason = in.bwd_error;
       continue;
     }
     if (!run_row(ctx, c, row, in)) break;

@@ -32,6 +32,9 @@ RunResult plan_run(const Options& options, const std::optional<DeviceInfo>& devi
 // Fills in verification and timing on the GPU. Returns the finished record.
 RunResult execute(RunResult record, const Options& options, const RunHooks& hooks);
 
+// "" when the variant implements pass `d` (VariantInfo::directions), else the row's reason.
+std::string direction_unsupported_reason(const VariantInfo& info, Direction d);
+
 // Sets each timed row's speed relative to the fastest timed peer of its configuration.
 void compare_with_peers(ConfigResult& config);
 

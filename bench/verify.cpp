@@ -360,6 +360,214 @@ Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) 
   return v;
 }
 
+// ---- Backward ----
+
+const char* BackwardReferenceSample::name(Gradient g) {
+  return g == dq ? "dQ" : g == dk ? "dK" : "dV";
+}
+
+int BackwardReferenceSample::max_heads(const Shape& s) {
+  const double cost =
+      static_cast<double>(s.N) * static_cast<double>(s.N) * static_cast<double>(s.d);
+  return cost > std::ldexp(1.0, 34) ? 2 : kMaxHeads;
+}
+
+BackwardReferenceSample::BackwardReferenceSample(const Shape& s, const BackwardBuffers& in,
+                                                 std::uint64_t seed)
+    : shape_(s) {
+  const std::int64_t head_elems = s.N * s.d;
+  build(
+      [&](std::int64_t bh) {
+        HeadInputs h;
+        h.head.N = s.N;
+        h.head.d = s.d;
+        auto load = [&](const void* base, std::vector<double>& dst) {
+          const auto bits =
+              copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems);
+          dst.resize(bits.size());
+          for (std::size_t i = 0; i < bits.size(); ++i)
+            dst[i] = half_bits_to_double(bits[i], s.dtype);
+        };
+        load(in.q, h.head.q);
+        load(in.k, h.head.k);
+        load(in.v, h.head.v);
+        load(in.d_o, h.d_o);
+        load(in.o, h.o);
+        h.lse.resize(static_cast<std::size_t>(s.N));
+        FA_CUDA_CHECK(
+            cudaMemcpy(h.lse.data(), in.lse + bh * s.N, h.lse.size() * 4, cudaMemcpyDeviceToHost));
+        return h;
+      },
+      seed);
+}
+
+BackwardReferenceSample::BackwardReferenceSample(
+    const Shape& s, const std::function<HeadInputs(std::int64_t)>& heads, std::uint64_t seed)
+    : shape_(s) {
+  build(heads, seed);
+}
+
+void BackwardReferenceSample::build(const std::function<HeadInputs(std::int64_t)>& heads,
+                                    std::uint64_t seed) {
+  const Shape& s = shape_;
+  std::mt19937_64 rng(seed ^ 0xbacc0a2dULL);
+  std::set<std::int64_t> bhs{0, s.heads_total() - 1};
+  std::uniform_int_distribution<std::int64_t> dist(0, s.heads_total() - 1);
+  while (static_cast<int>(bhs.size()) < std::min<std::int64_t>(max_heads(s), s.heads_total()))
+    bhs.insert(dist(rng));
+  const int threads =
+      static_cast<int>(std::max(1u, std::min(16u, std::thread::hardware_concurrency())));
+  const std::size_t d = static_cast<std::size_t>(s.d);
+  double sq = 0, count = 0;
+  for (std::int64_t bh : bhs) {
+    const HeadInputs in = heads(bh);
+    HeadSample hs;
+    hs.bh = bh;
+    hs.rows = verification_rows(s.N, seed + static_cast<std::uint64_t>(bh));
+    for (double x : in.head.q) hs.q_bits.push_back(double_to_bits(x, s.dtype));
+    for (double x : in.head.k) hs.k_bits.push_back(double_to_bits(x, s.dtype));
+    for (double x : in.head.v) hs.v_bits.push_back(double_to_bits(x, s.dtype));
+    for (double x : in.o) hs.o_bits.push_back(double_to_bits(x, s.dtype));
+    for (double x : in.d_o) hs.do_bits.push_back(double_to_bits(x, s.dtype));
+    hs.lse = in.lse;
+    hs.ref = reference::attention_backward_rows(in.head, in.d_o, s.causal, s.scale(), hs.rows,
+                                                hs.rows, threads);
+    const reference::GradRows plain = reference::plain_lowp_backward_rows(
+        in.head, in.d_o, s.causal, s.scale(), s.dtype, hs.rows, hs.rows, threads);
+    for (Gradient g : {dq, dk, dv}) {
+      const std::vector<double>& ref = ref_of(hs, g);
+      const std::vector<double>& low = g == dq ? plain.dq : g == dk ? plain.dk : plain.dv;
+      hs.plain_err[g].resize(hs.rows.size());
+      for (std::size_t i = 0; i < hs.rows.size(); ++i) {
+        double row_max = 0;
+        for (std::size_t c = 0; c < d; ++c) {
+          const double e = std::abs(low[i * d + c] - ref[i * d + c]);
+          row_max = std::max(row_max, e);
+          sq += e * e;
+          count += 1;
+        }
+        hs.plain_err[g][i] = row_max;
+        baseline_max_abs_error_ = std::max(baseline_max_abs_error_, row_max);
+      }
+    }
+    heads_.push_back(std::move(hs));
+  }
+  baseline_rmse_ = count > 0 ? std::sqrt(sq / count) : 0;
+}
+
+const std::vector<double>& BackwardReferenceSample::ref_of(const HeadSample& hs, Gradient g) const {
+  return g == dq ? hs.ref.dq : g == dk ? hs.ref.dk : hs.ref.dv;
+}
+
+std::vector<std::int64_t> BackwardReferenceSample::sampled_heads() const {
+  std::vector<std::int64_t> out;
+  for (const auto& hs : heads_) out.push_back(hs.bh);
+  return out;
+}
+
+const std::vector<std::int64_t>& BackwardReferenceSample::sampled_rows(std::int64_t bh) const {
+  for (const auto& hs : heads_) {
+    if (hs.bh == bh) return hs.rows;
+  }
+  static const std::vector<std::int64_t> none;
+  return none;
+}
+
+Verification BackwardReferenceSample::judge(const GradAt& at, std::int64_t nonfinite,
+                                            std::string* worst) const {
+  const Shape& s = shape_;
+  const std::size_t d = static_cast<std::size_t>(s.d);
+  Verification v;
+  v.metric = "row_ratio";
+  v.tolerance = 1.0;
+  v.nonfinite_count = nonfinite;
+  v.all_finite = nonfinite == 0;
+  double sq = 0;
+  std::int64_t n = 0;
+  for (const auto& hs : heads_) {
+    for (Gradient g : {dq, dk, dv}) {
+      const std::vector<double>& ref = ref_of(hs, g);
+      for (std::size_t i = 0; i < hs.rows.size(); ++i) {
+        const std::int64_t row = hs.rows[i];
+        double row_max_err = 0, row_ref_max = 0;
+        for (std::size_t c = 0; c < d; ++c) {
+          const double r = ref[i * d + c];
+          const double err = std::abs(at(g, hs.bh, row, static_cast<std::int64_t>(c)) - r);
+          const double e = std::isnan(err) ? INFINITY : err;
+          row_max_err = std::max(row_max_err, e);
+          row_ref_max = std::max(row_ref_max, std::abs(r));
+          sq += e * e;
+          ++n;
+        }
+        v.max_abs_error = std::max(v.max_abs_error, row_max_err);
+        double ratio =
+            row_max_err / (kRowFactor * hs.plain_err[g][i] + ulp_of(row_ref_max, s.dtype));
+        if (std::isnan(ratio)) ratio = INFINITY;
+        if (ratio > v.worst_row_ratio || v.worst_row < 0) {
+          v.worst_row_ratio = std::max(v.worst_row_ratio, ratio);
+          v.worst_head = hs.bh;
+          v.worst_row = row;
+          if (worst) *worst = name(g);
+        }
+      }
+    }
+    v.rows_checked += static_cast<std::int64_t>(hs.rows.size());
+  }
+  v.heads_checked = static_cast<std::int64_t>(heads_.size());
+  v.rmse = n > 0 ? std::sqrt(sq / static_cast<double>(n)) : 0;
+  v.baseline_max_abs_error = baseline_max_abs_error_;
+  v.baseline_rmse = baseline_rmse_;
+  v.passed = v.all_finite && v.inputs_unchanged && v.worst_row_ratio <= 1.0;
+  return v;
+}
+
+Verification BackwardReferenceSample::check(const BackwardBuffers& out, std::string* worst) const {
+  const Shape& s = shape_;
+  const std::array<std::vector<std::uint16_t>, 3> grads{copy_bits(out.dq, s.qkv_elements()),
+                                                        copy_bits(out.dk, s.qkv_elements()),
+                                                        copy_bits(out.dv, s.qkv_elements())};
+  std::int64_t nonfinite = 0;
+  for (const auto& g : grads) {
+    for (std::uint16_t bits : g) {
+      if (!std::isfinite(half_bits_to_double(bits, s.dtype))) ++nonfinite;
+    }
+  }
+  const GradAt at = [&](Gradient g, std::int64_t bh, std::int64_t row, std::int64_t c) {
+    return half_bits_to_double(grads[g][static_cast<std::size_t>((bh * s.N + row) * s.d + c)],
+                               s.dtype);
+  };
+  Verification v = judge(at, nonfinite, worst);
+  const std::int64_t head_elems = s.N * s.d;
+  auto head_bits = [&](const void* base, std::int64_t bh) {
+    return copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems);
+  };
+  for (const auto& hs : heads_) {
+    std::vector<float> lse(static_cast<std::size_t>(s.N));
+    FA_CUDA_CHECK(
+        cudaMemcpy(lse.data(), out.lse + hs.bh * s.N, lse.size() * 4, cudaMemcpyDeviceToHost));
+    if (head_bits(out.q, hs.bh) != hs.q_bits || head_bits(out.k, hs.bh) != hs.k_bits ||
+        head_bits(out.v, hs.bh) != hs.v_bits || head_bits(out.o, hs.bh) != hs.o_bits ||
+        head_bits(out.d_o, hs.bh) != hs.do_bits ||
+        std::memcmp(lse.data(), hs.lse.data(), lse.size() * 4) != 0) {
+      v.inputs_unchanged = false;
+      v.passed = false;
+    }
+  }
+  return v;
+}
+
+std::string backward_failure_reason(const Verification& v, const std::string& worst) {
+  if (v.passed) return "";
+  if (!v.all_finite)
+    return fmt::format("{} non-finite gradient elements (dQ, dK, dV)", v.nonfinite_count);
+  if (!v.inputs_unchanged) return "the run changed its inputs (Q, K, V, O, dO or lse)";
+  if (v.worst_row_ratio > 1.0) {
+    return fmt::format("{} row {} of head {}: error {:.2f}x its tolerance (max abs error {:.3e})",
+                       worst, v.worst_row, v.worst_head, v.worst_row_ratio, v.max_abs_error);
+  }
+  return "failed verification";
+}
+
 std::string verification_failure_reason(const Verification& v) {
   if (v.passed) return "";
   if (!v.all_finite) return fmt::format("{} non-finite output elements", v.nonfinite_count);

@@ -12,6 +12,7 @@
 // and every output element finite, and Q, K, V unchanged by the run.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -78,6 +79,59 @@ class ReferenceSample {
   double fp8_typical_lse_error_ = 0;     // median over sampled rows of the plain FP8 lse error
 };
 
+// The backward pass's check (docs/accuracy.md, "Backward"): dQ on sampled query rows, dK and dV
+// on sampled key rows (the same row set), each row against fp64 with the same-precision rule:
+//   max_c |G - ref| <= 2 x (the plain same-precision backward's max error on that row of G)
+//                      + one ulp of the dtype at the row's largest |ref|
+// (the plain backward: reference::plain_lowp_backward_rows), every element of dQ, dK, dV finite,
+// and Q, K, V, O, dO and the lse unchanged by the run.
+class BackwardReferenceSample {
+ public:
+  struct HeadInputs {
+    reference::Head head;     // Q, K, V
+    std::vector<double> d_o;  // dO [N][d]
+    std::vector<double> o;    // O and lse as the backward is given them (checked unchanged)
+    std::vector<float> lse;
+  };
+  // From the device buffers (Q, K, V, O, dO, lse) before any backward runs.
+  BackwardReferenceSample(const Shape& shape, const BackwardBuffers& inputs, std::uint64_t seed);
+  // From host inputs (CPU tests of the rule).
+  BackwardReferenceSample(const Shape& shape,
+                          const std::function<HeadInputs(std::int64_t bh)>& heads,
+                          std::uint64_t seed);
+
+  enum Gradient { dq = 0, dk = 1, dv = 2 };
+  static const char* name(Gradient g);
+  // Checks the dQ, dK, dV now in `outputs`, and that the inputs are unchanged. `worst` (if
+  // non-null) names the gradient of the worst row.
+  Verification check(const BackwardBuffers& outputs, std::string* worst = nullptr) const;
+  // The host half: the gradient g at (bh, row, col), and the non-finite count of all three.
+  using GradAt =
+      std::function<double(Gradient g, std::int64_t bh, std::int64_t row, std::int64_t col)>;
+  Verification judge(const GradAt& at, std::int64_t nonfinite, std::string* worst = nullptr) const;
+
+  std::vector<std::int64_t> sampled_heads() const;
+  const std::vector<std::int64_t>& sampled_rows(std::int64_t bh) const;
+  // The heads sampled for a backward check: 4, or the first and last only when one head's
+  // reference costs more than 2^34 multiply-adds (N^2 d: N > 16384 at d = 64, N > 11585 at 128).
+  static int max_heads(const Shape& shape);
+
+ private:
+  struct HeadSample {
+    std::int64_t bh = 0;
+    std::vector<std::int64_t> rows;
+    reference::GradRows ref;
+    std::array<std::vector<double>, 3> plain_err;  // per gradient, per row
+    std::vector<std::uint16_t> q_bits, k_bits, v_bits, o_bits, do_bits;
+    std::vector<float> lse;
+  };
+  void build(const std::function<HeadInputs(std::int64_t)>& heads, std::uint64_t seed);
+  const std::vector<double>& ref_of(const HeadSample& hs, Gradient g) const;
+  Shape shape_;
+  std::vector<HeadSample> heads_;
+  double baseline_max_abs_error_ = 0, baseline_rmse_ = 0;
+};
+
 // Rows checked in a head of N rows: all when N <= 48; otherwise the first and last rows, the
 // first and last row of every 64-row block (a spread of 256 blocks past N = 16384: tiles of
 // 64 and 128 rows end there, and so do causal diagonals), the first rows of a partial last block
@@ -89,6 +143,9 @@ double ulp_of(double x, DType dtype);
 
 // Host value of one stored 16-bit element.
 double half_bits_to_double(std::uint16_t bits, DType dtype);
+
+// The backward row's one-line reason ("" when it passed); `worst` names the worst gradient.
+std::string backward_failure_reason(const Verification& v, const std::string& worst);
 
 // The row's one-line reason when verification failed ("" when it passed).
 std::string verification_failure_reason(const Verification& v);

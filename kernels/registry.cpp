@@ -31,6 +31,7 @@ const std::vector<VariantInfo>& variant_registry() {
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
+    r.back().directions = {Direction::forward, Direction::backward};
     r.push_back(VariantInfo{
         "fa1",
         Algorithm::fa1,
@@ -65,8 +66,11 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 2;  // cp.async double buffering
     r.back().options = {{kOptionBlockOrder,
                          {std::string("blocks"), std::string("heads")},
-                         "thread-block order: blocks walks the query blocks of one head together, "
-                         "heads walks heads first (--fa2-order)"}};
+                         "thread-block order: blocks walks the query blocks (backward: the K/V "
+                         "blocks) of one head together, heads walks heads first (--fa2-order)"}};
+    // kernels/fa2/fa2_bwd.cu: K/V blocks outer, dQ accumulated with fp32 atomics, one stage.
+    r.back().directions = {Direction::forward, Direction::backward};
+    r.back().backward_tile_options = fa2_backward_tile_options;
     r.push_back(VariantInfo{
         "fa3",
         Algorithm::fa2,

@@ -150,6 +150,12 @@ class Launcher {
   // The backward pass (variants whose VariantInfo::directions list it): scratch beyond the
   // buffers, and one enqueued pass writing dQ, dK, dV. Same contract as run().
   virtual std::size_t backward_workspace_bytes(const Shape&, const Tiles&) const { return 0; }
+  // Work done once before the backward's verification and timing, untimed (standard: P computed
+  // into its workspace, where its forward keeps it for the backward). Optional.
+  virtual std::string prepare_backward(const Shape&, const Tiles&, const BackwardBuffers&,
+                                       StreamHandle) {
+    return "";
+  }
   virtual std::string run_backward(const Shape&, const Tiles&, const BackwardBuffers&,
                                    StreamHandle) {
     return "no backward pass";
@@ -212,6 +218,9 @@ struct VariantInfo {
   int max_compute_capability = 0;
   // The passes the variant implements (run for forward, run_backward for backward).
   std::vector<Direction> directions{Direction::forward};
+  // A tiled backward's own compiled tiles at head dim d, default first (null: tile_options'; its
+  // kernel keeps one stage); bench/plan.cpp gives backward rows these.
+  std::vector<Tiles> (*backward_tile_options)(int d) = nullptr;
 
   // The kernel configurations at head dim d (tile_options with the pipeline), default first.
   std::vector<KernelConfig> kernel_configs(int d) const;

@@ -166,7 +166,108 @@ IoModel fa1_model(const Shape& s, Tiles t, Fa1StateBytes st) {
   return m;
 }
 
+// The standard backward (kernels/standard/standard.cu): P held in HBM by the forward (its
+// workspace), then five passes, each through HBM:
+//   1 dP = dO V^T (cuBLAS)   2 D = rowsum(dO o O) (a kernel)   3 dS = P o (dP - D) (a kernel,
+//   in place over dP; causal: only the unmasked prefix of each row is read, the rest written 0)
+//   4 dQ = scale dS K, dK = scale dS^T Q, dV = P^T dO (three cuBLAS GEMMs).
+IoModel standard_backward_model(const Shape& s) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
+  const double nd = heads * N * d * e, nn = heads * N * N * e, rows = heads * N * 4.0;
+  const double tri = s.causal ? heads * N * (N + 1) / 2 * e : nn;
+  add(m, "dO read (pass 1, dP = dO V^T)", false, nd);
+  add(m, "V read (pass 1)", false, nd);
+  add(m, "dP written (pass 1)", true, nn);
+  add(m, "dO read (pass 2, D = rowsum(dO o O))", false, nd);
+  add(m, "O read (pass 2)", false, nd);
+  add(m, "D written (pass 2, fp32)", true, rows);
+  add(m, "dP read (pass 3, dS = P o (dP - D))", false, tri);
+  add(m, "P read (pass 3)", false, tri);
+  add(m, "D read (pass 3, fp32)", false, rows);
+  add(m, "dS written (pass 3, over dP)", true, nn);
+  add(m, "dS read (pass 4, dQ = dS K)", false, nn);
+  add(m, "K read (pass 4)", false, nd);
+  add(m, "dQ written (pass 4)", true, nd);
+  add(m, "dS read (pass 5, dK = dS^T Q)", false, nn);
+  add(m, "Q read (pass 5)", false, nd);
+  add(m, "dK written (pass 5)", true, nd);
+  add(m, "P read (pass 6, dV = P^T dO)", false, nn);
+  add(m, "dO read (pass 6)", false, nd);
+  add(m, "dV written (pass 6)", true, nd);
+  m.flops_matrix = 8.0 * heads * N * N * d;  // four full N x N x d products
+  const double valid = s.causal ? heads * N * (N + 1) / 2 : heads * N * N;
+  m.flops_nonmatrix = 3.0 * valid + 2.0 * heads * N * d;  // dS: subtract, multiply; D: dot
+  // Each input (Q, K, V, O, dO, lse) read once, each gradient written once.
+  m.bytes_compulsory = heads * (8 * N * d * e + 4.0 * N);
+  m.bytes_asymptotic = heads * (N * N + N * d) * e;
+  return m;
+}
+
+// The fa2 backward (kernels/fa2/fa2_bwd.cu), K/V blocks outer: a pre-pass (D = rowsum(dO o O),
+// the fp32 dQ accumulator zeroed); the main kernel, one thread block per K/V block of Bc rows,
+// looping over the query blocks of Br rows that see it (causal: from the diagonal on), reading
+// Q, dO, lse and D of each, holding dK and dV on chip, adding its dQ contribution to the fp32
+// accumulator with atomics (counted as a read and a write of the Br x d fp32 block per block
+// pair: what the L2 does; docs/io-model.md); a pass converting dQ to the dtype.
+IoModel fa2_backward_model(const Shape& s, Tiles t) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
+  const std::int64_t nkv = ceil_div(N, Bc);
+  double q_rows = 0, block_pairs = 0;
+  for (std::int64_t kb = 0; kb < nkv; ++kb) {
+    const std::int64_t first = s.causal ? kb * Bc / Br : 0, nq = ceil_div(N, Br);
+    for (std::int64_t qb = first; qb < nq; ++qb) {
+      q_rows += static_cast<double>(rows_in_block(N, Br, qb));
+      block_pairs += 1;
+    }
+  }
+  const double Nd = static_cast<double>(N) * static_cast<double>(d);
+  add(m, "O read (pre-pass, D = rowsum(dO o O))", false, heads * Nd * e);
+  add(m, "dO read (pre-pass)", false, heads * Nd * e);
+  add(m, "D written (pre-pass, fp32)", true, heads * N * 4.0);
+  add(m, "dQ accumulator zeroed (pre-pass, fp32)", true, heads * Nd * 4.0);
+  add(m, "K read (once)", false, heads * Nd * e);
+  add(m, "V read (once)", false, heads * Nd * e);
+  add(m, "Q read (once per K/V block)", false, heads * q_rows * d * e);
+  add(m, "dO read (once per K/V block)", false, heads * q_rows * d * e);
+  add(m, "lse read (once per K/V block, fp32)", false, heads * q_rows * 4.0);
+  add(m, "D read (once per K/V block, fp32)", false, heads * q_rows * 4.0);
+  add(m, "dQ accumulator read (atomicAdd, once per K/V block, fp32)", false,
+      heads * q_rows * d * 4.0);
+  add(m, "dQ accumulator written (atomicAdd, once per K/V block, fp32)", true,
+      heads * q_rows * d * 4.0);
+  add(m, "dK written (once)", true, heads * Nd * e);
+  add(m, "dV written (once)", true, heads * Nd * e);
+  add(m, "dQ accumulator read (convert pass, fp32)", false, heads * Nd * 4.0);
+  add(m, "dQ written (convert pass)", true, heads * Nd * e);
+  // Five products per block pair (S^T, dP^T, dV, dK, dQ), whole tiles.
+  m.flops_matrix = heads * block_pairs * 10.0 * static_cast<double>(Br * Bc * d);
+  // Per score: scale, exp, subtract, multiply (and the mask); per row: D (2d), dQ convert (d).
+  m.flops_nonmatrix =
+      heads * (block_pairs * 5.0 * static_cast<double>(Br * Bc) + 3.0 * static_cast<double>(N) * d);
+  m.bytes_compulsory = heads * (8 * Nd * e + 4.0 * N);
+  // K, V tiles, Q and dO tiles, the dS tile (kernels/fa2/fa2_bwd.cu).
+  m.onchip_budget_bytes = static_cast<double>(2 * Bc + 2 * Br) * d * e + Br * Bc * e;
+  m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
+  return m;
+}
+
 }  // namespace
+
+bool has_backward_model(Algorithm a) {
+  return a == Algorithm::standard || a == Algorithm::fa2;
+}
+
+std::int64_t q_blocks_for_kv_block(const Shape& s, Tiles t, std::int64_t kb) {
+  const std::int64_t total = ceil_div(s.N, t.block_q);
+  if (!s.causal) return total;
+  return total - kb * t.block_kv / t.block_q;
+}
 
 std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb) {
   const std::int64_t total = ceil_div(s.N, t.block_kv);
@@ -178,6 +279,15 @@ std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb)
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
                  std::int64_t /*device_smem_per_sm_bytes*/, ModelOptions options) {
   IoModel m;
+  const double half = shape.causal ? 0.5 : 1.0;
+  const double forward_convention = 4.0 * static_cast<double>(shape.heads_total()) *
+                                    double(shape.N) * double(shape.N) * double(shape.d) * half;
+  if (options.direction == Direction::backward) {
+    if (algorithm == Algorithm::standard) m = standard_backward_model(shape);
+    if (algorithm == Algorithm::fa2) m = fa2_backward_model(shape, tiles);
+    m.flops_convention = 2.5 * forward_convention;  // the field's convention
+    return m;
+  }
   switch (algorithm) {
     case Algorithm::standard:
       m = standard_model(shape);
@@ -192,9 +302,7 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = fp8_model(shape, tiles, options.fp8_quantisation_timed);
       break;
   }
-  const double half = shape.causal ? 0.5 : 1.0;
-  m.flops_convention = 4.0 * static_cast<double>(shape.heads_total()) * double(shape.N) *
-                       double(shape.N) * double(shape.d) * half;
+  m.flops_convention = forward_convention;
   return m;
 }
 

@@ -53,6 +53,9 @@ struct Fa1StateBytes {
 };
 
 struct ModelOptions {
+  // The pass modelled. Backward (standard and fa2's loop orders only; docs/io-model.md,
+  // "Backward"): FLOPs by the field's convention, 2.5 x the forward's.
+  Direction direction = Direction::forward;
   Fa1StateBytes fa1;
   bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
 };
@@ -61,6 +64,12 @@ struct ModelOptions {
 // own tile budget instead (IoModel::bytes_asymptotic), so it is recorded by the caller, not used.
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
                  std::int64_t device_smem_per_sm_bytes, ModelOptions options = {});
+
+// Whether the IO model has a backward formula for this algorithm (standard, fa2).
+bool has_backward_model(Algorithm algorithm);
+
+// Query blocks the FA2 backward kernel visits for K/V block kb (causal starts at the diagonal).
+std::int64_t q_blocks_for_kv_block(const Shape& shape, Tiles tiles, std::int64_t kb);
 
 // K/V blocks the FA2 kernel visits for query block qb (causal stops at the diagonal).
 std::int64_t kv_blocks_for_query_block(const Shape& shape, Tiles tiles, std::int64_t qb);

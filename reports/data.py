@@ -104,10 +104,29 @@ class Run:
         return str(self.doc.get("created_utc", ""))[:10]
 
 
+def split_by_gpu(run: Run) -> list[Run]:
+    """A file whose configurations ran on several GPUs (fa-bench/3 ``devices``: ``--devices``,
+    ``fa-bench merge``) as one run per GPU, each with that GPU's device and ceilings, so that
+    several GPUs in one file sit side by side as several files do. Any other file: itself."""
+    devices = run.doc.get("devices") or []
+    if len(devices) < 2:
+        return [run]
+    out = []
+    for dev in devices:
+        doc = {k: v for k, v in run.doc.items() if k not in ("devices", "configs")}
+        doc["device"] = {k: v for k, v in dev.items() if k != "ceilings"}
+        doc["ceilings"] = dev["ceilings"]
+        doc["configs"] = [c for c in run.doc["configs"]
+                          if (c.get("gpu") or {}).get("uuid") == dev["uuid"]]
+        out.append(Run(run.path, doc))
+    return out
+
+
 class Results:
     """Several result files as one list of flat rows (``schema.rows`` plus file and device)."""
 
     def __init__(self, runs: list[Run]):
+        runs = [part for run in runs for part in split_by_gpu(run)]
         self.runs = runs
         self.rows: list[dict] = []
         v2_rows: list[dict] = []

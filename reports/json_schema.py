@@ -5,9 +5,9 @@ JSON Schema as written there, plus what JSON Schema cannot say and the readers c
 - an integer is written as one (``5``, not ``5.0``): the C++ and Python readers refuse ``5.0``
   where an integer belongs, so "integer" here means a JSON integer literal;
 - a number is finite (a literal such as ``1e999`` parses to inf and is refused);
-- a configuration (B, H, N, d, causal, dtype) appears once per file; a row's identity once per
+- a configuration (B, H, N, d, causal, dtype; fa-bench/3: and gpu.uuid) appears once per file; a row's identity once per
   configuration (fa-bench/1: variant; fa-bench/2: variant, direction, kernel_config, options);
-  a ``gate_calibration`` row once.
+  a ``gate_calibration`` row once; a ``shard`` index is below its count.
 
 Problems read like reports/schema.py's: ``"<file>: <key path>: <problem>"``.
 """
@@ -21,7 +21,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from reports.schema import CONFIG_KEY, SchemaError, read_document, row_identity
+from reports.schema import SchemaError, config_key, read_document, row_identity
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schema" / "fa-bench-result.schema.json"
 
@@ -81,7 +81,7 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
     found = []
     configs: dict[tuple, int] = {}
     for i, c in enumerate(doc["configs"]):
-        key = tuple(c[k] for k in CONFIG_KEY)
+        key = config_key(c)
         if key in configs:
             found.append((f"configs[{i}]", f"duplicate configuration (also at configs[{configs[key]}])"))
         configs.setdefault(key, i)
@@ -92,6 +92,9 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
                 found.append((f"configs[{i}].results[{j}].variant",
                               f"row {r['variant']!r} appears twice (also at results[{rows[ident]}])"))
             rows.setdefault(ident, j)
+    shard = doc.get("shard")
+    if isinstance(shard, dict) and shard["index"] >= shard["count"]:
+        found.append(("shard.index", f"expected < count ({shard['count']}), got {shard['index']}"))
     cal = doc.get("gate_calibration")
     if cal is not None:
         seen: dict[str, int] = {}

@@ -23,7 +23,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2")
+UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3")
 # What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
 # C++ side moves to /2 with its vocabulary; ctest has the C++ reader read this writer's output);
 # make_result()/new_document() write /2 when asked.
@@ -34,7 +34,7 @@ ALGORITHMS = ("standard", "fa1", "fa2", "fp8")  # IO patterns the C++ IO model k
 STATUSES = ("ok", "failed", "skipped", "unsupported", "error", "model_only", "interrupted")
 DIRECTIONS = ("forward", "backward")
 BLOCK_ORDERS = ("blocks", "heads", "")
-CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # what makes a configuration unique
+CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # with the GPU: what makes a configuration unique
 L2_MODES = ("cold", "warm")
 INPUTS = ("normal", "outliers")
 DEVICE_REQUIRED = ("index", "name", "uuid", "compute_capability", "sm_count", "memory_bytes",
@@ -320,13 +320,28 @@ class _Validator:
         self.settings(self.obj(self.get(doc, "", "settings"), "settings"), "settings")
         self.ceilings(self.obj(self.get(doc, "", "ceilings"), "ceilings"), "ceilings")
 
+        if self.version == "fa-bench/3":
+            if "devices" in doc:
+                for i, dev in enumerate(self.lst(doc["devices"], "devices")):
+                    self.device(self.obj(dev, f"devices[{i}]"), f"devices[{i}]")
+                    self.ceilings(self.obj(self.get(dev, f"devices[{i}]", "ceilings"),
+                                           f"devices[{i}].ceilings"), f"devices[{i}].ceilings")
+            if "shard" in doc:
+                shard = self.obj(doc["shard"], "shard")
+                index = self.count(self.get(shard, "shard", "index"), "shard.index")
+                count = self.positive_count(self.get(shard, "shard", "count"), "shard.count")
+                if index >= count:
+                    self.fail("shard.index", f"expected < count ({count}), got {index}")
+
         configs = self.lst(self.get(doc, "", "configs"), "configs")
         seen: dict[tuple, int] = {}
         for i, config in enumerate(configs):
             self.config(config, f"configs[{i}]")
-            key = tuple(config[k] for k in CONFIG_KEY)
+            key = config_key(config)
             if key in seen:
                 what = ", ".join(f"{k}={json.dumps(config[k])}" for k in CONFIG_KEY)
+                if config.get("gpu"):
+                    what += f", gpu {config['gpu']['uuid']}"
                 self.fail(f"configs[{i}]", f"duplicate configuration ({what}; also at "
                           f"configs[{seen[key]}])")
             seen[key] = i
@@ -441,6 +456,13 @@ class _Validator:
         self.boolean(self.get(config, path, "causal"), _join(path, "causal"))
         self.one_of(self.get(config, path, "dtype"), _join(path, "dtype"), DTYPES)
         self.count(self.get(config, path, "seed"), _join(path, "seed"))
+        if self.version == "fa-bench/3" or "gpu" in config:
+            gpu = self.obj(self.get(config, path, "gpu"), _join(path, "gpu"), nullable=True)
+            if gpu is not None:
+                uuid = self.string(self.get(gpu, _join(path, "gpu"), "uuid"), _join(path, "gpu.uuid"))
+                if not uuid:
+                    self.fail(_join(path, "gpu.uuid"), "must not be empty")
+                self.string(self.get(gpu, _join(path, "gpu"), "name"), _join(path, "gpu.name"))
         results = self.lst(self.get(config, path, "results"), _join(path, "results"))
         seen: dict[Any, int] = {}
         for j, result in enumerate(results):
@@ -655,6 +677,13 @@ class _Validator:
         bound = self.one_of(self.get(pl, path, "bound"), _join(path, "bound"), PLACEMENT_BOUNDS)
         if bound == "l2" and l2 is None:
             self.fail(_join(path, "bound"), "is 'l2' but intensity_l2 is null")
+
+
+def config_key(config: dict) -> tuple:
+    """What makes a configuration unique in a file: its shape (CONFIG_KEY) and, fa-bench/3, the
+    UUID of the GPU it ran on (one file may hold the same shape on several GPUs)."""
+    gpu = config.get("gpu")
+    return (*(config[k] for k in CONFIG_KEY), gpu.get("uuid") if isinstance(gpu, dict) else None)
 
 
 def row_identity(result: dict, version: str) -> Any:
@@ -1019,6 +1048,8 @@ def rows(doc: dict) -> list[dict]:
     effective_gbps, max_abs_error, passed, plus config_index and result_index, and ``label``:
     the row's name as fa-bench's console shows it (:func:`row_label` among the configuration's
     rows; a fa-bench/1 file's ``variant`` already is that name). ``variant`` stays the file's.
+    ``gpu_uuid`` and ``gpu_name``: the GPU the row ran on (fa-bench/3: its configuration's
+    ``gpu``; older files: the file's ``device``), None without one.
     """
     v1 = doc.get("schema") == "fa-bench/1"
     out = []
@@ -1031,7 +1062,10 @@ def rows(doc: dict) -> list[dict]:
             derived = result.get("derived") or {}
             verification = result.get("verification") or {}
             row = {"config_index": ci, "result_index": ri, **cfields, **result}
+            gpu = config.get("gpu") or doc.get("device") or {}
             row.update(
+                gpu_uuid=gpu.get("uuid"),
+                gpu_name=gpu.get("name"),
                 label=labels[ri],
                 median_ms=timing.get("median_ms"),
                 relative_iqr=timing.get("relative_iqr"),

@@ -510,3 +510,68 @@ TEST(OutputFile, ProblemsAreFoundBeforeWriting) {
 
 }  // namespace
 }  // namespace fa::bench
+
+namespace fa::bench {
+namespace {
+
+std::vector<std::pair<std::string, Direction>> planned(const Options& o, int d) {
+  std::vector<PlannedRow> rows;
+  EXPECT_EQ(plan_rows(o, d, &rows), "");
+  std::vector<std::pair<std::string, Direction>> out;
+  for (const auto& r : rows) out.emplace_back(r.spec.variant, r.spec.direction);
+  return out;
+}
+
+TEST(CliDirection, DefaultIsForwardAndFlagPicksRows) {
+  const auto fwd = parse({"--variants", "standard,fa2"});
+  ASSERT_EQ(fwd.action, ParseOutcome::Action::run) << fwd.output;
+  EXPECT_EQ(fwd.options.directions, std::vector<Direction>{Direction::forward});
+  const auto bwd = parse({"--variants", "standard,fa2", "--direction", "bwd"});
+  ASSERT_EQ(bwd.action, ParseOutcome::Action::run) << bwd.output;
+  for (const auto& [v, d] : planned(bwd.options, 64)) EXPECT_EQ(d, Direction::backward) << v;
+  const auto both = parse({"--variants", "standard,fa2", "--direction", "both"});
+  ASSERT_EQ(both.action, ParseOutcome::Action::run) << both.output;
+  const auto rows = planned(both.options, 64);
+  const std::vector<std::pair<std::string, Direction>> want{{"standard", Direction::forward},
+                                                            {"standard", Direction::backward},
+                                                            {"fa2", Direction::forward},
+                                                            {"fa2", Direction::backward}};
+  EXPECT_EQ(rows, want);
+  expect_bad({"--direction", "up"}, "--direction: 'up' (accepted: fwd, bwd, both)");
+  expect_bad({"--direction", "backward"}, "--direction");
+}
+
+TEST(CliDirection, BackwardRowsUseTheBackwardTilesAndModel) {
+  const auto out = parse({"--variants", "fa2", "--direction", "both", "--d", "128", "--N", "1000",
+                          "--causal", "on", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 1u);
+  const auto& res = r.configs[0].results;
+  ASSERT_EQ(res.size(), 2u);
+  EXPECT_EQ(res[1].spec.direction, Direction::backward);
+  ASSERT_TRUE(res[1].spec.kernel_config);
+  const VariantInfo* fa2 = find_variant("fa2");
+  EXPECT_EQ(res[1].spec.tiles(), fa2->backward_tile_options(128).front());
+  EXPECT_EQ(row_label(r.configs[0], res[1]), "fa2 bwd");
+  EXPECT_NE(res[1].model.bytes(), res[0].model.bytes());
+  EXPECT_DOUBLE_EQ(res[1].model.flops_convention, 2.5 * res[0].model.flops_convention);
+}
+
+TEST(CliDirection, VariantsWithoutABackwardSayUnsupported) {
+  const auto out =
+      parse({"--variants", "fa1,fp8,fa2", "--direction", "bwd", "--model-only", "--N", "256"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  for (const auto& v : r.configs[0].results) {
+    if (v.spec.variant == "fa2") {
+      EXPECT_EQ(v.status, Status::model_only);
+    } else {
+      EXPECT_EQ(v.status, Status::unsupported) << v.spec.variant;
+      EXPECT_EQ(v.reason, v.spec.variant + " has no backward pass");
+    }
+  }
+}
+
+}  // namespace
+}  // namespace fa::bench

@@ -182,3 +182,69 @@ TEST(IoModel, TermsAddUpAndBatchHeadsMultiply) {
 
 }  // namespace
 }  // namespace fa
+
+namespace fa {
+namespace {
+
+model::IoModel backward(Algorithm a, const Shape& s, Tiles t = {}) {
+  model::ModelOptions mo;
+  mo.direction = Direction::backward;
+  return model::io_model(a, s, t, 1024, mo);
+}
+
+double term(const model::IoModel& m, const std::string& prefix) {
+  double b = 0;
+  for (const auto& t : m.terms)
+    if (t.name.rfind(prefix, 0) == 0) b += t.bytes;
+  return b;
+}
+
+TEST(IoModelBackward, FlopsConventionIsTwoAndAHalfForwards) {
+  for (bool causal : {false, true}) {
+    const Shape s = shape(256, 64, causal, 2, 3);
+    model::ModelOptions fwd;
+    const auto f = model::io_model(Algorithm::fa2, s, {64, 64}, 1024, fwd);
+    EXPECT_DOUBLE_EQ(backward(Algorithm::fa2, s, {64, 64}).flops_convention,
+                     2.5 * f.flops_convention);
+    EXPECT_DOUBLE_EQ(backward(Algorithm::standard, s).flops_convention, 2.5 * f.flops_convention);
+  }
+}
+
+TEST(IoModelBackward, StandardBytesByHand) {
+  // N=4, d=2, bf16: N d = 16 B, N N = 32 B, per-row fp32 = 16 B.
+  const auto m = backward(Algorithm::standard, shape(4, 2));
+  // reads: dO, V (dP); dO, O (D); dP, P, D (dS); dS, K (dQ); dS, Q (dK); P, dO (dV)
+  EXPECT_DOUBLE_EQ(m.bytes_read, 16 + 16 + 16 + 16 + 32 + 32 + 16 + 32 + 16 + 32 + 16 + 32 + 16);
+  // writes: dP, D, dS, dQ, dK, dV
+  EXPECT_DOUBLE_EQ(m.bytes_written, 32 + 16 + 32 + 16 + 16 + 16);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 8.0 * 16 * 2);
+  // causal: the dS kernel reads 4*5/2 = 10 elements of dP and of P
+  const auto c = backward(Algorithm::standard, shape(4, 2, true));
+  EXPECT_DOUBLE_EQ(m.bytes_read - c.bytes_read, 2 * (32 - 20));
+}
+
+TEST(IoModelBackward, Fa2BytesByHand) {
+  // N=8, d=2, Br=Bc=4, bf16: 2 K/V blocks, each sees both query blocks (non-causal): 16 Q rows.
+  const auto m = backward(Algorithm::fa2, shape(8, 2), {4, 4});
+  EXPECT_DOUBLE_EQ(term(m, "K read"), 8 * 2 * 2);
+  EXPECT_DOUBLE_EQ(term(m, "Q read (once per K/V block)"), 16 * 2 * 2);
+  EXPECT_DOUBLE_EQ(term(m, "dQ accumulator read (atomicAdd"), 16 * 2 * 4);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4 * 10.0 * 4 * 4 * 2);  // 4 block pairs, 5 products each
+  // causal: block 0 sees query blocks 0, 1; block 1 sees block 1 only: 12 Q rows, 3 pairs.
+  const auto c = backward(Algorithm::fa2, shape(8, 2, true), {4, 4});
+  EXPECT_DOUBLE_EQ(term(c, "Q read (once per K/V block)"), 12 * 2 * 2);
+  EXPECT_DOUBLE_EQ(c.flops_matrix, 3 * 10.0 * 4 * 4 * 2);
+  EXPECT_EQ(model::q_blocks_for_kv_block(shape(8, 2, true), {4, 4}, 1), 1);
+  // Br < Bc (d = 128's 32 x 64): K/V block 1 starts at key 64 = query block 2.
+  EXPECT_EQ(model::q_blocks_for_kv_block(shape(200, 128, true), {32, 64}, 1), 7 - 2);
+  // the terms add up to the totals
+  double r = 0, w = 0;
+  for (const auto& t : m.terms) (t.is_write ? w : r) += t.bytes;
+  EXPECT_DOUBLE_EQ(r, m.bytes_read);
+  EXPECT_DOUBLE_EQ(w, m.bytes_written);
+  EXPECT_TRUE(model::has_backward_model(Algorithm::fa2));
+  EXPECT_FALSE(model::has_backward_model(Algorithm::fa1));
+}
+
+}  // namespace
+}  // namespace fa

@@ -128,3 +128,96 @@ TEST(Reference, RoundingMatchesTheFormats) {
 
 }  // namespace
 }  // namespace fa::reference
+
+// ---- Backward ----
+namespace fa::reference {
+namespace {
+
+std::vector<double> random_vec(std::int64_t n, std::uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> dist(0.0, 1.0);
+  std::vector<double> v(n);
+  for (auto& x : v) x = dist(rng);
+  return v;
+}
+
+// sum(dO o O(Q, K, V)): the scalar whose gradients are dQ, dK, dV.
+double loss(const Head& h, const std::vector<double>& d_o, bool causal, double scale) {
+  std::vector<double> o(h.d);
+  double l = 0;
+  for (std::int64_t r = 0; r < h.N; ++r) {
+    attention_row(h, r, causal, scale, o.data());
+    for (std::int64_t c = 0; c < h.d; ++c) l += d_o[r * h.d + c] * o[c];
+  }
+  return l;
+}
+
+TEST(ReferenceBackward, NaiveMatchesFiniteDifferences) {
+  for (bool causal : {false, true}) {
+    Head h = random_head(5, 4, 11);
+    const auto d_o = random_vec(5 * 4, 12);
+    const double scale = 0.5;
+    const GradRows g = attention_backward_naive(h, d_o, causal, scale);
+    const double eps = 1e-6;
+    for (auto [vec, grad] :
+         {std::pair{&h.q, &g.dq}, std::pair{&h.k, &g.dk}, std::pair{&h.v, &g.dv}}) {
+      for (std::size_t i = 0; i < vec->size(); ++i) {
+        const double x = (*vec)[i];
+        (*vec)[i] = x + eps;
+        const double up = loss(h, d_o, causal, scale);
+        (*vec)[i] = x - eps;
+        const double down = loss(h, d_o, causal, scale);
+        (*vec)[i] = x;
+        EXPECT_NEAR((*grad)[i], (up - down) / (2 * eps), 1e-6) << "causal " << causal << " i " << i;
+      }
+    }
+  }
+}
+
+TEST(ReferenceBackward, SampledRowsMatchNaive) {
+  for (bool causal : {false, true}) {
+    for (std::int64_t N : {1, 7, 33}) {
+      const Head h = random_head(N, 8, 21 + N);
+      const auto d_o = random_vec(N * 8, 22 + N);
+      const GradRows full = attention_backward_naive(h, d_o, causal, 0.35);
+      std::vector<std::int64_t> rows;
+      for (std::int64_t r = 0; r < N; r += 2) rows.push_back(r);
+      rows.push_back(N - 1);
+      const GradRows s = attention_backward_rows(h, d_o, causal, 0.35, rows, rows, 3);
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        for (std::int64_t c = 0; c < 8; ++c) {
+          EXPECT_NEAR(s.dq[i * 8 + c], full.dq[rows[i] * 8 + c], 1e-12);
+          EXPECT_NEAR(s.dk[i * 8 + c], full.dk[rows[i] * 8 + c], 1e-12);
+          EXPECT_NEAR(s.dv[i * 8 + c], full.dv[rows[i] * 8 + c], 1e-12);
+        }
+      }
+    }
+  }
+}
+
+TEST(ReferenceBackward, PlainLowPrecisionIsCloseButNotExact) {
+  // Inputs exact in bf16, so only the plain computation's own rounding separates the two.
+  Head h = random_head(64, 16, 31);
+  auto d_o = random_vec(64 * 16, 32);
+  for (auto* v : {&h.q, &h.k, &h.v, &d_o})
+    for (auto& x : *v) x = round_to(x, DType::bf16);
+  std::vector<std::int64_t> rows{0, 1, 31, 63};
+  for (DType t : {DType::bf16, DType::fp16}) {
+    const GradRows exact = attention_backward_rows(h, d_o, true, 0.25, rows, rows);
+    const GradRows plain = plain_lowp_backward_rows(h, d_o, true, 0.25, t, rows, rows, 2);
+    double worst = 0, any = 0;
+    for (auto [a, b] : {std::pair{&exact.dq, &plain.dq}, std::pair{&exact.dk, &plain.dk},
+                        std::pair{&exact.dv, &plain.dv}}) {
+      for (std::size_t i = 0; i < a->size(); ++i) {
+        worst = std::max(worst, std::abs((*a)[i] - (*b)[i]) / (std::abs((*a)[i]) + 1e-3));
+        any = std::max(any, std::abs((*a)[i] - (*b)[i]));
+      }
+    }
+    // A loose sanity bound (relative to |G| + 1e-3): bf16 keeps 8 bits, fp16 11.
+    EXPECT_LT(worst, t == DType::bf16 ? 0.5 : 0.1) << "dtype " << (t == DType::bf16);
+    EXPECT_GT(any, 0.0);  // the baseline has an error to scale the tolerance by
+  }
+}
+
+}  // namespace
+}  // namespace fa::reference

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <random>
 #include <vector>
 
@@ -225,6 +226,90 @@ TEST(VerificationRows, UlpOfTheDtype) {
   EXPECT_DOUBLE_EQ(bench::ulp_of(1.0, DType::bf16), std::ldexp(1.0, -7));
   EXPECT_DOUBLE_EQ(bench::ulp_of(0.03, DType::bf16), std::ldexp(1.0, -6 - 7));
   EXPECT_DOUBLE_EQ(bench::ulp_of(1.0, DType::fp16), std::ldexp(1.0, -10));
+}
+
+}  // namespace
+}  // namespace fa
+
+// ---- Backward: the per-row rule of bench::BackwardReferenceSample ----
+namespace fa {
+namespace {
+
+struct BwdFixture {
+  Shape s;
+  std::vector<bench::BackwardReferenceSample::HeadInputs> heads;
+  std::unique_ptr<bench::BackwardReferenceSample> ref;
+
+  explicit BwdFixture(bool causal) {
+    s.B = 1;
+    s.H = 2;
+    s.N = 80;
+    s.d = 64;
+    s.causal = causal;
+    s.dtype = DType::bf16;
+    for (std::int64_t bh = 0; bh < 2; ++bh) {
+      bench::BackwardReferenceSample::HeadInputs h;
+      h.head = random_head(s.N, s.d, s.dtype, 40 + bh);
+      std::mt19937_64 rng(50 + bh);
+      std::normal_distribution<double> normal;
+      h.d_o.resize(static_cast<std::size_t>(s.N * s.d));
+      for (auto& x : h.d_o) x = reference::round_to(normal(rng), s.dtype);
+      h.o = h.d_o;  // stands in: only checked for being unchanged
+      h.lse.assign(static_cast<std::size_t>(s.N), 0.0f);
+      heads.push_back(std::move(h));
+    }
+    ref = std::make_unique<bench::BackwardReferenceSample>(
+        s, [this](std::int64_t bh) { return heads[static_cast<std::size_t>(bh)]; }, 3);
+  }
+
+  // The gradients of a kernel that computes like the plain backward, with keys [drop_lo, drop_hi)
+  // dropped as fa2's fault drops a K/V block: their dK and dV rows written as 0.
+  bench::Verification judge_plain(std::int64_t drop_lo = 0, std::int64_t drop_hi = 0,
+                                  bool nan_at_dk = false, std::string* worst = nullptr) {
+    std::map<std::int64_t, reference::GradRows> grads;
+    std::vector<std::int64_t> all(static_cast<std::size_t>(s.N));
+    for (std::int64_t r = 0; r < s.N; ++r) all[static_cast<std::size_t>(r)] = r;
+    for (std::int64_t bh = 0; bh < 2; ++bh) {
+      const auto& h = heads[static_cast<std::size_t>(bh)];
+      grads[bh] = reference::plain_lowp_backward_rows(h.head, h.d_o, s.causal, s.scale(), s.dtype,
+                                                      all, all, 2);
+      for (std::int64_t j = drop_lo; j < drop_hi; ++j) {
+        for (std::int64_t c = 0; c < s.d; ++c)
+          grads[bh].dk[static_cast<std::size_t>(j * s.d + c)] =
+              grads[bh].dv[static_cast<std::size_t>(j * s.d + c)] = 0;
+      }
+    }
+    const auto at = [&](bench::BackwardReferenceSample::Gradient g, std::int64_t bh,
+                        std::int64_t row, std::int64_t c) {
+      const auto& G = grads.at(bh);
+      const auto& v = g == 0 ? G.dq : g == 1 ? G.dk : G.dv;
+      if (nan_at_dk && g == 1 && row == 5 && c == 3) return kNaN;
+      return v[static_cast<std::size_t>(row * s.d + c)];
+    };
+    return ref->judge(at, 0, worst);
+  }
+};
+
+TEST(BackwardRule, PlainComputationPassesFaultsFail) {
+  for (bool causal : {false, true}) {
+    BwdFixture f(causal);
+    const auto ok = f.judge_plain();
+    EXPECT_TRUE(ok.passed) << "causal " << causal << " ratio " << ok.worst_row_ratio;
+    EXPECT_LE(ok.worst_row_ratio, 0.5 + 1e-9);  // its own error against 2x its own error
+    EXPECT_GT(ok.baseline_max_abs_error, 0.0);
+    EXPECT_EQ(ok.rows_checked, static_cast<std::int64_t>(f.ref->sampled_rows(0).size() +
+                                                         f.ref->sampled_rows(1).size()));
+    std::string worst;
+    const auto dropped = f.judge_plain(64, 80, false, &worst);  // the last (partial) block
+    EXPECT_FALSE(dropped.passed) << "causal " << causal;
+    EXPECT_GT(dropped.worst_row_ratio, 1.0);
+    EXPECT_FALSE(worst.empty());
+    const auto nan = f.judge_plain(0, 0, true, &worst);
+    EXPECT_FALSE(nan.passed);
+    EXPECT_EQ(worst, "dK");
+    EXPECT_NE(bench::backward_failure_reason(nan, worst).find("dK row 5"), std::string::npos)
+        << bench::backward_failure_reason(nan, worst);
+  }
 }
 
 }  // namespace

@@ -207,6 +207,15 @@ class Fa2Launcher final : public Launcher {
     }
     return launch<false>(Fa2Tiles{}, s, t, b, stream);
   }
+  std::size_t backward_workspace_bytes(const Shape& s, const Tiles&) const override {
+    return fa2_backward_workspace_bytes(s);
+  }
+  std::string run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
+                           cudaStream_t stream) override {
+    const Fa2BwdPhaseHooks hooks{[this](const char* name) { phase_begin(name); },
+                                 [this] { phase_end(); }};
+    return fa2_run_backward(s, t, b, stream, heads_fastest_, fault_, hooks);
+  }
 
  private:
   // Tile list -> (tiles, causal, dtype) instantiation -> launch.

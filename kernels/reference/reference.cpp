@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <thread>
 
 namespace fa::reference {
 namespace {
@@ -242,6 +243,205 @@ std::vector<double> tiled_q_outer(const Head& h, bool causal, double scale, int 
     }
   }
   return O;
+}
+
+}  // namespace fa::reference
+
+// ---- Backward ----
+
+namespace fa::reference {
+namespace {
+
+// f(i) for i in [0, n), split over `threads` threads (rows are independent).
+template <typename F>
+void parallel_for(std::int64_t n, int threads, F&& f) {
+  const int workers =
+      static_cast<int>(std::max<std::int64_t>(1, std::min<std::int64_t>(threads, n)));
+  if (workers <= 1) {
+    for (std::int64_t i = 0; i < n; ++i) f(i);
+    return;
+  }
+  std::vector<std::thread> pool;
+  for (int w = 0; w < workers; ++w) {
+    pool.emplace_back([&, w] {
+      for (std::int64_t i = w; i < n; i += workers) f(i);
+    });
+  }
+  for (auto& t : pool) t.join();
+}
+
+// fp32 dot product of two rows that are exact in the input dtype (so each product is exact).
+float dot32(const double* a, const double* b, std::int64_t d) {
+  float acc = 0.0f;
+  for (std::int64_t c = 0; c < d; ++c) acc += static_cast<float>(a[c]) * static_cast<float>(b[c]);
+  return acc;
+}
+
+// The plain forward's statistics of one row (plain_lowp_row's arithmetic): the rounded scores'
+// max m and sum l, from which its P entries follow (plain_p).
+struct PlainStats {
+  float m = -std::numeric_limits<float>::infinity();
+  float l = 0.0f;
+};
+
+float plain_score(const Head& h, std::int64_t i, std::int64_t j, double scale, DType dtype) {
+  const float acc = dot32(&h.q[i * h.d], &h.k[j * h.d], h.d);
+  return static_cast<float>(round_to(acc * static_cast<float>(scale), dtype));
+}
+
+PlainStats plain_stats(const Head& h, std::int64_t i, bool causal, double scale, DType dtype) {
+  PlainStats st;
+  const std::int64_t end = causal ? i + 1 : h.N;
+  std::vector<float> s(static_cast<std::size_t>(end));
+  for (std::int64_t j = 0; j < end; ++j) {
+    s[j] = plain_score(h, i, j, scale, dtype);
+    st.m = std::max(st.m, s[j]);
+  }
+  for (std::int64_t j = 0; j < end; ++j) st.l += std::exp(s[j] - st.m);
+  return st;
+}
+
+float plain_p(float s, const PlainStats& st, DType dtype) {
+  return static_cast<float>(round_to(std::exp(s - st.m) / st.l, dtype));
+}
+
+}  // namespace
+
+GradRows attention_backward_rows(const Head& h, const std::vector<double>& d_o, bool causal,
+                                 double scale, const std::vector<std::int64_t>& q_rows,
+                                 const std::vector<std::int64_t>& k_rows, int threads) {
+  const std::int64_t N = h.N, d = h.d;
+  std::vector<double> lse(N), D(N);
+  parallel_for(N, threads, [&](std::int64_t i) {
+    std::vector<double> o(d);
+    lse[i] = attention_row(h, i, causal, scale, o.data());
+    D[i] = dot(&d_o[i * d], o.data(), d);
+  });
+  GradRows g;
+  g.dq.assign(q_rows.size() * d, 0.0);
+  g.dk.assign(k_rows.size() * d, 0.0);
+  g.dv.assign(k_rows.size() * d, 0.0);
+  parallel_for(static_cast<std::int64_t>(q_rows.size()), threads, [&](std::int64_t r) {
+    const std::int64_t i = q_rows[r];
+    double* dq = &g.dq[r * d];
+    for (std::int64_t j = 0; j < (causal ? i + 1 : N); ++j) {
+      const double p = std::exp(scale * dot(&h.q[i * d], &h.k[j * d], d) - lse[i]);
+      const double ds = p * (dot(&d_o[i * d], &h.v[j * d], d) - D[i]);
+      for (std::int64_t c = 0; c < d; ++c) dq[c] += ds * h.k[j * d + c];
+    }
+    for (std::int64_t c = 0; c < d; ++c) dq[c] *= scale;
+  });
+  parallel_for(static_cast<std::int64_t>(k_rows.size()), threads, [&](std::int64_t r) {
+    const std::int64_t j = k_rows[r];
+    double *dk = &g.dk[r * d], *dv = &g.dv[r * d];
+    for (std::int64_t i = causal ? j : 0; i < N; ++i) {
+      const double p = std::exp(scale * dot(&h.q[i * d], &h.k[j * d], d) - lse[i]);
+      const double ds = p * (dot(&d_o[i * d], &h.v[j * d], d) - D[i]);
+      for (std::int64_t c = 0; c < d; ++c) {
+        dv[c] += p * d_o[i * d + c];
+        dk[c] += ds * h.q[i * d + c];
+      }
+    }
+    for (std::int64_t c = 0; c < d; ++c) dk[c] *= scale;
+  });
+  return g;
+}
+
+GradRows plain_lowp_backward_rows(const Head& h, const std::vector<double>& d_o, bool causal,
+                                  double scale, DType dtype,
+                                  const std::vector<std::int64_t>& q_rows,
+                                  const std::vector<std::int64_t>& k_rows, int threads) {
+  const std::int64_t N = h.N, d = h.d;
+  auto plain_dp = [&](std::int64_t i, std::int64_t j) {
+    return static_cast<float>(round_to(dot32(&d_o[i * d], &h.v[j * d], d), dtype));
+  };
+  // Every row's forward statistics and D = fp32 rowsum(dP o P) (a key row's gradient needs all).
+  std::vector<PlainStats> st(N);
+  std::vector<float> D(N);
+  parallel_for(N, threads, [&](std::int64_t i) {
+    st[i] = plain_stats(h, i, causal, scale, dtype);
+    float acc = 0.0f;
+    for (std::int64_t j = 0; j < (causal ? i + 1 : N); ++j)
+      acc += plain_dp(i, j) * plain_p(plain_score(h, i, j, scale, dtype), st[i], dtype);
+    D[i] = acc;
+  });
+  auto plain_ds = [&](std::int64_t i, std::int64_t j, float p) {
+    return static_cast<float>(round_to(p * (plain_dp(i, j) - D[i]), dtype));
+  };
+  const float scale_f = static_cast<float>(scale);
+  GradRows g;
+  g.dq.assign(q_rows.size() * d, 0.0);
+  g.dk.assign(k_rows.size() * d, 0.0);
+  g.dv.assign(k_rows.size() * d, 0.0);
+  parallel_for(static_cast<std::int64_t>(q_rows.size()), threads, [&](std::int64_t r) {
+    const std::int64_t i = q_rows[r];
+    std::vector<float> acc(d, 0.0f);
+    for (std::int64_t j = 0; j < (causal ? i + 1 : N); ++j) {
+      const float ds = plain_ds(i, j, plain_p(plain_score(h, i, j, scale, dtype), st[i], dtype));
+      for (std::int64_t c = 0; c < d; ++c) acc[c] += ds * static_cast<float>(h.k[j * d + c]);
+    }
+    for (std::int64_t c = 0; c < d; ++c) g.dq[r * d + c] = round_to(acc[c] * scale_f, dtype);
+  });
+  parallel_for(static_cast<std::int64_t>(k_rows.size()), threads, [&](std::int64_t r) {
+    const std::int64_t j = k_rows[r];
+    std::vector<float> dk(d, 0.0f), dv(d, 0.0f);
+    for (std::int64_t i = causal ? j : 0; i < N; ++i) {
+      const float p = plain_p(plain_score(h, i, j, scale, dtype), st[i], dtype);
+      const float ds = plain_ds(i, j, p);
+      for (std::int64_t c = 0; c < d; ++c) {
+        dv[c] += p * static_cast<float>(d_o[i * d + c]);
+        dk[c] += ds * static_cast<float>(h.q[i * d + c]);
+      }
+    }
+    for (std::int64_t c = 0; c < d; ++c) {
+      g.dk[r * d + c] = round_to(dk[c] * scale_f, dtype);
+      g.dv[r * d + c] = round_to(dv[c], dtype);
+    }
+  });
+  return g;
+}
+
+GradRows attention_backward_naive(const Head& h, const std::vector<double>& d_o, bool causal,
+                                  double scale) {
+  const std::int64_t N = h.N, d = h.d;
+  std::vector<double> P(N * N, 0.0), dP(N * N, 0.0), O(N * d, 0.0);
+  for (std::int64_t i = 0; i < N; ++i) {
+    double m = kNegInf;
+    for (std::int64_t j = 0; j < N; ++j) {
+      P[i * N + j] = masked(causal, i, j) ? kNegInf : scale * dot(&h.q[i * d], &h.k[j * d], d);
+      m = std::max(m, P[i * N + j]);
+    }
+    double l = 0;
+    for (std::int64_t j = 0; j < N; ++j) {
+      P[i * N + j] = P[i * N + j] == kNegInf ? 0.0 : std::exp(P[i * N + j] - m);
+      l += P[i * N + j];
+    }
+    for (std::int64_t j = 0; j < N; ++j) P[i * N + j] /= l;
+  }
+  GradRows g;
+  g.dq.assign(N * d, 0.0);
+  g.dk.assign(N * d, 0.0);
+  g.dv.assign(N * d, 0.0);
+  for (std::int64_t i = 0; i < N; ++i)
+    for (std::int64_t j = 0; j < N; ++j)
+      for (std::int64_t c = 0; c < d; ++c) {
+        O[i * d + c] += P[i * N + j] * h.v[j * d + c];
+        g.dv[j * d + c] += P[i * N + j] * d_o[i * d + c];
+        dP[i * N + j] += d_o[i * d + c] * h.v[j * d + c];
+      }
+  for (std::int64_t i = 0; i < N; ++i) {
+    // Softmax's Jacobian applied row by row: dS_ij = P_ij (dP_ij - sum_k P_ik dP_ik).
+    double rowdot = 0;
+    for (std::int64_t j = 0; j < N; ++j) rowdot += P[i * N + j] * dP[i * N + j];
+    for (std::int64_t j = 0; j < N; ++j) {
+      const double ds = P[i * N + j] * (dP[i * N + j] - rowdot);
+      for (std::int64_t c = 0; c < d; ++c) {
+        g.dq[i * d + c] += scale * ds * h.k[j * d + c];
+        g.dk[j * d + c] += scale * ds * h.q[i * d + c];
+      }
+    }
+  }
+  return g;
 }
 
 }  // namespace fa::reference

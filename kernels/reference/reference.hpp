@@ -69,4 +69,38 @@ std::vector<double> tiled_kv_outer(const Head& head, bool causal, double scale, 
 std::vector<double> tiled_q_outer(const Head& head, bool causal, double scale, int block_q,
                                   int block_kv, std::vector<double>* lse = nullptr);
 
+// ---- Backward ----
+//
+// The gradients of O = softmax(scale Q K^T) V with respect to Q, K, V for an incoming dO:
+//   P = softmax(scale Q K^T), dV = P^T dO, dP = dO V^T, D_i = rowsum(dO o O)_i,
+//   dS = P o (dP - D), dQ = scale dS K, dK = scale dS^T Q.
+// dQ rows are query rows, dK and dV rows key rows. Every function takes the head's dO [N][d].
+
+// The gradients on sampled rows: dq for `q_rows` (rows x d), dk and dv for `k_rows`.
+struct GradRows {
+  std::vector<double> dq, dk, dv;
+};
+
+// Exact (fp64). A key row's gradient sums over every query row, so the forward (lse and O of all
+// N rows, for P and D) is computed first: O(N^2 d) per head. `threads` splits the rows.
+GradRows attention_backward_rows(const Head& head, const std::vector<double>& d_o, bool causal,
+                                 double scale, const std::vector<std::int64_t>& q_rows,
+                                 const std::vector<std::int64_t>& k_rows, int threads = 1);
+
+// The same as a plain implementation in `dtype` computes it (autograd through the plain forward
+// of plain_lowp_row, PyTorch-style math): S, P and O rounded to dtype as that forward does;
+// dP = fp32 dO V^T rounded to dtype; D = fp32 rowsum(dP o P) (PyTorch's softmax backward);
+// dS = fp32 P (dP - D) rounded to dtype; dV = fp32 P^T dO, dQ = fp32 scale dS K, dK = fp32
+// scale dS^T Q, each rounded to dtype. Its per-row error against attention_backward_rows() is the
+// baseline of the backward rule (docs/accuracy.md).
+GradRows plain_lowp_backward_rows(const Head& head, const std::vector<double>& d_o, bool causal,
+                                  double scale, DType dtype,
+                                  const std::vector<std::int64_t>& q_rows,
+                                  const std::vector<std::int64_t>& k_rows, int threads = 1);
+
+// Every row, the textbook way (full N x N matrices, fp64): the self-check of the two above
+// (tests/test_reference.cpp) on tiny heads. Returns dq, dk, dv [N][d].
+GradRows attention_backward_naive(const Head& head, const std::vector<double>& d_o, bool causal,
+                                  double scale);
+
 }  // namespace fa::reference

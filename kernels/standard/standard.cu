@@ -11,6 +11,18 @@
 //
 // HBM traffic (profiler/io_model.cpp): Q, K read; S written; S read (twice in the two-pass
 // kernel), P written; P, V read; O written; the log-sum-exp (m + ln l per row) written by pass 2.
+//
+// Backward (run_backward), P kept in HBM by the forward: prepare_backward runs this forward once,
+// untimed, into the backward's workspace (P where the forward leaves it; its O and lse into scratch
+// of their own, the given O and lse untouched), as a training step's forward leaves P for its
+// backward. The timed backward is then, each pass through HBM:
+//   pass 1  dP = dO V^T             cuBLAS, dP (N x N, input type) into the dS buffer
+//   pass 2  D = rowsum(dO o O)      a kernel, one warp per row, fp32 (O: the given forward output)
+//   pass 3  dS = P o (dP - D)       a kernel, one thread block per row, in place over dP; causal:
+//                                   keys past the diagonal not read, written 0
+//   pass 4  dQ = scale dS K         cuBLAS
+//   pass 5  dK = scale dS^T Q       cuBLAS
+//   pass 6  dV = P^T dO             cuBLAS
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -223,6 +235,67 @@ __global__ void __launch_bounds__(kSoftmaxThreads)
   }
 }
 
+// D[row] = sum_c dO[row][c] O[row][c] (fp32), one warp per row.
+template <typename T>
+__global__ void __launch_bounds__(256)
+    rowsum_do_o_kernel(const T* d_o, const T* o, float* D, std::int64_t rows, int d) {
+  const std::int64_t row = blockIdx.x * std::int64_t{8} + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows) return;
+  float acc = 0.0f;
+  for (int c = lane; c < d; c += 32) acc += to_float(d_o[row * d + c]) * to_float(o[row * d + c]);
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
+  if (lane == 0) D[row] = acc;
+}
+
+// What the dS kernel works on: dP in, dS out (in place), P, D; the fault fields are read only by
+// the FAULTS instantiation (keys [drop_lo, drop_hi) get dS = 0).
+template <typename T>
+struct DsArgs {
+  T* ds;  // dP in, dS out, [rows][N]
+  const T* p;
+  const float* D;
+  std::int64_t N;
+  bool causal;
+  std::int64_t drop_lo, drop_hi;
+};
+
+// dS = P o (dP - D) for one row per thread block; VEC elements per access (8 when N % 8 == 0).
+template <typename T, int VEC, bool FAULTS>
+__global__ void __launch_bounds__(kSoftmaxThreads) ds_rows_kernel(const DsArgs<T> a) {
+  const std::int64_t N = a.N;
+  const std::int64_t row_global = blockIdx.x;
+  const std::int64_t row = row_global % N;
+  T* dsrow = a.ds + row_global * N;
+  const T* prow = a.p + row_global * N;
+  const std::int64_t valid = a.causal ? row + 1 : N;
+  const float D = a.D[row_global];
+  for (std::int64_t c = threadIdx.x * VEC; c < N; c += kSoftmaxThreads * VEC) {
+    T dp[VEC], p[VEC];
+    if (c < valid) {
+      if constexpr (VEC == 8) {
+        *reinterpret_cast<uint4*>(dp) = *reinterpret_cast<const uint4*>(dsrow + c);
+        *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(prow + c);
+      } else {
+        dp[0] = dsrow[c];
+        p[0] = prow[c];
+      }
+    }
+#pragma unroll
+    for (int e = 0; e < VEC; ++e) {
+      const bool dropped = FAULTS && c + e >= a.drop_lo && c + e < a.drop_hi;
+      const bool use = c + e < valid && !dropped;
+      dp[e] = from_float<T>(use ? to_float(p[e]) * (to_float(dp[e]) - D) : 0.0f);
+    }
+    if constexpr (VEC == 8) {
+      *reinterpret_cast<uint4*>(dsrow + c) = *reinterpret_cast<const uint4*>(dp);
+    } else {
+      dsrow[c] = dp[0];
+    }
+  }
+}
+
 const char* cublas_status_name(cublasStatus_t s) {
   switch (s) {
     case CUBLAS_STATUS_SUCCESS:
@@ -257,12 +330,7 @@ class StandardLauncher final : public Launcher {
 
   std::string run(const Shape& s, const Tiles& tiles, const DeviceBuffers& b,
                   cudaStream_t stream) override {
-    if (!handle_) {
-      if (auto st = cublasCreate(&handle_); st != CUBLAS_STATUS_SUCCESS) {
-        handle_ = nullptr;
-        return std::string("cublasCreate: ") + cublas_status_name(st);
-      }
-    }
+    if (std::string e = ensure_handle(); !e.empty()) return e;
     if (b.workspace_bytes < workspace_bytes(s, tiles)) return "standard: workspace too small";
     cublasSetStream(handle_, stream);
     const cudaDataType_t type = s.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -310,7 +378,152 @@ class StandardLauncher final : public Launcher {
     return "";
   }
 
+  // The backward's workspace: P and dP/dS (N x N each, input type), D (fp32 per row), and the
+  // scratch O and lse of the forward that prepare_backward runs.
+  struct BackwardLayout {
+    std::size_t p = 0, ds = 0, D = 0, o = 0, lse = 0, total = 0;
+  };
+  static BackwardLayout backward_layout(const Shape& s) {
+    auto align = [](std::size_t x) { return (x + 255) / 256 * 256; };
+    const std::size_t nn = static_cast<std::size_t>(s.score_elements()) * element_bytes(s.dtype);
+    const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
+    const std::size_t nd = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+    BackwardLayout l;
+    l.ds = align(nn);
+    l.D = l.ds + align(nn);
+    l.o = l.D + align(rows);
+    l.lse = l.o + align(nd);
+    l.total = l.lse + align(rows);
+    return l;
+  }
+  std::size_t backward_workspace_bytes(const Shape& s, const Tiles&) const override {
+    return backward_layout(s).total;
+  }
+
+  std::string prepare_backward(const Shape& s, const Tiles& tiles, const BackwardBuffers& b,
+                               cudaStream_t stream) override {
+    const BackwardLayout l = backward_layout(s);
+    if (b.workspace_bytes < l.total) return "standard: backward workspace too small";
+    auto* ws = static_cast<unsigned char*>(b.workspace);
+    const DeviceBuffers fwd{b.q,
+                            b.k,
+                            b.v,
+                            ws + l.o,
+                            reinterpret_cast<float*>(ws + l.lse),
+                            ws + l.p,
+                            static_cast<std::size_t>(l.ds - l.p)};
+    return run(s, tiles, fwd, stream);
+  }
+
+  std::string run_backward(const Shape& s, const Tiles&, const BackwardBuffers& b,
+                           cudaStream_t stream) override {
+    if (std::string e = ensure_handle(); !e.empty()) return e;
+    const BackwardLayout l = backward_layout(s);
+    if (b.workspace_bytes < l.total) return "standard: backward workspace too small";
+    cublasSetStream(handle_, stream);
+    auto* ws = static_cast<unsigned char*>(b.workspace);
+    void* P = ws + l.p;
+    void* dS = ws + l.ds;
+    float* D = reinterpret_cast<float*>(ws + l.D);
+    const cudaDataType_t type = s.dtype == DType::bf16 ? CUDA_R_16BF : CUDA_R_16F;
+    const int n = static_cast<int>(s.N), d = static_cast<int>(s.d);
+    const int batch = static_cast<int>(s.heads_total());
+    const long long stride_qkv = static_cast<long long>(s.N) * s.d;
+    const long long stride_s = static_cast<long long>(s.N) * s.N;
+    const float scale = static_cast<float>(s.scale()), one = 1.0f, zero = 0.0f;
+    auto gemm = [&](const char* what, cublasOperation_t ta, cublasOperation_t tb, int m, int nn,
+                    int k, const float* alpha, const void* A, int lda, long long sa, const void* B,
+                    int ldb, long long sb, void* C, int ldc, long long sc) -> std::string {
+      phase_begin(what);
+      const cublasStatus_t st = cublasGemmStridedBatchedEx(
+          handle_, ta, tb, m, nn, k, alpha, A, type, lda, sa, B, type, ldb, sb, &zero, C, type, ldc,
+          sc, batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+      phase_end();
+      return st == CUBLAS_STATUS_SUCCESS ? "" : std::string(what) + ": " + cublas_status_name(st);
+    };
+    // Row-major X[a][b] is column-major X^T. dP[i][j] = dO_i . V_j: as S = Q K^T in run().
+    if (auto e = gemm("dP = dO V^T (cuBLAS)", CUBLAS_OP_T, CUBLAS_OP_N, n, n, d, &one, b.v, d,
+                      stride_qkv, b.d_o, d, stride_qkv, dS, n, stride_s);
+        !e.empty())
+      return e;
+    const std::int64_t rows = s.heads_total() * s.N;
+    if (rows > 0x7fffffff) return "standard: too many rows for one grid";
+    phase_begin("D = rowsum(dO o O)");
+    if (s.dtype == DType::bf16) {
+      launch_rowsum<__nv_bfloat16>(s, b, D, rows, stream);
+    } else {
+      launch_rowsum<__half>(s, b, D, rows, stream);
+    }
+    phase_end();
+    phase_begin("dS = P o (dP - D)");
+    if (s.dtype == DType::bf16) {
+      launch_ds<__nv_bfloat16>(s, P, dS, D, rows, stream, fault_);
+    } else {
+      launch_ds<__half>(s, P, dS, D, rows, stream, fault_);
+    }
+    phase_end();
+    if (auto e = cudaGetLastError(); e != cudaSuccess)
+      return std::string("standard backward kernels: ") + cudaGetErrorString(e);
+    // dQ[i][c] = scale sum_j dS[i][j] K[j][c]: as O = P V in run().
+    if (auto e = gemm("dQ = scale dS K (cuBLAS)", CUBLAS_OP_N, CUBLAS_OP_N, d, n, n, &scale, b.k, d,
+                      stride_qkv, dS, n, stride_s, b.dq, d, stride_qkv);
+        !e.empty())
+      return e;
+    // dK[j][c] = scale sum_i dS[i][j] Q[i][c]: column-major dK^T = Q^T-view (d x N) times the
+    // dS buffer (column-major dS^T) transposed.
+    if (auto e = gemm("dK = scale dS^T Q (cuBLAS)", CUBLAS_OP_N, CUBLAS_OP_T, d, n, n, &scale, b.q,
+                      d, stride_qkv, dS, n, stride_s, b.dk, d, stride_qkv);
+        !e.empty())
+      return e;
+    // dV[j][c] = sum_i P[i][j] dO[i][c]: likewise with P and dO.
+    return gemm("dV = P^T dO (cuBLAS)", CUBLAS_OP_N, CUBLAS_OP_T, d, n, n, &one, b.d_o, d,
+                stride_qkv, P, n, stride_s, b.dv, d, stride_qkv);
+  }
+
  private:
+  std::string ensure_handle() {
+    if (handle_) return "";
+    if (auto st = cublasCreate(&handle_); st != CUBLAS_STATUS_SUCCESS) {
+      handle_ = nullptr;
+      return std::string("cublasCreate: ") + cublas_status_name(st);
+    }
+    return "";
+  }
+
+  template <typename T>
+  static void launch_rowsum(const Shape& s, const BackwardBuffers& b, float* D, std::int64_t rows,
+                            cudaStream_t stream) {
+    const auto blocks = static_cast<unsigned>((rows + 7) / 8);
+    rowsum_do_o_kernel<T><<<blocks, 256, 0, stream>>>(
+        static_cast<const T*>(b.d_o), static_cast<const T*>(b.o), D, rows, static_cast<int>(s.d));
+  }
+
+  template <typename T>
+  static void launch_ds(const Shape& s, void* P, void* dS, const float* D, std::int64_t rows,
+                        cudaStream_t stream, const FaultInjection& f) {
+    // The drop fault counts blocks of 64 keys, as the forward's.
+    const std::int64_t drop_lo = f.drop_kv_block >= 0 ? std::int64_t{64} * f.drop_kv_block : 0;
+    const DsArgs<T> a{static_cast<T*>(dS),
+                      static_cast<const T*>(P),
+                      D,
+                      s.N,
+                      s.causal,
+                      drop_lo,
+                      f.drop_kv_block >= 0 ? drop_lo + 64 : 0};
+    const auto grid = static_cast<unsigned>(rows);
+    if (f.in_kernel()) {
+      if (s.N % 8 == 0) {
+        ds_rows_kernel<T, 8, true><<<grid, kSoftmaxThreads, 0, stream>>>(a);
+      } else {
+        ds_rows_kernel<T, 1, true><<<grid, kSoftmaxThreads, 0, stream>>>(a);
+      }
+    } else if (s.N % 8 == 0) {
+      ds_rows_kernel<T, 8, false><<<grid, kSoftmaxThreads, 0, stream>>>(a);
+    } else {
+      ds_rows_kernel<T, 1, false><<<grid, kSoftmaxThreads, 0, stream>>>(a);
+    }
+  }
+
   template <typename T>
   static void launch_softmax(const Shape& s, const DeviceBuffers& b, unsigned rows,
                              cudaStream_t stream, const FaultInjection& f) {

@@ -391,7 +391,7 @@ def test_null_device_allowed(tmp_path):
     assert load_results(path)["device"] is None
 
 
-@pytest.mark.parametrize("version", ["fa-bench/3", "fa-bench/0", "", None, 1])
+@pytest.mark.parametrize("version", ["fa-bench/4", "fa-bench/0", "", None, 1])
 def test_unknown_schema_version_refused(tmp_path, version):
     doc = good_doc()
     doc["schema"] = version
@@ -405,8 +405,8 @@ def test_unknown_schema_version_refused(tmp_path, version):
 
 def test_unknown_schema_checked_before_structure(tmp_path):
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({"schema": "fa-bench/3", "runs": []}))
-    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/3'"):
+    path.write_text(json.dumps({"schema": "fa-bench/4", "runs": []}))
+    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/4'"):
         load_results(path)
 
 
@@ -607,7 +607,7 @@ def test_reads_cpp_output(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"fa-bench failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
     doc = load_results(out)
-    assert doc["schema"] == "fa-bench/2" and doc["tool"]["name"] == "fa-bench"
+    assert doc["schema"] == "fa-bench/3" and doc["tool"]["name"] == "fa-bench"
     assert doc["complete"] is True
     assert sorted({c["N"] for c in doc["configs"]}) == [128, 256]
     variants = set()

@@ -1,0 +1,177 @@
+// GPU tests of the backward pass: every backward row (standard, fa2) against the fp64 reference on
+// fresh random inputs (dQ, dK, dV poisoned first, workspace poisoned), across odd shapes, and the
+// fault tests (a dropped K/V block, a shifted causal mask, a wrong scale must fail). O and lse come
+// from fa2's forward, as in fa-bench (bench/runner.cpp). Skipped with a reason without a GPU.
+#include <gtest/gtest.h>
+
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "bench/verify.hpp"
+#include "kernels/common/cuda_check.hpp"
+#include "kernels/common/fill.hpp"
+#include "kernels/registry.hpp"
+#include "profiler/device_info.hpp"
+
+namespace fa {
+namespace {
+
+struct Alloc {
+  void* p = nullptr;
+  explicit Alloc(std::size_t bytes) {
+    if (bytes) FA_CUDA_CHECK(cudaMalloc(&p, bytes));
+  }
+  ~Alloc() {
+    if (p) cudaFree(p);
+  }
+};
+
+struct Outcome {
+  bench::Verification v;
+  std::string worst;
+};
+
+Outcome run_backward_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
+                               const FaultInjection& fault = {}) {
+  const VariantInfo* info = find_variant(variant);
+  LaunchOptions lo;
+  lo.fault = fault;
+  auto launcher = info->make_launcher(lo);
+  const Tiles tiles = info->backward_tile_options ? info->backward_tile_options(int(s.d)).front()
+                                                  : info->default_tiles(int(s.d));
+  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N) * 4;
+  Alloc q(bytes), k(bytes), v(bytes), o(bytes), d_o(bytes), lse(rows), dq(bytes), dk(bytes),
+      dv(bytes);
+  FA_CUDA_CHECK(fill_normal(q.p, s.qkv_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(k.p, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(v.p, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(fill_normal(d_o.p, s.qkv_elements(), s.dtype, seed * 3 + 3, nullptr));
+  {  // the forward whose O and lse the backward starts from
+    const VariantInfo* fa2 = find_variant("fa2");
+    auto fwd = fa2->make_launcher({});
+    const DeviceBuffers fb{q.p, k.p, v.p, o.p, static_cast<float*>(lse.p), nullptr, 0};
+    EXPECT_EQ(fwd->run(s, fa2->default_tiles(int(s.d)), fb, nullptr), "");
+  }
+  for (void* g : {dq.p, dk.p, dv.p}) FA_CUDA_CHECK(poison_nan16(g, s.qkv_elements(), nullptr));
+  const std::size_t ws_bytes = launcher->backward_workspace_bytes(s, tiles);
+  Alloc ws(ws_bytes);
+  if (ws_bytes) FA_CUDA_CHECK(cudaMemset(ws.p, 0xff, ws_bytes));
+  const BackwardBuffers b{q.p,  k.p,  v.p,  o.p,  d_o.p,   static_cast<const float*>(lse.p),
+                          dq.p, dk.p, dv.p, ws.p, ws_bytes};
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  bench::BackwardReferenceSample ref(s, b, seed);
+  EXPECT_EQ(launcher->prepare_backward(s, tiles, b, nullptr), "");
+  EXPECT_EQ(launcher->run_backward(s, tiles, b, nullptr), "");
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  Outcome out;
+  out.v = ref.check(b, &out.worst);
+  return out;
+}
+
+struct Case {
+  std::string variant;
+  int d;
+  DType dtype;
+  bool causal;
+  std::int64_t N;
+};
+
+void PrintTo(const Case& c, std::ostream* os) {
+  *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
+      << " N=" << c.N;
+}
+
+std::string case_name(const testing::TestParamInfo<Case>& p) {
+  const Case& c = p.param;
+  return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
+         (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N);
+}
+
+Shape shape_of(const Case& c) {
+  Shape s;
+  s.N = c.N;
+  s.d = c.d;
+  s.causal = c.causal;
+  s.dtype = c.dtype;
+  s.B = c.N >= 1000 ? 1 : 3;
+  s.H = c.N >= 4096 ? 2 : (c.N >= 1000 ? 3 : 5);
+  return s;
+}
+
+bool skip_without_gpu(std::string* why) {
+  return !query_device(0, why).has_value();
+}
+
+class BackwardMatchesReference : public testing::TestWithParam<Case> {};
+
+TEST_P(BackwardMatchesReference, OnFreshRandomInputs) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const Case& c = GetParam();
+  const Outcome r = run_backward_and_check(c.variant, shape_of(c), 7000 + c.N * 7 + c.d);
+  EXPECT_TRUE(r.v.all_finite) << r.v.nonfinite_count << " non-finite gradient elements";
+  EXPECT_TRUE(r.v.inputs_unchanged);
+  EXPECT_LE(r.v.worst_row_ratio, 1.0) << r.worst << " row " << r.v.worst_row << " of head "
+                                      << r.v.worst_head << "; max error " << r.v.max_abs_error;
+  EXPECT_TRUE(r.v.passed) << bench::backward_failure_reason(r.v, r.worst);
+}
+
+std::vector<Case> cases() {
+  std::vector<Case> out;
+  for (const char* v : {"standard", "fa2"})
+    for (int d : {64, 128})
+      for (DType t : {DType::bf16, DType::fp16})
+        for (bool causal : {false, true})
+          for (std::int64_t N : {1, 17, 127, 128, 129, 1000, 4096})
+            out.push_back({v, d, t, causal, N});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BackwardMatchesReference, testing::ValuesIn(cases()), case_name);
+
+// Each fault must fail verification (the check can fail), and the same run without it passes.
+class BackwardFaultsAreCaught : public testing::TestWithParam<Case> {};
+
+TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
+  std::string why;
+  if (skip_without_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const Case& c = GetParam();
+  const Shape s = shape_of(c);
+  const std::uint64_t seed = 9100 + c.N + c.d;
+  std::vector<std::pair<std::string, FaultInjection>> faults;
+  for (int block : {0, static_cast<int>((c.N - 1) / 64)}) {
+    FaultInjection f;
+    f.drop_kv_block = block;
+    faults.push_back({"drop K/V block " + std::to_string(block), f});
+  }
+  if (c.causal) {
+    FaultInjection f;
+    f.mask_shift = 1;
+    faults.push_back({"causal mask shifted by one key", f});
+  }
+  FaultInjection scale;
+  scale.scale_factor = 1.05f;
+  faults.push_back({"softmax scale x1.05", scale});
+  for (const auto& [name, f] : faults) {
+    const Outcome r = run_backward_and_check(c.variant, s, seed, f);
+    EXPECT_FALSE(r.v.passed) << c.variant << ": " << name << " passed verification (worst ratio "
+                             << r.v.worst_row_ratio << ")";
+  }
+  EXPECT_TRUE(run_backward_and_check(c.variant, s, seed).v.passed);
+}
+
+std::vector<Case> fault_cases() {
+  std::vector<Case> out;
+  for (const char* v : {"standard", "fa2"})
+    for (int d : {64, 128})
+      for (bool causal : {false, true}) out.push_back({v, d, DType::bf16, causal, 300});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BackwardFaultsAreCaught, testing::ValuesIn(fault_cases()),
+                         case_name);
+
+}  // namespace
+}  // namespace fa
