@@ -181,6 +181,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
+  app.add_option("--fa3-schedule", o.fa3_schedule,
+                 "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent (full on "
+                 "a persistent grid) | all (one row each: FA3's ablation)");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -337,6 +340,12 @@ void resolve_rows(const RawFlags& f, Options& o) {
   }
   if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
+  }
+  if (o.fa3_schedule != "full" && o.fa3_schedule != "no-pingpong" &&
+      o.fa3_schedule != "no-overlap" && o.fa3_schedule != "persistent" && o.fa3_schedule != "all") {
+    throw BadInput{fmt::format(
+        "--fa3-schedule: '{}' (accepted: full, no-pingpong, no-overlap, persistent, all)",
+        o.fa3_schedule)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;

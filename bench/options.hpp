@@ -29,6 +29,7 @@ struct Options {
   std::uint64_t seed = 1234;
   std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
   bool fp8_prequantized = false;
+  std::string fa3_schedule = "full";  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
   int warmup = 10;
   int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;

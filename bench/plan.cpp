@@ -39,6 +39,10 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     if (o.fa2_order != "blocks") wanted.emplace_back(std::string("heads"));
   } else if (decl.name == kOptionPrequantized) {
     wanted.emplace_back(o.fp8_prequantized);
+  } else if (decl.name == kOptionFa3Schedule && o.fa3_schedule == "all") {
+    wanted = decl.accepted;
+  } else if (decl.name == kOptionFa3Schedule) {
+    wanted.emplace_back(o.fa3_schedule);
   } else {
     wanted.push_back(decl.accepted.front());
   }

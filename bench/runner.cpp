@@ -129,7 +129,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   v.reason = direction_unsupported_reason(info, row.spec.direction);
-  if (v.reason.empty()) v.reason = info.unsupported_reason(shape);
+  if (v.reason.empty()) v.reason = info.unsupported_row(shape, row.spec);
   // No model for a shape the variant does not support: it has no tiles there (d=256).
   if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
   if (v.reason.empty() && device)

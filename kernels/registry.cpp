@@ -3,6 +3,7 @@
 #include "kernels/cudnn/cudnn.hpp"
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/standard/standard.hpp"
 
@@ -70,6 +71,40 @@ const std::vector<VariantInfo>& variant_registry() {
     // kernels/fa2/fa2_bwd.cu: K/V blocks outer, dQ accumulated with fp32 atomics, one stage.
     r.back().directions = {Direction::forward, Direction::backward};
     r.back().backward_tile_options = fa2_backward_tile_options;
+    r.push_back(VariantInfo{
+        "fa3",
+        Algorithm::fa2,
+        "FlashAttention-2's algorithm (Q outer, online softmax, deferred 1/l, lse) with "
+        "FlashAttention-3's Hopper schedule: warp-specialised producer/consumers, softmax "
+        "overlapped with the products",
+        "grid over (query blocks x batch*heads); a producer warp loads Q once and K/V blocks "
+        "through a 2-stage ring (last block first); consumer warpgroups of 64 query rows each "
+        "(2 or 3) loop over K/V blocks",
+        "sm_90a: TMA loads (swizzled shared memory, mbarriers), wgmma (S from shared memory, P V "
+        "with P in registers), setmaxnreg 24/240 or 32/160, named-barrier ping-pong; CuTe "
+        "(nvidia-cutlass)",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        fa3_tile_options,
+        [](const LaunchOptions& o) { return make_fa3_launcher(o); },
+        90,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true,
+        /*peer=*/false,
+        /*model_tiles=*/Tiles{},
+        fa3_build_status,
+        fa3_shape_rule});
+    r.back().max_compute_capability = 90;  // sm_90a code only (wgmma, setmaxnreg)
+    r.back().pipeline.stages = 2;          // K/V ring
+    r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
+    r.back().row_rule = fa3_row_rule;
+    r.back().options = {
+        {kOptionFa3Schedule,
+         {std::string("full"), std::string("no-pingpong"), std::string("no-overlap"),
+          std::string("persistent")},
+         "FA3's ablation (--fa3-schedule): full; no-pingpong (consumer warpgroups do not take "
+         "turns); no-overlap (no softmax/product overlap inside a warpgroup); persistent (full on "
+         "a persistent grid: one thread block per SM walks the tiles)"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,

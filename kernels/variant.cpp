@@ -85,6 +85,7 @@ std::vector<KernelConfig> VariantInfo::kernel_configs(int d) const {
     KernelConfig c = pipeline;
     c.block_q = t.block_q;
     c.block_kv = t.block_kv;
+    if (warpgroup_rows > 0) c.warpgroups = 1 + t.block_q / warpgroup_rows;
     out.push_back(c);
   }
   return out;
@@ -130,7 +131,18 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
   return shape_rule ? shape_rule(s) : "";
 }
 
+std::string VariantInfo::unsupported_row(const Shape& s, const RowSpec& row) const {
+  if (std::string r = unsupported_reason(s); !r.empty()) return r;
+  return row_rule ? row_rule(s, row) : "";
+}
+
 std::string VariantInfo::unsupported_on_device(int major, int minor) const {
+  if (max_compute_capability > 0 && major * 10 + minor > max_compute_capability) {
+    return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
+           std::to_string(minor) + "; " + name + " is built for " +
+           std::to_string(max_compute_capability / 10) + "." +
+           std::to_string(max_compute_capability % 10) + " only)";
+  }
   if (major * 10 + minor >= min_compute_capability) return "";
   return "unsupported on this GPU (compute capability " + std::to_string(major) + "." +
          std::to_string(minor) + "; " + name + " needs " +

@@ -77,6 +77,8 @@ std::string to_string(const OptionValue& v);  // heads, true, 2
 // The options variants declare (kernels/registry.cpp), by name.
 inline constexpr const char* kOptionBlockOrder = "block_order";     // "blocks" | "heads"
 inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
+// "full" | "no-pingpong" | "no-overlap" | "persistent" (fa3: which parts of FA3's schedule run)
+inline constexpr const char* kOptionFa3Schedule = "schedule";
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
@@ -206,6 +208,14 @@ struct VariantInfo {
   // The rest of a tiled kernel's configuration, fixed in its code (its tiles come from
   // tile_options): the sm_80 kernels keep two tile buffers in flight (cp.async double buffering).
   KernelConfig pipeline{};
+  // Warp-specialised kernels: query rows per consumer warpgroup, so a tile of block_q rows runs
+  // 1 producer + block_q / warpgroup_rows warpgroups (0: pipeline.warpgroups for every tile).
+  int warpgroup_rows = 0;
+  // Limits on a row beyond its shape (a tile compiled without one schedule): "" when fine, else
+  // the row's one-line unsupported reason.
+  std::string (*row_rule)(const Shape&, const RowSpec&) = nullptr;
+  // The newest compute capability (major*10 + minor) it runs on; 0: none (sm_90a code: 90).
+  int max_compute_capability = 0;
   // The passes the variant implements (run for forward, run_backward for backward).
   std::vector<Direction> directions{Direction::forward};
   // A tiled backward's own compiled tiles at head dim d, default first (null: tile_options'; its
@@ -222,6 +232,8 @@ struct VariantInfo {
   bool supports_dtype(DType t) const;
   // "" when the shape is supported, otherwise why not (for the row's status).
   std::string unsupported_reason(const Shape& s) const;
+  // unsupported_reason, then row_rule: "" when this row (shape, tiles, options) can run.
+  std::string unsupported_row(const Shape& s, const RowSpec& row) const;
   // "" when a device of compute capability major.minor runs this variant.
   std::string unsupported_on_device(int cc_major, int cc_minor) const;
 };

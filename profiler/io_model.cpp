@@ -101,7 +101,8 @@ IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
   // Per score: scale, max, exp, sum; per row and block: O rescale (d); per row: 1/l (d).
   m.flops_nonmatrix = heads * (block_pairs * (4.0 * Br * Bc + Br * d) + N * d);
   m.bytes_compulsory = compulsory(s, true);
-  // kernels/fa2/fa2.cu and fp8.cu: the Q tile and double-buffered K and V tiles.
+  // kernels/fa2/fa2.cu, fp8.cu and fa3/fa3.cu (its 2-stage TMA ring): the Q tile and
+  // double-buffered K and V tiles.
   m.onchip_budget_bytes = static_cast<double>(Br + 4 * Bc) * d * e;
   m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;

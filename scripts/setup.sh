@@ -55,3 +55,20 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   .venv/bin/pip install -q --disable-pip-version-check -r reports/requirements.txt
   echo "$want" >"$stamp"
 fi
+
+# Kernel build/test dependencies in the same .venv (scripts/requirements-kernels.txt: CuTe headers
+# for fa3, cuobjdump + nvdisasm for its SASS test), keyed by that file. Offline machines: put the
+# three wheels in .whl/ (pip download -d .whl -r scripts/requirements-kernels.txt elsewhere).
+kstamp=.venv/.requirements-kernels.sha256
+kwant=$(sha256sum scripts/requirements-kernels.txt | cut -d' ' -f1)
+if [ "$(cat "$kstamp" 2>/dev/null)" != "$kwant" ]; then
+  echo "setup: installing scripts/requirements-kernels.txt into .venv (CuTe headers, cuobjdump)" >&2
+  from=()
+  [ -d .whl ] && ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1 && from=(--no-index --find-links .whl)
+  if .venv/bin/pip install -q --disable-pip-version-check "${from[@]}" -r scripts/requirements-kernels.txt; then
+    echo "$kwant" >"$kstamp"
+  else
+    # fa3 is then not built (CMake says so) and the SASS test skips with the reason.
+    echo "setup: warning: could not install scripts/requirements-kernels.txt; fa3 will not be built" >&2
+  fi
+fi

@@ -42,7 +42,7 @@ TEST(Cli, TheReadmeCommandParses) {
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.N, std::vector<std::int64_t>{4096});
   EXPECT_EQ(out.options.variants,
-            (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
+            (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8", "cudnn"}));
   EXPECT_TRUE(out.options.cold_l2);
   const auto plan = make_plan(out.options);
   ASSERT_EQ(plan.size(), 1u);
@@ -135,6 +135,7 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   EXPECT_FALSE(rows[1].default_config);
   expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64");
   expect_bad({"--fa2-order", "random"}, "--fa2-order");
+  expect_bad({"--fa3-schedule", "fast"}, "--fa3-schedule");
   out = parse({"--variants", "standard,fa2,cudnn", "--fa2-order", "both"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   rows.clear();
@@ -202,6 +203,92 @@ TEST(Plan, LabelsTellRowsOfOneVariantApart) {
   EXPECT_EQ(row_label(one.configs[0], one.configs[0].results[0]), "fa2");
 }
 
+// --fa3-schedule all: one fa3 row per schedule (FA3's ablation), labelled by its value; one
+// schedule alone is a plain "fa3" row.
+TEST(Plan, Fa3AblationRows) {
+  const auto out = parse({"--variants", "fa2,fa3", "--fa3-schedule", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  const ConfigResult& c = r.configs[0];
+  std::vector<std::string> labels;
+  for (const auto& v : c.results) labels.push_back(row_label(c, v));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong",
+                                              "fa3~no-overlap", "fa3~persistent"}));
+  for (std::size_t i = 1; i < c.results.size(); ++i) {
+    ASSERT_TRUE(c.results[i].spec.kernel_config.has_value());
+    // 1 producer + one consumer warpgroup per 64 query rows (d=64's default: 192 rows).
+    const KernelConfig& kc = *c.results[i].spec.kernel_config;
+    EXPECT_EQ(kc.warpgroups, 1 + kc.block_q / 64);
+    EXPECT_EQ(c.results[i].spec.kernel_config->stages, 2);
+  }
+  const RunResult one =
+      plan_run(parse({"--variants", "fa3", "--fa3-schedule", "no-overlap", "--model-only"}).options,
+               std::nullopt, "no GPU");
+  ASSERT_EQ(one.configs[0].results.size(), 1u);
+  EXPECT_EQ(row_label(one.configs[0], one.configs[0].results[0]), "fa3");
+  EXPECT_EQ(*one.configs[0].results[0].spec.option(kOptionFa3Schedule),
+            OptionValue{std::string("no-overlap")});
+}
+
+// fa3's IO model is FA2's pattern with fa3's own tiles (128x128, 2 K/V stages): at d=128 fa2's
+// default tiles are 128x64, the same K/V re-reads but a different on-chip budget.
+TEST(Plan, Fa3ModelIsFa2PatternWithItsTiles) {
+  // Built without CuTe, fa3's rows are unsupported and carry no model.
+  if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
+  const auto out = parse(
+      {"--variants", "fa2,fa3", "--N", "1000", "--d", "128", "--causal", "on", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  const ConfigResult& c = r.configs[0];
+  ASSERT_EQ(c.results.size(), 2u);
+  const VariantResult& fa3 = c.results[1];
+  EXPECT_EQ(fa3.status, Status::model_only) << fa3.reason;
+  EXPECT_EQ(fa3.spec.tiles(), (Tiles{128, 128}));
+  const auto want =
+      model::io_model(Algorithm::fa2, c.shape, {128, 128}, r.settings.model_smem_per_sm_bytes);
+  EXPECT_EQ(fa3.model.bytes_read, want.bytes_read);
+  EXPECT_EQ(fa3.model.flops_matrix, want.flops_matrix);
+  EXPECT_EQ(fa3.model.onchip_budget_bytes, (128.0 + 4 * 128) * 128 * 2);
+  EXPECT_NE(c.results[0].model.onchip_budget_bytes, fa3.model.onchip_budget_bytes);
+}
+
+// The 192-row fa3 tile has no causal persistent kernel: that row says unsupported with the
+// reason, every other row of the ablation is planned.
+TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
+  if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
+  const auto out = parse({"--variants", "fa3", "--d", "64", "--causal", "both", "--block-q",
+                          "128,192", "--block-kv", "128", "--fa3-schedule", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  int unsupported = 0, planned = 0;
+  for (const ConfigResult& c : r.configs) {
+    for (const VariantResult& v : c.results) {
+      const bool persistent =
+          *v.spec.option(kOptionFa3Schedule) == OptionValue(std::string("persistent"));
+      if (c.shape.causal && persistent && v.spec.tiles().block_q == 192) {
+        EXPECT_EQ(v.status, Status::unsupported);
+        EXPECT_NE(v.reason.find("--block-q 128"), std::string::npos) << v.reason;
+        ++unsupported;
+      } else {
+        EXPECT_EQ(v.status, Status::model_only) << v.reason;
+        ++planned;
+      }
+    }
+  }
+  EXPECT_EQ(unsupported, 1);
+  EXPECT_EQ(planned, 15);
+}
+
+// fa3 is sm_90a code: unsupported on other GPUs, older and newer alike.
+TEST(Plan, Fa3RunsOnSm90Only) {
+  const VariantInfo* fa3 = find_variant("fa3");
+  ASSERT_NE(fa3, nullptr);
+  EXPECT_EQ(fa3->unsupported_on_device(9, 0), "");
+  EXPECT_NE(fa3->unsupported_on_device(8, 0), "");
+  EXPECT_NE(fa3->unsupported_on_device(10, 0).find("9.0 only"), std::string::npos);
+  EXPECT_EQ(find_variant("fa2")->unsupported_on_device(10, 0), "");
+}
+
 TEST(Cli, VersionHelpAndListExitZero) {
   for (const char* flag : {"--version", "--help", "--list-variants"}) {
     const auto out = parse({flag});
@@ -248,11 +335,11 @@ TEST(Cli, AllCombinesWithNames) {
   auto out = parse({"--variants", "all,fa2"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.variants,
-            (std::vector<std::string>{"standard", "fa1", "fa2", "fp8", "cudnn"}));
+            (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8", "cudnn"}));
   out = parse({"--variants", "fp8,all,cudnn-fp8"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
-  EXPECT_EQ(out.options.variants,
-            (std::vector<std::string>{"fp8", "standard", "fa1", "fa2", "cudnn", "cudnn-fp8"}));
+  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"fp8", "standard", "fa1", "fa2", "fa3",
+                                                            "cudnn", "cudnn-fp8"}));
   expect_bad({"--variants", "all,fa9"}, "unknown variant 'fa9'");
   expect_bad({"--variants", "fa2,,fa1"}, "--variants: empty name in 'fa2,,fa1'");
 }

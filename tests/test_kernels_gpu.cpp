@@ -142,7 +142,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa1", "fa2", "fp8"}) {
+  for (const char* variant : {"standard", "fa1", "fa2", "fa3", "fp8"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
         if (!find_variant(variant)->supports_dtype(t)) continue;
@@ -172,7 +172,7 @@ std::vector<Case> all_cases() {
 // fall inside blocks.
 std::vector<Case> tile_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"fa1", "fa2"}) {
+  for (const char* variant : {"fa1", "fa2", "fa3"}) {
     const VariantInfo* info = find_variant(variant);
     for (int d : {64, 128}) {
       const auto options = info->tile_options(d);
@@ -191,6 +191,79 @@ INSTANTIATE_TEST_SUITE_P(AllVariants, VariantMatchesReference, testing::ValuesIn
                          case_name);
 INSTANTIATE_TEST_SUITE_P(OtherTiles, VariantMatchesReference, testing::ValuesIn(tile_cases()),
                          case_name);
+
+// fa3's ablation schedules (option schedule; the default, full, runs in AllVariants): the same
+// function, so the same check, on the sizes where tails and the diagonal fall inside blocks.
+struct Fa3ScheduleCase {
+  std::string schedule;
+  int d;
+  bool causal;
+  std::int64_t N;
+  Tiles tiles{};  // {0,0}: the default
+};
+
+class Fa3Schedule : public testing::TestWithParam<Fa3ScheduleCase> {};
+
+TEST_P(Fa3Schedule, MatchesReference) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  const Fa3ScheduleCase& c = GetParam();
+  const VariantInfo* info = find_variant("fa3");
+  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
+    GTEST_SKIP() << r;
+  Shape s;
+  s.N = c.N;
+  s.d = c.d;
+  s.causal = c.causal;
+  s.B = 1;
+  s.H = 3;
+  if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
+  LaunchOptions lo;
+  lo.options[kOptionFa3Schedule] = c.schedule;
+  const auto v =
+      run_and_check("fa3", s, 900 + c.N + c.d, false, c.tiles, nullptr, Inputs::normal, lo);
+  EXPECT_TRUE(v.passed) << c.schedule << ": " << bench::verification_failure_reason(v);
+}
+
+std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
+  std::vector<Fa3ScheduleCase> out;
+  for (const char* schedule : {"no-pingpong", "no-overlap", "persistent"}) {
+    for (int d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        // d=64's default (192 rows) has no causal persistent build: 128 rows there.
+        const Tiles tiles =
+            d == 64 && causal && std::string(schedule) == "persistent" ? Tiles{128, 128} : Tiles{};
+        // 4096 with B*H = 3: 96 tiles on 132 SMs; 16384: 384 tiles, several per thread block in
+        // the persistent grid (the ring and the turns carried across tiles).
+        for (std::int64_t N : {1, 129, 1000, 4096, 16384})
+          out.push_back({schedule, d, causal, N, tiles});
+      }
+    }
+  }
+  // The 128-row tile at d=64 (not the default there): every schedule (causal persistent above).
+  for (const char* schedule : {"no-pingpong", "no-overlap", "persistent"}) {
+    for (bool causal : {false, true}) {
+      if (causal && std::string(schedule) == "persistent") continue;
+      for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {128, 128}});
+    }
+  }
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_cases()),
+                         [](const testing::TestParamInfo<Fa3ScheduleCase>& p) {
+                           std::string name = p.param.schedule + "_d" + std::to_string(p.param.d) +
+                                              (p.param.causal ? "_causal" : "_full") + "_N" +
+                                              std::to_string(p.param.N);
+                           if (p.param.tiles.block_q)
+                             name += "_" + std::to_string(p.param.tiles.block_q) + "x" +
+                                     std::to_string(p.param.tiles.block_kv);
+                           for (char& ch : name) {
+                             if (ch == '-') ch = '_';
+                           }
+                           return name;
+                         });
 
 // fa1 and fa2 compute the same function in different loop orders: on the same inputs their
 // outputs must agree to bf16 rounding, element by element and on average.

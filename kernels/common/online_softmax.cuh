@@ -88,6 +88,23 @@ FA_SOFTMAX_INLINE void scale_and_mask(float (&s)[NT][4], float scale_log2,
   }
 }
 
+// s <- -inf at masked keys, unscaled (kernels that fold the scale into the exponent: the mask
+// is applied only on the blocks that need it, chosen at compile time by the caller).
+template <typename Layout = FragC16x8, bool CAUSAL, int BC, bool FAULTS, int NT>
+FA_SOFTMAX_INLINE void mask_keys(float (&s)[NT][4], const KeyMask<CAUSAL, BC, FAULTS>& mask,
+                                 int t) {
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const std::int64_t key = Layout::key(mask.k0, n, e, t);
+      const std::int64_t row = Layout::row(e) == 0 ? mask.row_a : mask.row_b;
+      if (key >= mask.N || (CAUSAL && key > row + mask.shift()) || mask.dropped())
+        s[n][e] = -INFINITY;
+    }
+  }
+}
+
 // max(init, the row's scores) over the quad that holds row r.
 template <int NT>
 FA_SOFTMAX_INLINE float row_max(const float (&s)[NT][4], int r, float init) {
@@ -113,6 +130,21 @@ FA_SOFTMAX_INLINE float exp2_row(float (&s)[NT][4], int r, float base) {
   for (int n = 0; n < NT; ++n) {
     s[n][2 * r] = exp2f(s[n][2 * r] - base);
     s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+    sum += s[n][2 * r] + s[n][2 * r + 1];
+  }
+  return sum;
+}
+
+// Row r's unscaled scores <- exp2(s * scale_log2 - base) in place: the scale folded into one FFMA
+// per score (FlashAttention-3's form: no separate multiply pass); returns this thread's part of
+// the row sum. base is in the scaled (log2) domain.
+template <int NT>
+FA_SOFTMAX_INLINE float exp2_row_scaled(float (&s)[NT][4], int r, float scale_log2, float base) {
+  float sum = 0.0f;
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -base));
+    s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -base));
     sum += s[n][2 * r] + s[n][2 * r + 1];
   }
   return sum;

@@ -1,0 +1,4 @@
+// fa3's kernels at head dimension 128 (tiles: Fa3Tiles in fa3.cu; the kernel: fa3_kernel.cuh).
+#include "kernels/fa3/fa3_kernel.cuh"
+
+FA3_INSTANTIATE(128, 128, 128)

@@ -1,0 +1,606 @@
+// fa3 kernel: FlashAttention-2's algorithm (Q outer, online softmax, deferred 1/l, lse) with
+// FlashAttention-3's Hopper schedule. sm_90a only (wgmma, TMA, setmaxnreg): built in
+// fa_kernels_hopper with CuTe (the nvidia-cutlass wheel) for TMA descriptors, swizzled
+// shared-memory layouts and wgmma atoms; the schedule below is ours.
+//
+// Schedule (one thread block per (query block of Br = 64 x W rows, batch*head); W = 2 consumer
+// warpgroups and one producer warpgroup, 128 (W + 1) threads; the traits also take W = 3):
+//   producer  warpgroup 0 gives its registers away (setmaxnreg 24; 32 with W = 3); one thread
+//             of its first warp issues every load: Q once (TMA, one mbarrier), then K_j and V_j
+//             for each K/V block, last block first (j = n-1 ... 0: the masked blocks lead, so
+//             the consumers' unmasked loop carries no mask code), through a ring of kStages
+//             buffers, each with a full mbarrier (TMA transaction bytes) and an empty one (every
+//             consumer thread arrives once it no longer reads the buffer). K and V have their own
+//             barriers, so K_j+1 can land while V_j is still being read. Rows past N come in as
+//             zeros (TMA out-of-bounds fill) and are masked.
+//   consumers warpgroups 1..W take the registers (setmaxnreg 240; 160 with W = 3); warpgroup w
+//             owns query rows [64 (w-1), 64 w) of the block. For each K/V block j:
+//               S = Q K_j^T    wgmma m64nBck16, Q and K from swizzled shared memory (SS)
+//               mask (N tail, causal) only on the leading blocks that straddle the edge or the
+//               diagonal (a separate compile-time copy of the loop body);
+//               online softmax as fa2 with the scale folded into exp2's FFMA
+//               (kernels/common/online_softmax.cuh: the wgmma accumulator has mma.m16n8's
+//               per-thread layout, so the same code runs unchanged)
+//               O += P V_j     wgmma m64nDk16 with P converted to 16 bits in registers as the A
+//                              operand (RS), V read MN-major from the same buffer TMA wrote
+//             then O /= l (deferred), O and lse stored from registers straight to global memory
+//             (no shared-memory / TMA-store epilogue yet).
+//   overlap   (schedule full, no-pingpong, persistent) inside a warpgroup: Q K_j+1^T and
+//             P_j V_j are issued together, the softmax of block j+1 runs while P_j V_j is still in
+//             the tensor cores (FA3 Algorithm 2); O is rescaled once P_j V_j has landed. Off
+//             (no-overlap): issue, wait, softmax, issue, wait.
+//   ping-pong (schedule full, no-overlap, persistent) between warpgroups: each warpgroup issues its
+//             products only on its turn (named barriers in a ring), so one warpgroup's softmax
+//             runs while the other's products occupy the tensor cores. Off (no-pingpong): every
+//             warpgroup issues when ready.
+//   grid      (ceil(N/Br), B*H), one tile per thread block; or (schedule=persistent: full on
+//             a persistent grid) one thread block per SM walks the tiles (query blocks of a
+//             head together, so they share K/V in L2) with a stride of the grid; the K/V ring and
+//             the ping-pong turns run on across tiles, and Q's buffer has an empty barrier too.
+//             Causal: the longest query blocks first, in both grids.
+//
+// HBM traffic: FA2's (profiler/io_model.cpp): Q once, K and V once per query block (causal: up to
+// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128.
+#pragma once
+
+// clang-format off
+#include <cute/arch/cluster_sm90.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/arch/barrier.h>
+#include <cutlass/arch/reg_reconfig.h>
+#include <cutlass/numeric_types.h>
+// clang-format on
+
+#include <algorithm>
+#include <climits>
+#include <map>
+#include <mutex>
+#include <string>
+#include <type_traits>
+#include <utility>
+
+#include "kernels/common/fault.cuh"
+#include "kernels/common/launch.hpp"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/fa3/fa3_launch.hpp"
+
+#if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#error "kernels/fa3: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
+#endif
+
+namespace fa::fa3 {
+
+using namespace cute;
+
+template <typename T>
+struct CuteElement;
+template <>
+struct CuteElement<__nv_bfloat16> {
+  using type = cutlass::bfloat16_t;
+};
+template <>
+struct CuteElement<__half> {
+  using type = cutlass::half_t;
+};
+
+// What shape: tiles, warpgroups, shared-memory layouts, MMA atoms, TMA copies. (The code is in the
+// kernel below.)
+template <int D_, int BR_, int BC_, typename T_>
+struct Fa3Traits {
+  static constexpr int D = D_, BR = BR_, BC = BC_;
+  static constexpr int kStages = 2;
+  static constexpr int kConsumerWarpgroups = BR / 64;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  // setmaxnreg: the producer warpgroup gives its registers to the consumers (FA3's 24/240 for two
+  // consumer warpgroups, 32/160 for three); the totals fit the 64K-register file.
+  static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
+  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+  static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
+  static_assert(D % 64 == 0 && BC % 16 == 0);
+
+  using T = T_;  // __nv_bfloat16 or __half: what the epilogue stores
+  using E = typename CuteElement<T>::type;
+
+  // 128-byte swizzle, K-major (head dim contiguous) for Q, K and V alike: TMA writes V row-major
+  // and the P V product reads it as an MN-major operand through the transposed view VT.
+  using SmemAtom = GMMA::Layout_K_SW128_Atom<E>;
+  using SmemLayoutQ = decltype(tile_to_shape(SmemAtom{}, cute::Shape<Int<BR>, Int<D>>{}));
+  using SmemLayoutKV =
+      decltype(tile_to_shape(SmemAtom{}, cute::Shape<Int<BC>, Int<D>, Int<kStages>>{}));
+  using SmemLayoutVT = decltype(composition(
+      SmemLayoutKV{},
+      make_ordered_layout(cute::Shape<Int<D>, Int<BC>, Int<kStages>>{}, Step<_2, _1, _3>{})));
+
+  // One wgmma atom per consumer warpgroup, stacked along the query rows.
+  using AtomLayout = Layout<cute::Shape<Int<kConsumerWarpgroups>, _1, _1>>;
+  using MmaS = decltype(make_tiled_mma(
+      GMMA::ss_op_selector<E, E, float, cute::Shape<_64, Int<BC>, Int<D>>>(), AtomLayout{}));
+  using MmaO =
+      decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, cute::Shape<_64, Int<D>, Int<BC>>,
+                                                   GMMA::Major::K, GMMA::Major::MN>(),
+                              AtomLayout{}));
+
+  // Q, K, V in global memory as (rows N, head dim, batch*heads).
+  static auto gmem(const void* p, int N, int heads) {
+    return make_tensor(
+        make_gmem_ptr(static_cast<const E*>(p)), make_shape(N, Int<D>{}, heads),
+        make_stride(static_cast<std::int64_t>(D), _1{}, static_cast<std::int64_t>(N) * D));
+  }
+  static auto tma_q(const void* p, int N, int heads) {
+    return make_tma_copy(SM90_TMA_LOAD{}, gmem(p, N, heads), SmemLayoutQ{},
+                         cute::Shape<Int<BR>, Int<D>>{}, _1{});
+  }
+  static auto tma_kv(const void* p, int N, int heads) {
+    return make_tma_copy(SM90_TMA_LOAD{}, gmem(p, N, heads), take<0, 2>(SmemLayoutKV{}),
+                         cute::Shape<Int<BC>, Int<D>>{}, _1{});
+  }
+  using TmaQ = decltype(tma_q(nullptr, 1, 1));
+  using TmaKV = decltype(tma_kv(nullptr, 1, 1));
+
+  static constexpr std::uint32_t kBytesQ = BR * D * sizeof(E);
+  static constexpr std::uint32_t kBytesKV = BC * D * sizeof(E);
+
+  struct SharedStorage {
+    array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
+    array_aligned<E, cosize_v<SmemLayoutKV>, 1024> k;
+    array_aligned<E, cosize_v<SmemLayoutKV>, 1024> v;
+    std::uint64_t q_full, q_empty;
+    std::uint64_t k_full[kStages], v_full[kStages];
+    std::uint64_t k_empty[kStages], v_empty[kStages];
+  };
+  static constexpr int kSmemBytes = sizeof(SharedStorage);
+};
+
+template <typename Traits>
+struct Fa3Params {
+  typename Traits::TmaQ tma_q;
+  typename Traits::TmaKV tma_k;
+  typename Traits::TmaKV tma_v;
+  void* o;
+  float* lse;
+  int N;
+  int heads;         // B*H
+  float scale_log2;  // softmax scale * log2(e)
+  int num_q_blocks;
+  int section_heads;     // persistent grid: heads whose K and V share the L2 at a time
+  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
+};
+
+using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
+using EmptyBarrier = cutlass::arch::ClusterBarrier;
+
+// Issues one warpgroup's product acc (+)= A B over the K modes of A and B as one wgmma batch
+// (committed, not waited for). A_REGS: A is a register fragment (P), not shared-memory
+// descriptors.
+template <bool ZERO_INIT, bool A_REGS, typename Mma, typename TA, typename TB, typename TC>
+__device__ __forceinline__ void wgmma_issue(Mma& mma, TA& a, const TB& b, TC& acc) {
+  warpgroup_fence_operand(acc);
+  if constexpr (A_REGS) warpgroup_fence_operand(a);
+  warpgroup_arrive();
+  if constexpr (ZERO_INIT) mma.accumulate_ = GMMA::ScaleOut::Zero;
+  CUTE_UNROLL
+  for (int k = 0; k < size<2>(a); ++k) {
+    cute::gemm(mma, a(_, _, k), b(_, _, k), acc);
+    mma.accumulate_ = GMMA::ScaleOut::One;
+  }
+  warpgroup_commit_batch();
+  warpgroup_fence_operand(acc);
+  if constexpr (A_REGS) warpgroup_fence_operand(a);
+}
+
+// The kernel's body; the two __global__ entries below choose the schedule or the fault hooks.
+template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, bool PERSISTENT>
+__device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
+  using E = typename Traits::E;
+  using T = typename Traits::T;
+  constexpr int D = Traits::D, BR = Traits::BR, BC = Traits::BC, kStages = Traits::kStages;
+  constexpr int kWG = Traits::kConsumerWarpgroups;
+  constexpr int NT = BC / 8, DT = D / 8;  // 8-column tiles of S and O per thread
+
+  extern __shared__ __align__(1024) unsigned char smem_raw[];
+  auto& smem = *reinterpret_cast<typename Traits::SharedStorage*>(smem_raw);
+
+  const int warpgroup = threadIdx.x / 128;
+  const int N = p.N;
+  const int total_kv = (N + BC - 1) / BC;
+  // Tiles (query block, batch*head) this thread block computes: its own (grid over tiles), or,
+  // persistent, every gridDim.x-th of one list. The list walks the heads in sections of
+  // section_heads (their K and V fit in half the L2) and, inside a section, the query blocks
+  // longest first (causal), the section's heads interleaved: the tiles in flight at once have
+  // about the same length and read the K and V of a few heads. (Head after head, with the causal
+  // blocks of each head longest first, the short tiles ran ahead into later heads: at N=16384,
+  // d=128 DRAM read 9.5x the compulsory bytes and the row ran at 0.72 of the grid schedule,
+  // H200, 2026-11-23.)
+  const int num_tiles = PERSISTENT ? p.num_q_blocks * p.heads : 1;
+  const int first_tile = PERSISTENT ? static_cast<int>(blockIdx.x) : 0;
+  const int tile_stride = PERSISTENT ? static_cast<int>(gridDim.x) : 1;
+  struct Tile {
+    int q_block, bh, q0, num_kv;
+    int num_masked;  // blocks that need a mask: the first ones in the loading order (below)
+  };
+  auto tile_at = [&](int index) {
+    Tile tl;
+    int q_index = static_cast<int>(blockIdx.x);
+    tl.bh = static_cast<int>(blockIdx.y);
+    if constexpr (PERSISTENT) {
+      const int section_tiles = p.section_heads * p.num_q_blocks;
+      const int section = index / section_tiles, k = index % section_tiles;
+      const int heads_here = min(p.section_heads, p.heads - section * p.section_heads);
+      q_index = k / heads_here;
+      tl.bh = section * p.section_heads + k % heads_here;
+    }
+    tl.q_block = CAUSAL ? p.num_q_blocks - 1 - q_index : q_index;
+    tl.q0 = tl.q_block * BR;
+    tl.num_kv = total_kv;
+    if constexpr (CAUSAL) tl.num_kv = min(total_kv, (min(tl.q0 + BR, N) - 1) / BC + 1);
+    // K/V blocks are loaded and consumed last first (j = num_kv-1 ... 0), so the blocks that
+    // need a mask (the N tail, the causal diagonal: every block whose last key is past the tile's
+    // first row) lead, and the rest run a loop with no mask code. With the mask checked inside
+    // one loop, nvcc hoisted the 64 per-score comparisons of every block ahead of its wgmma issue
+    // (about 700 integer instructions per block, causal d=64: SASS, 2026-11-23); causal ran as
+    // long as non-causal. The fault build masks every block (the knobs move the edges).
+    int first_masked = CAUSAL ? (tl.q0 + 1) / BC : total_kv;
+    if (N % BC != 0) first_masked = min(first_masked, total_kv - 1);
+    tl.num_masked = FAULTS ? tl.num_kv : tl.num_kv - min(first_masked, tl.num_kv);
+    return tl;
+  };
+
+  if (threadIdx.x == 0) {
+    FullBarrier::init(&smem.q_full, 1);
+    EmptyBarrier::init(&smem.q_empty, Traits::kConsumerThreads);
+    for (int s = 0; s < kStages; ++s) {
+      FullBarrier::init(&smem.k_full[s], 1);
+      FullBarrier::init(&smem.v_full[s], 1);
+      EmptyBarrier::init(&smem.k_empty[s], Traits::kConsumerThreads);
+      EmptyBarrier::init(&smem.v_empty[s], Traits::kConsumerThreads);
+    }
+    cutlass::arch::fence_barrier_init();
+  }
+  __syncthreads();
+
+  // ---------------------------------------------------------------- producer: TMA loads
+  if (warpgroup == 0) {
+    cutlass::arch::warpgroup_reg_dealloc<Traits::kProducerRegs>();
+    if (threadIdx.x == 0) {
+      prefetch_tma_descriptor(p.tma_q.get_tma_descriptor());
+      prefetch_tma_descriptor(p.tma_k.get_tma_descriptor());
+      prefetch_tma_descriptor(p.tma_v.get_tma_descriptor());
+      Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+      Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+      Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutKV{});
+      Tensor mQ = p.tma_q.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+      Tensor mK = p.tma_k.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+      Tensor mV = p.tma_v.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+      auto tma_q = p.tma_q.get_slice(_0{});
+      auto tma_k = p.tma_k.get_slice(_0{});
+      auto tma_v = p.tma_v.get_slice(_0{});
+      Tensor tQs = tma_q.partition_D(sQ);
+      Tensor tKs = tma_k.partition_D(sK);  // (TMA, m, k, stage)
+      Tensor tVs = tma_v.partition_D(sV);
+      int it = 0;  // K/V blocks loaded so far: the ring's position and phase
+      for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+        const Tile tl = tile_at(index);
+        Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
+                               make_coord(tl.q_block, _0{}));
+        Tensor gK =
+            local_tile(mK(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+        Tensor gV =
+            local_tile(mV(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+        Tensor tQg = tma_q.partition_S(gQ);
+        Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
+        Tensor tVg = tma_v.partition_S(gV);
+        // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
+        EmptyBarrier::wait(&smem.q_empty, (n & 1) ^ 1);
+        FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
+        copy(p.tma_q.with(smem.q_full), tQg, tQs);
+        for (int i = 0; i < tl.num_kv; ++i, ++it) {
+          const int j = tl.num_kv - 1 - i;  // last block first (see tile_at)
+          const int s = it % kStages;
+          const std::uint32_t free_phase = ((it / kStages) & 1) ^ 1;  // first round: free
+          EmptyBarrier::wait(&smem.k_empty[s], free_phase);
+          FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kBytesKV);
+          copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
+          int v_block = j;
+          if constexpr (FAULTS)
+            v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
+          EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+          FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
+          copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+        }
+      }
+    }
+    return;
+  }
+
+  // ---------------------------------------------------------------- consumers: wgmma + softmax
+  cutlass::arch::warpgroup_reg_alloc<Traits::kConsumerRegs>();
+  const int ct = threadIdx.x - 128;  // consumer thread
+  const int cwg = ct / 128;          // consumer warpgroup: query rows [64 cwg, 64 cwg + 64)
+  const int lane = ct % 32, t = lane & 3;
+  const int row_in_tile = cwg * 64 + (ct % 128) / 32 * 16 + lane / 4;  // rows g; g + 8: +8
+
+  typename Traits::MmaS mma_s;
+  typename Traits::MmaO mma_o;
+  auto thr_s = mma_s.get_thread_slice(ct);
+  auto thr_o = mma_o.get_thread_slice(ct);
+  Tensor sQ = make_tensor(make_smem_ptr(smem.q.data()), typename Traits::SmemLayoutQ{});
+  Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutKV{});
+  Tensor sVT = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutVT{});
+  Tensor tSrQ = thr_s.partition_fragment_A(sQ);   // (MMA, 1, D/16) descriptors
+  Tensor tSrK = thr_s.partition_fragment_B(sK);   // (MMA, 1, D/16, stage)
+  Tensor tOrV = thr_o.partition_fragment_B(sVT);  // (MMA, 1, BC/16, stage)
+  Tensor tSrS = partition_fragment_C(mma_s, cute::Shape<Int<BR>, Int<BC>>{});  // ((2,2,BC/8),1,1)
+  Tensor tOrO = partition_fragment_C(mma_o, cute::Shape<Int<BR>, Int<D>>{});   // ((2,2,D/8),1,1)
+  // P as the A operand of P V: per 16 keys, (2 columns, 2 rows, 2 column halves) per thread.
+  Tensor tOrP = make_tensor<E>(Layout<cute::Shape<cute::Shape<_2, _2, _2>, _1, Int<BC / 16>>>{});
+  static_assert(decltype(size(tSrS))::value == NT * 4 && decltype(size(tOrO))::value == DT * 4);
+  // The accumulators in mma.m16n8's C-fragment order (FragC16x8): element c + 2r of 8-column tile
+  // n is row r (g or g+8), column 8n + 2t + c, the order of wgmma's ((2,2,n)) value mode.
+  float(&s)[NT][4] = *reinterpret_cast<float(*)[NT][4]>(raw_pointer_cast(tSrS.data()));
+  float(&o)[DT][4] = *reinterpret_cast<float(*)[DT][4]>(raw_pointer_cast(tOrO.data()));
+
+  // Ping-pong: warpgroup w issues its products only after warpgroup w-1 (cyclically) issued its
+  // own; named barrier w counts w's 128 threads (sync) and its predecessor's 128 (arrive). The
+  // last warpgroup opens the first turn and skips its very last arrive, so no barrier is left
+  // half-arrived when the block exits. Turns run on across the tiles of a persistent block.
+  auto turn_begin = [&] {
+    if constexpr (PINGPONG) cutlass::arch::NamedBarrier::sync(256, cwg);
+  };
+  auto turn_end = [&](bool last) {
+    if constexpr (PINGPONG) {
+      if (!(last && cwg == kWG - 1)) cutlass::arch::NamedBarrier::arrive(256, (cwg + 1) % kWG);
+    }
+  };
+  if constexpr (PINGPONG) {
+    if (cwg == kWG - 1) cutlass::arch::NamedBarrier::arrive(256, 0);
+  }
+
+  int it = 0;  // K/V blocks consumed so far: the ring's position and phase
+  for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+    const Tile tl = tile_at(index);
+    const bool last_tile = index + tile_stride >= num_tiles;
+    const int num_kv = tl.num_kv;
+    const int row_a = tl.q0 + row_in_tile, row_b = row_a + 8;
+    const int num_masked = tl.num_masked;
+    auto block_of = [&](int i) { return num_kv - 1 - i; };  // the i-th block loaded
+    auto stage = [&](int j) { return (it + j) % kStages; };
+    auto phase = [&](int j) { return static_cast<std::uint32_t>(((it + j) / kStages) & 1); };
+
+#pragma unroll
+    for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    OnlineSoftmax<> softmax;
+    float alpha[2];
+    // Block j's raw scores -> P (fp32, in s), masked when MASKED; m, l move on (log2 domain);
+    // alpha rescales O. The scale is folded into the exponent's FFMA (exp2_row_scaled).
+    auto softmax_block = [&](int j, auto masked) {
+      if constexpr (decltype(masked)::value) {
+        const KeyMask<CAUSAL, BC, FAULTS> mask{
+            static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
+            j == p.fault.drop_kv_block};
+        mask_keys(s, mask, t);
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        // scale_log2 > 0, so the max of the scaled scores is the scaled max.
+        const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
+        const float base = exp_base(mx);
+        alpha[r] = exp2f(softmax.m[r] - base);
+        softmax.m[r] = mx;
+        softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, p.scale_log2, base);
+      }
+    };
+    auto rescale_o = [&] {
+#pragma unroll
+      for (int i = 0; i < DT; ++i) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) o[i][e] *= alpha[FragC16x8::row(e)];
+      }
+    };
+    auto convert_p = [&] {
+#pragma unroll
+      for (int k = 0; k < BC / 16; ++k) {
+#pragma unroll
+        for (int v = 0; v < 8; ++v) tOrP(v, 0, k) = static_cast<E>(s[2 * k + v / 4][v % 4]);
+      }
+    };
+    // After the tile's last Q K^T: the producer may load the next tile's Q.
+    auto release_k = [&](int j) {
+      EmptyBarrier::arrive(&smem.k_empty[stage(j)]);
+      if (j == num_kv - 1) EmptyBarrier::arrive(&smem.q_empty);
+    };
+
+    FullBarrier::wait(&smem.q_full, n & 1);
+    if constexpr (OVERLAP) {
+      // i = 0: Q K^T alone.
+      FullBarrier::wait(&smem.k_full[stage(0)], phase(0));
+      turn_begin();
+      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
+      turn_end(false);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tSrS);
+      release_k(0);
+      if (num_masked > 0)
+        softmax_block(block_of(0), std::true_type{});
+      else
+        softmax_block(block_of(0), std::false_type{});
+      convert_p();
+      // i: Q K_i^T and P_i-1 V_i-1 issued together; the softmax of i runs while P V does.
+      auto step = [&](int i, auto masked) {
+        FullBarrier::wait(&smem.k_full[stage(i)], phase(i));
+        FullBarrier::wait(&smem.v_full[stage(i - 1)], phase(i - 1));
+        turn_begin();
+        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
+        wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
+        turn_end(false);
+        warpgroup_wait<1>();  // Q K_i^T done (batches complete in order)
+        warpgroup_fence_operand(tSrS);
+        release_k(i);
+        softmax_block(block_of(i), masked);
+        warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
+        warpgroup_fence_operand(tOrO);
+        EmptyBarrier::arrive(&smem.v_empty[stage(i - 1)]);
+        rescale_o();
+        convert_p();
+      };
+      int i = 1;
+      for (; i < num_masked; ++i) step(i, std::true_type{});
+      for (; i < num_kv; ++i) step(i, std::false_type{});
+      const int last = num_kv - 1;
+      FullBarrier::wait(&smem.v_full[stage(last)], phase(last));
+      turn_begin();
+      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
+      turn_end(last_tile);
+      warpgroup_wait<0>();
+      warpgroup_fence_operand(tOrO);
+      EmptyBarrier::arrive(&smem.v_empty[stage(last)]);
+    } else {
+      auto step = [&](int i, auto masked) {
+        FullBarrier::wait(&smem.k_full[stage(i)], phase(i));
+        turn_begin();
+        wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
+        turn_end(last_tile && i == num_kv - 1);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tSrS);
+        release_k(i);
+        softmax_block(block_of(i), masked);
+        rescale_o();
+        convert_p();
+        FullBarrier::wait(&smem.v_full[stage(i)], phase(i));
+        wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i)), tOrO);
+        warpgroup_wait<0>();
+        warpgroup_fence_operand(tOrO);
+        EmptyBarrier::arrive(&smem.v_empty[stage(i)]);
+      };
+      int i = 0;
+      for (; i < num_masked; ++i) step(i, std::true_type{});
+      for (; i < num_kv; ++i) step(i, std::false_type{});
+    }
+
+    // Epilogue: the deferred 1/l, O and lse straight from registers (rows >= N skipped).
+    float inv_l[2];
+    softmax.finish(1.0f, inv_l);
+    const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
+    softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l,
+                        row_a, row_b, N, t);
+    it += num_kv;
+  }
+}
+
+template <typename Traits, bool CAUSAL, bool PINGPONG, bool OVERLAP, bool PERSISTENT>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    fa3_forward_kernel(const __grid_constant__ Fa3Params<Traits> p) {
+  fa3_forward<Traits, CAUSAL, false, PINGPONG, OVERLAP, PERSISTENT>(p);
+}
+
+// The verification tests' build (kernels/common/fault.hpp), schedule full. Its own name keeps it
+// out of the SASS check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the
+// 192-row kernels spill 20-60 bytes (nvcc 13.0), which only the tests run.
+template <typename Traits, bool CAUSAL>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    fa3_fault_kernel(const __grid_constant__ Fa3Params<Traits> p) {
+  fa3_forward<Traits, CAUSAL, true, true, true, false>(p);
+}
+
+// cudaFuncSetAttribute(max dynamic shared memory) once per (kernel, device).
+template <typename Traits, typename Kernel>
+cudaError_t smem_attribute_once(Kernel kernel) {
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, cudaError_t> done;
+  int device = -1;
+  if (cudaGetDevice(&device) != cudaSuccess) device = -1;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
+  auto it = done.find(key);
+  if (it == done.end() || device < 0) {
+    const cudaError_t st = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                Traits::kSmemBytes);
+    it = done.insert_or_assign(key, st).first;
+  }
+  return it->second;
+}
+
+template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
+std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
+                   const FaultInjection& fault) {
+  using Traits = Fa3Traits<D, BR, BC, T>;
+  if (s.N > INT_MAX / D || s.heads_total() > 65535)
+    return "fa3: shape too large (N*d must fit 31 bits and B*H <= 65535)";
+  const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
+  const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
+  if (q_blocks == 0) return "";
+  Fa3Params<Traits> p{Traits::tma_q(b.q, N, heads),
+                      Traits::tma_kv(b.k, N, heads),
+                      Traits::tma_kv(b.v, N, heads),
+                      b.o,
+                      b.lse,
+                      N,
+                      heads,
+                      softmax_scale_log2(s, fault),
+                      static_cast<int>(q_blocks),
+                      1,
+                      fault};
+  // grid: one thread block per tile, or (persistent) one per SM walking the tiles.
+  auto go = [&](auto kernel, bool persistent_grid) -> std::string {
+    // Per device and per kernel: the attribute belongs to one kernel in one context. (A static
+    // inside this lambda would be shared by every schedule's kernel, which all have one type:
+    // only the first kernel launched got its attribute, H200 2026-11-22: "invalid argument".)
+    const cudaError_t st = smem_attribute_once<Traits>(kernel);
+    if (st != cudaSuccess)
+      return std::string("fa3: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
+    dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
+    if (persistent_grid) {
+      int device = 0, sms = 0;
+      if (cudaGetDevice(&device) != cudaSuccess ||
+          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
+        return "fa3: cannot read the SM count";
+      const std::int64_t tiles = q_blocks * heads;
+      if (tiles > INT_MAX) return "fa3: too many tiles for the persistent grid";
+      grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, sms)));
+      int l2_bytes = 0;
+      if (cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
+        return "fa3: cannot read the L2 size";
+      const std::int64_t kv_bytes_per_head = 2LL * N * D * sizeof(typename Traits::E);
+      p.section_heads = static_cast<int>(std::clamp<std::int64_t>(
+          l2_bytes / 2 / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
+    }
+    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+    return launch_status("fa3");
+  };
+  if constexpr (FAULTS) {
+    return go(fa3_fault_kernel<Traits, CAUSAL>, false);
+  } else {
+    switch (schedule) {
+      case Schedule::persistent:
+        // 3 consumer warpgroups (160 registers each): the persistent causal kernel spills
+        // (96 bytes, nvcc 13.0), so causal persistent is compiled for 2 warpgroups only.
+        if constexpr (Traits::kConsumerWarpgroups == 3 && CAUSAL)
+          return "fa3: causal schedule persistent is compiled for 128-row tiles only";
+        else
+          return go(fa3_forward_kernel<Traits, CAUSAL, true, true, true>, true);
+      case Schedule::no_pingpong:
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, false>, false);
+      case Schedule::no_overlap:
+        return go(fa3_forward_kernel<Traits, CAUSAL, true, false, false>, false);
+      default:
+        return go(fa3_forward_kernel<Traits, CAUSAL, true, true, false>, false);
+    }
+  }
+}
+
+}  // namespace fa::fa3
+
+// Explicit instantiations of fa3::launch for one tile shape (both causal settings, both 16-bit
+// types, with and without the fault hooks): one head dimension per translation unit.
+#define FA3_INSTANTIATE_ONE(D, BR, BC, CAUSAL, T, FAULTS)                          \
+  template std::string fa::fa3::launch<D, BR, BC, CAUSAL, T, FAULTS>(              \
+      const fa::Shape&, const fa::DeviceBuffers&, cudaStream_t, fa::fa3::Schedule, \
+      const fa::FaultInjection&);
+#define FA3_INSTANTIATE_TYPE(D, BR, BC, T)        \
+  FA3_INSTANTIATE_ONE(D, BR, BC, false, T, false) \
+  FA3_INSTANTIATE_ONE(D, BR, BC, true, T, false)  \
+  FA3_INSTANTIATE_ONE(D, BR, BC, false, T, true)  \
+  FA3_INSTANTIATE_ONE(D, BR, BC, true, T, true)
+#define FA3_INSTANTIATE(D, BR, BC)               \
+  FA3_INSTANTIATE_TYPE(D, BR, BC, __nv_bfloat16) \
+  FA3_INSTANTIATE_TYPE(D, BR, BC, __half)
