@@ -176,6 +176,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
+  app.add_option("--cudnn-stats", o.cudnn_stats,
+                 "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
+                 "stats: the inference forward PyTorch requests) | both");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -321,6 +324,9 @@ void resolve_rows(const RawFlags& f, Options& o) {
   }
   if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
+  }
+  if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
+    throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;

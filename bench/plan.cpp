@@ -38,6 +38,9 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     if (o.fa2_order != "blocks") wanted.emplace_back(std::string("heads"));
   } else if (decl.name == kOptionPrequantized) {
     wanted.emplace_back(o.fp8_prequantized);
+  } else if (decl.name == kOptionStats) {
+    if (o.cudnn_stats != "off") wanted.emplace_back(true);
+    if (o.cudnn_stats != "on") wanted.emplace_back(false);
   } else {
     wanted.push_back(decl.accepted.front());
   }

@@ -459,7 +459,8 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
     }
   }
   if (!err.empty()) return err;
-  row.verification = in.reference->check(run.buffers, {run.info->accuracy, run.info->writes_lse});
+  row.verification = in.reference->check(
+      run.buffers, {run.info->accuracy, run.info->row_writes_lse(row.spec.options)});
   return "";
 }
 
