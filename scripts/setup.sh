@@ -45,42 +45,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   exit 1
 fi
 
-# cudnn-frontend headers for the cuDNN peer (kernels/cudnn/), fa-bench itself needs them (every
-# mode): the include/ folder of the wheel pinned in scripts/requirements-cudnn-frontend.txt,
-# unpacked into .venv/cudnn-frontend-<version>/include (CMake finds it there; FA_CUDNN_FRONTEND_INCLUDE
-# names another copy). The headers are the same in every platform's wheel of a version, so any
-# wheel of it in .whl/ will do; online, pip downloads one there. Offline machines (the GPU
-# machine): copy .whl/ along. Without them fa-bench still builds and its cudnn rows say why not.
-fe_pin=$(grep -E '^nvidia-cudnn-frontend==' scripts/requirements-cudnn-frontend.txt | head -1)
-fe_version=${fe_pin#*==}
-fe_dir=.venv/cudnn-frontend-$fe_version
-if [ ! -f "$fe_dir/include/cudnn_frontend.h" ]; then
-  fe_wheel() { ls .whl/nvidia_cudnn_frontend-"$fe_version"-*.whl 2>/dev/null | head -1; }
-  if [ -z "$(fe_wheel)" ]; then
-    echo "setup: downloading $fe_pin into .whl/ (cudnn-frontend headers)" >&2
-    python3 -m pip download -q --disable-pip-version-check --no-deps --only-binary=:all: -d .whl "$fe_pin" >&2 ||
-      echo "setup: warning: could not download $fe_pin (offline? put its wheel in .whl/); the cudnn rows will say unsupported" >&2
-  fi
-  if [ -n "$(fe_wheel)" ]; then
-    rm -rf "$fe_dir.tmp" && mkdir -p "$fe_dir.tmp"
-    if python3 - "$(fe_wheel)" "$fe_dir.tmp" <<'PY'
-import sys, zipfile
-with zipfile.ZipFile(sys.argv[1]) as z:
-    names = [n for n in z.namelist() if n.startswith("include/") and not n.endswith("/")]
-    if not any(n == "include/cudnn_frontend.h" for n in names):
-        sys.exit("no include/cudnn_frontend.h in " + sys.argv[1])
-    for n in names:
-        z.extract(n, sys.argv[2])
-PY
-    then
-      rm -rf "$fe_dir" && mv "$fe_dir.tmp" "$fe_dir"
-      echo "setup: cudnn-frontend $fe_version headers in $fe_dir/include" >&2
-    else
-      rm -rf "$fe_dir.tmp"
-      echo "setup: warning: could not unpack $(fe_wheel); the cudnn rows will say unsupported" >&2
-    fi
-  fi
-fi
+# cudnn-frontend headers for the cuDNN peer (kernels/cudnn/): fa-bench itself needs them (every
+# mode). Never fatal: without them fa-bench builds and its cudnn rows say why not.
+scripts/cudnn_frontend.sh || true
 
 [ "$mode" = --cxx ] && exit 0
 
