@@ -115,6 +115,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   v.peer = info.peer;
   model::ModelOptions mo;
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
+  mo.writes_lse = info.row_writes_lse(row.spec.options);
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   v.reason = info.unsupported_reason(shape);

@@ -191,6 +191,14 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = fp8_model(shape, tiles, options.fp8_quantisation_timed);
       break;
   }
+  if (!options.writes_lse) {  // no "lse written" term, and none in the compulsory bytes
+    std::erase_if(m.terms, [&](const ByteTerm& t) {
+      const bool lse = t.is_write && t.name.rfind("lse written", 0) == 0;
+      if (lse) m.bytes_written -= t.bytes;
+      return lse;
+    });
+    m.bytes_compulsory = compulsory(shape, false);
+  }
   const double half = shape.causal ? 0.5 : 1.0;
   m.flops_convention = 4.0 * static_cast<double>(shape.heads_total()) * double(shape.N) *
                        double(shape.N) * double(shape.d) * half;

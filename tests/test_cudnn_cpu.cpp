@@ -14,6 +14,7 @@
 #include "kernels/cudnn/cudnn.hpp"
 #include "kernels/cudnn/plan_cache.hpp"
 #include "kernels/registry.hpp"
+#include "profiler/io_model.hpp"
 
 namespace fa {
 namespace {
@@ -147,6 +148,21 @@ TEST(CudnnStatsOption, DefaultsToTrueAndReadsTheRowsValue) {
   EXPECT_EQ(info->directions, (std::vector<Direction>{Direction::forward, Direction::backward}));
   EXPECT_EQ(find_variant("cudnn-fp8")->directions, std::vector<Direction>{Direction::forward});
   EXPECT_EQ(find_variant("cudnn-fp8")->declared(kOptionStats), nullptr);
+}
+
+// The inference forward writes no lse: its IO model has no lse term, 4 bytes per row less.
+TEST(CudnnStatsOption, TheModelOfARowWithoutStatsHasNoLseWrite) {
+  const Shape s = shape(4096, 128);
+  model::ModelOptions with, without;
+  without.writes_lse = false;
+  const auto a = model::io_model(Algorithm::fa2, s, {128, 128}, 0, with);
+  const auto b = model::io_model(Algorithm::fa2, s, {128, 128}, 0, without);
+  const double lse_bytes = static_cast<double>(s.heads_total() * s.N) * 4;
+  EXPECT_DOUBLE_EQ(a.bytes_written - b.bytes_written, lse_bytes);
+  EXPECT_DOUBLE_EQ(a.bytes_read, b.bytes_read);
+  EXPECT_DOUBLE_EQ(a.bytes_compulsory - b.bytes_compulsory, lse_bytes);
+  EXPECT_EQ(a.terms.size(), b.terms.size() + 1);
+  for (const auto& t : b.terms) EXPECT_EQ(t.name.find("lse"), std::string::npos) << t.name;
 }
 
 bench::ParseOutcome parse(std::vector<std::string> args) {
