@@ -18,6 +18,7 @@
 // frontend checks the loaded cuDNN's version before using anything newer.
 #include "kernels/cudnn/cudnn.hpp"
 
+#include <cuda_runtime_api.h>
 #include <cudnn_frontend.h>
 #include <dlfcn.h>
 
@@ -68,6 +69,20 @@ struct Library {
 // The fused attention graphs need the cuDNN 9 backend (the FP8 one 9.1; the frontend says so).
 constexpr std::size_t kMinVersion = 90000;
 
+// cudnn-frontend's run-time loading opens the shared CUDA runtime by name (libcudart.so.13 or
+// .12) for its few runtime calls (device properties, workspace memsets); fa-bench links the
+// runtime statically. Where the loader's path has no libcudart.so.<major>, the toolkit's copy
+// fa-bench was built with is loaded by its full path, so the frontend's dlopen by name finds it
+// already loaded. If neither is there, the frontend's own error is the row's reason.
+void preload_cudart() {
+  const std::string name = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+  if (dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return;
+#ifdef FA_CUDART_DIR
+  dlopen((std::string(FA_CUDART_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+  dlerror();  // the frontend reports it if it still cannot load one
+}
+
 const Library& library() {
   static const Library loaded = [] {
     Library a;
@@ -93,6 +108,7 @@ const Library& library() {
       return a;
     }
     fe::cudnn_dlhandle = lib;
+    preload_cudart();
     return a;
   }();
   return loaded;
