@@ -184,6 +184,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--fa3-schedule", o.fa3_schedule,
                  "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent (full on "
                  "a persistent grid) | all (one row each: FA3's ablation)");
+  app.add_option("--cudnn-stats", o.cudnn_stats,
+                 "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
+                 "stats: the inference forward PyTorch requests) | both");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -346,6 +349,9 @@ void resolve_rows(const RawFlags& f, Options& o) {
     throw BadInput{fmt::format(
         "--fa3-schedule: '{}' (accepted: full, no-pingpong, no-overlap, persistent, all)",
         o.fa3_schedule)};
+  }
+  if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
+    throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;

@@ -43,6 +43,9 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     wanted = decl.accepted;
   } else if (decl.name == kOptionFa3Schedule) {
     wanted.emplace_back(o.fa3_schedule);
+  } else if (decl.name == kOptionStats) {
+    if (o.cudnn_stats != "off") wanted.emplace_back(true);
+    if (o.cudnn_stats != "on") wanted.emplace_back(false);
   } else {
     wanted.push_back(decl.accepted.front());
   }

@@ -388,6 +388,7 @@ RowSpec spec_from_v1(const std::string& name, const Tiles& tiles, const std::str
     s.options[kOptionBlockOrder] = block_order.empty() ? "blocks" : block_order;
   }
   if (!peer && algorithm == Algorithm::fp8) s.options[kOptionPrequantized] = fp8_prequantized;
+  if (peer && s.variant == "cudnn") s.options[kOptionStats] = true;  // its only forward then
   return s;
 }
 
@@ -417,6 +418,10 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     }
     r.spec.kernel_config = read_kernel_config(rd, j, p);
     r.spec.options = read_options(rd, j, p);
+    // The cudnn peer declares "stats" since issue 17; its rows from before wrote the lse: the
+    // default, so an older baseline's row matches a new run's.
+    if (r.peer && r.spec.variant == "cudnn" && r.spec.options.empty())
+      r.spec.options[kOptionStats] = true;
     if (j.contains("default_config")) r.default_config = rd.boolean(j, p, "default_config");
   }
   const json& m = rd.at(j, p, "model");

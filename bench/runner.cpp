@@ -126,6 +126,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   model::ModelOptions mo;
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
   mo.direction = row.spec.direction;
+  mo.writes_lse = info.row_writes_lse(row.spec.options);
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   v.reason = direction_unsupported_reason(info, row.spec.direction);
@@ -573,7 +574,8 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
   if (dir == Direction::backward) {
     row.verification = in.bwd_reference->check(run.bwd, worst);
   } else {
-    row.verification = in.reference->check(run.buffers, {run.info->accuracy, run.info->writes_lse});
+    row.verification = in.reference->check(
+        run.buffers, {run.info->accuracy, run.info->row_writes_lse(row.spec.options)});
   }
   return "";
 }

@@ -130,16 +130,18 @@ const std::vector<VariantInfo>& variant_registry() {
     r.push_back(VariantInfo{
         "cudnn",
         Algorithm::fa2,
-        "peer: cuDNN's fused flash-attention forward (NVIDIA's library, backend graph API: "
-        "Q K^T, scale, causal mask, softmax, P V in one graph), log-sum-exp written",
+        "peer: cuDNN's fused flash-attention (NVIDIA's library, cudnn-frontend's sdpa node: Q K^T, "
+        "scale, causal mask, softmax, P V in one graph), log-sum-exp written unless stats=false; "
+        "backward: the sdpa_backward node (dQ, dK, dV from Q, K, V, O, dO and the lse)",
         "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
         "model assumes Br=Bc=128)",
-        "cuDNN 9 runtime-fusion SDPA engine (on sm_90 a wgmma kernel); libcudnn.so.9 loaded at run "
-        "time; the same BHSD buffers (K^T by strides), no layout conversion",
+        "cuDNN 9 SDPA engines (on sm_90 wgmma kernels) through cudnn-frontend (header-only, the "
+        "API PyTorch uses); libcudnn.so.9 loaded at run time; the same BHSD buffers, no layout "
+        "conversion",
         {64, 128},
         {DType::bf16, DType::fp16},
         [](int) { return std::vector<Tiles>{}; },
-        [](const LaunchOptions&) { return make_cudnn_launcher(); },
+        [](const LaunchOptions& o) { return make_cudnn_launcher(o); },
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true,
@@ -147,25 +149,30 @@ const std::vector<VariantInfo>& variant_registry() {
         /*model_tiles=*/Tiles{128, 128},
         cudnn_library_status,
         cudnn_shape_rule});
+    r.back().options = {
+        {kOptionStats,
+         {true, false},
+         "true: the forward writes the log-sum-exp (the training forward; default); "
+         "false: no stats output (the inference forward PyTorch requests), the "
+         "row's lse is not checked (--cudnn-stats on|off|both)"}};
+    r.back().directions = {Direction::forward, Direction::backward};
     r.push_back(VariantInfo{
         "cudnn-fp8",
         Algorithm::fp8,
-        "peer: cuDNN's FP8 (E4M3) fused attention forward: Q, K, V quantised per tensor (amax / "
-        "448) "
-        "outside the timed region, P stored as E4M3(448 P), O written in E4M3 and dequantised to "
-        "bf16 by our kernel (timed with it)",
+        "peer: cuDNN's FP8 (E4M3) fused attention forward (cudnn-frontend's sdpa_fp8 node): Q, K, "
+        "V quantised per tensor (amax / 448) outside the timed region, P stored as E4M3(448 P), O "
+        "written in E4M3 and dequantised to bf16 by our kernel (timed with it)",
         "the library's: one fused kernel chosen by cuDNN's heuristics (tiles not visible; the IO "
         "model assumes Br=Bc=128)",
-        "cuDNN 9 FP8 SDPA engine (Hopper FP8 tensor cores); libcudnn.so.9 loaded at run time; "
-        "E4M3 copies of Q, K, V in the variant's workspace (BHSD, K^T by strides). Run by name "
-        "only: "
-        "on the H200 with cuDNN 9.14 its output fails verification at d=64, and at N=1024 when "
-        "another "
-        "cuDNN graph ran earlier in the process (docs/peers.md); d=128 only",
+        "cuDNN 9 FP8 SDPA engine (Hopper FP8 tensor cores) through cudnn-frontend; libcudnn.so.9 "
+        "loaded at run time; E4M3 copies of Q, K, V in the variant's workspace (BHSD). Run by "
+        "name only: on the H200 with cuDNN 9.14 and the hand-built graph its output failed "
+        "verification at d=64, and at N=1024 when another cuDNN graph ran earlier in the process "
+        "(docs/peers.md); d=128 only",
         {128},
         {DType::bf16},
         [](int) { return std::vector<Tiles>{}; },
-        [](const LaunchOptions&) { return make_cudnn_launcher(/*fp8=*/true); },
+        [](const LaunchOptions& o) { return make_cudnn_launcher(o, /*fp8=*/true); },
         90,
         AccuracyRule::fp8_rmse,
         /*writes_lse=*/false,

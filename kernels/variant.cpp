@@ -109,6 +109,12 @@ bool VariantInfo::quantisation_timed(const OptionValues& values) const {
   return it == values.end() || it->second != OptionValue{true};
 }
 
+bool VariantInfo::row_writes_lse(const OptionValues& values) const {
+  if (!writes_lse) return false;
+  auto it = values.find(kOptionStats);
+  return it == values.end() || it->second != OptionValue{false};
+}
+
 bool VariantInfo::supports_head_dim(int d) const {
   return std::find(head_dims.begin(), head_dims.end(), d) != head_dims.end();
 }

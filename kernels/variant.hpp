@@ -79,6 +79,7 @@ inline constexpr const char* kOptionBlockOrder = "block_order";     // "blocks" 
 inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
 // "full" | "no-pingpong" | "no-overlap" | "persistent" (fa3: which parts of FA3's schedule run)
 inline constexpr const char* kOptionFa3Schedule = "schedule";
+inline constexpr const char* kOptionStats = "stats";  // bool: the forward writes the lse (cudnn)
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
@@ -228,6 +229,9 @@ struct VariantInfo {
   const OptionDecl* declared(const std::string& option) const;
   // Whether a row with these option values quantises inside the timed region (IO model).
   bool quantisation_timed(const OptionValues& values) const;
+  // Whether a row with these option values writes the log-sum-exp: writes_lse, unless the row
+  // sets option "stats" false (the cudnn peer's inference forward).
+  bool row_writes_lse(const OptionValues& values) const;
   bool supports_head_dim(int d) const;
   bool supports_dtype(DType t) const;
   // "" when the shape is supported, otherwise why not (for the row's status).

@@ -302,6 +302,14 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = fp8_model(shape, tiles, options.fp8_quantisation_timed);
       break;
   }
+  if (!options.writes_lse) {  // no "lse written" term, and none in the compulsory bytes
+    std::erase_if(m.terms, [&](const ByteTerm& t) {
+      const bool lse = t.is_write && t.name.rfind("lse written", 0) == 0;
+      if (lse) m.bytes_written -= t.bytes;
+      return lse;
+    });
+    m.bytes_compulsory = compulsory(shape, false);
+  }
   m.flops_convention = forward_convention;
   return m;
 }

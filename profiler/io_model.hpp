@@ -58,6 +58,7 @@ struct ModelOptions {
   Direction direction = Direction::forward;
   Fa1StateBytes fa1;
   bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
+  bool writes_lse = true;  // false: the row writes no log-sum-exp (cudnn stats=false, cudnn-fp8)
 };
 
 // `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's

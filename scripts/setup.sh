@@ -2,7 +2,7 @@
 # Installs what is missing, and only what the command at hand needs. Idempotent; fast when
 # everything is there. The CUDA toolkit (nvcc, cuBLAS, CUPTI) must be installed already.
 #   scripts/setup.sh --cxx    fa-bench only: compiler, CMake, Ninja, fmt, CLI11, nlohmann-json,
-#                             Google Benchmark (scripts/run.sh)
+#                             Google Benchmark, the cudnn-frontend headers (scripts/run.sh)
 #   scripts/setup.sh          that, plus the Python venv (.venv) for reports/ with the pinned
 #                             reports/requirements.txt
 #   scripts/setup.sh --test   that, plus what only the tests need: GoogleTest, clang (libFuzzer,
@@ -44,6 +44,11 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   echo "setup: error: nvcc not found: install the CUDA toolkit (13.0) first" >&2
   exit 1
 fi
+
+# cudnn-frontend headers for the cuDNN peer (kernels/cudnn/): fa-bench itself needs them (every
+# mode). Never fatal: without them fa-bench builds and its cudnn rows say why not.
+scripts/cudnn_frontend.sh || true
+
 [ "$mode" = --cxx ] && exit 0
 
 # Python venv for reports/, keyed by the requirements file so a change reinstalls.
@@ -63,9 +68,13 @@ kstamp=.venv/.requirements-kernels.sha256
 kwant=$(sha256sum scripts/requirements-kernels.txt | cut -d' ' -f1)
 if [ "$(cat "$kstamp" 2>/dev/null)" != "$kwant" ]; then
   echo "setup: installing scripts/requirements-kernels.txt into .venv (CuTe headers, cuobjdump)" >&2
+  # --no-deps: only the headers and the two binaries are used; nvidia-cutlass's Python
+  # dependencies (cuda-python and others) are not.
   from=()
-  [ -d .whl ] && ls .whl/nvidia_cutlass-*.whl >/dev/null 2>&1 && from=(--no-index --find-links .whl)
-  if .venv/bin/pip install -q --disable-pip-version-check "${from[@]}" -r scripts/requirements-kernels.txt; then
+  ls .whl/nvidia_cutlass-*.whl .whl/nvidia_cuda_cuobjdump-*.whl .whl/nvidia_cuda_nvdisasm-*.whl \
+    >/dev/null 2>&1 && from=(--no-index --find-links .whl)
+  if .venv/bin/pip install -q --disable-pip-version-check --no-deps "${from[@]}" \
+    -r scripts/requirements-kernels.txt; then
     echo "$kwant" >"$kstamp"
   else
     # fa3 is then not built (CMake says so) and the SASS test skips with the reason.

@@ -482,7 +482,8 @@ TEST(GateCalibration, LearnsFromSameBuildRunsAndIsUsed) {
   const Calibration cal = calibrate({load(files[0]), load(files[1])}, files);
   ASSERT_EQ(cal.tolerances.size(), 10u);
   // Keyed by the row spec (fa-bench-gate-calibration/2); the /1 files' rows read as forward.
-  const std::string cudnn = "cudnn forward B=4 H=16 N=4096 d=128 causal=0 bf16";
+  // (The cudnn peer's rows read as stats=true: its only forward before it declared the option.)
+  const std::string cudnn = "cudnn forward stats=true B=4 H=16 N=4096 d=128 causal=0 bf16";
   const std::string fa2 =
       "fa2 forward 128x64 s2 block_order=blocks B=4 H=16 N=4096 d=128 causal=0 bf16";
   ASSERT_TRUE(cal.tolerances.count(cudnn) && cal.tolerances.count(fa2));

@@ -315,7 +315,7 @@ TEST(ResultJson, FullRecordReadsBackAndDumps) {
   VariantResult peer = ok;
   peer.spec.variant = "cudnn";
   peer.spec.kernel_config.reset();
-  peer.spec.options = {};
+  peer.spec.options = {{kOptionStats, true}};
   peer.peer = true;
   peer.counters =
       CounterResult{"unavailable", "another profiler holds the counters", {}, 0, {}, ""};
@@ -491,7 +491,8 @@ TEST(ResultJson, ReadsFaBench1AsForward) {
   EXPECT_EQ(fa2.options, (OptionValues{{"block_order", std::string("heads")}}));
   const RowSpec& cudnn = r.configs[0].results[2].spec;
   EXPECT_FALSE(cudnn.kernel_config);
-  EXPECT_TRUE(cudnn.options.empty());
+  // The option the cudnn peer declares since issue 17, at the value its /1 rows had.
+  EXPECT_EQ(cudnn.options, (OptionValues{{kOptionStats, true}}));
   // Every committed /1 file still reads (the H200 sweep: fa2 rows with tiles, fp8 with its option).
   const RunResult sweep =
       read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-sweep-all-2026-11-21.json");

@@ -1,56 +1,64 @@
-// cuDNN fused attention: the vendor's best, run as a peer on the same buffers as our variants.
+// cuDNN fused attention: the vendor's best, run as a peer on the same buffers as our variants,
+// through cudnn-frontend's graph API (the header-only C++ API PyTorch's cuDNN attention uses).
 //
-// Algorithm: the operation graph cuDNN's runtime-fusion engine recognises as a flash-attention
-// forward (the same graph cudnn-frontend builds for SDPA on sm_90 with cuDNN 9):
-//   S = Q K^T (fp32) -> S * scale -> [causal: select(row >= col, S, -inf)]
-//   -> softmax as max, sub, exp, sum, div; stats = max + log(sum) is written as the log-sum-exp
-//   -> O = P V.
-// Schedule: cuDNN's. It fuses the graph into one kernel (on the H200 a wgmma "sdpa_sm90_flash_
-// fprop" kernel); its tiles are not visible here, so the IO model uses VariantInfo::model_tiles.
-// Layout: Q, K, V, O are used in place (BHSD); K^T is K's descriptor with the last two dims and
-// strides swapped, so nothing is converted, inside or outside the timed region.
-// Loading: dlopen("libcudnn.so.9") so fa-bench builds and runs without cuDNN; the header is used
-// for types and enum values only.
+// Graphs (cudnn-frontend nodes; the frontend lowers each to the cuDNN backend graph its version
+// knows is fastest, and picks the engine with heuristics mode A, then the fallback list):
+//   forward     sdpa: O = softmax(scale Q K^T [causal: keys j <= query i]) V, and the stats
+//               (natural-log log-sum-exp per row, fp32) unless the row sets stats=false (the
+//               inference forward PyTorch requests when no gradient is needed).
+//   backward    sdpa_backward: dQ, dK, dV from Q, K, V, O, dO and the stats our forward writes.
+//   FP8         sdpa_fp8: E4M3 Q, K, V with one descale each, P stored as E4M3(scale_s P), O in
+//               E4M3 (scale_o), amax of P and O; no stats.
+// Layout: Q, K, V, O, dO, dQ, dK, dV are used in place (BHSD: dims [B, H, N, d], strides
+// [H N d, N d, d, 1]); the stats are [B, H, N, 1] fp32 = our lse [B*H, N]. Nothing is converted.
+// Plans: built once per (graph, shape, device) and cached (kernels/cudnn/plan_cache.hpp); each
+// holds the workspace its graph asks for.
+// Loading: cudnn-frontend's run-time loading (NV_CUDNN_FRONTEND_USE_DYNAMIC_LOADING): every cuDNN
+// call goes through dlsym on the handle below, so fa-bench builds and runs without cuDNN, and the
+// frontend checks the loaded cuDNN's version before using anything newer.
 #include "kernels/cudnn/cudnn.hpp"
 
-#include <cudnn_graph.h>
+#include <cuda_runtime_api.h>
+#include <cudnn_frontend.h>
 #include <dlfcn.h>
 
-#include <algorithm>
 #include <cstdint>
-#include <deque>
-#include <limits>
-#include <mutex>
-#include <stdexcept>
+#include <exception>
+#include <memory>
+#include <string>
 #include <type_traits>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "kernels/common/per_device.hpp"
 #include "kernels/cudnn/fp8_io.hpp"
+#include "kernels/cudnn/plan_cache.hpp"
+
+// Where cudnn-frontend's run-time loading looks cuDNN's symbols up; set by library() below before
+// the first frontend call.
+namespace cudnn_frontend {
+void* cudnn_dlhandle = nullptr;
+}  // namespace cudnn_frontend
 
 namespace fa {
 namespace {
 
-struct CudnnApi {
+namespace fe = cudnn_frontend;
+
+// The frontend version this file was compiled with (the pinned wheel's headers).
+std::string frontend_version() {
+  return std::to_string(CUDNN_FRONTEND_MAJOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_MINOR_VERSION) + "." +
+         std::to_string(CUDNN_FRONTEND_PATCH_VERSION);
+}
+
+struct Library {
   std::string error;  // non-empty: cuDNN cannot be used, and why
   std::size_t version = 0;
-  std::size_t (*GetVersion)() = nullptr;
   cudnnStatus_t (*Create)(cudnnHandle_t*) = nullptr;
   cudnnStatus_t (*SetStream)(cudnnHandle_t, cudaStream_t) = nullptr;
   const char* (*GetErrorString)(cudnnStatus_t) = nullptr;
-  void (*GetLastErrorString)(char*, std::size_t) = nullptr;
-  cudnnStatus_t (*CreateDescriptor)(cudnnBackendDescriptorType_t,
-                                    cudnnBackendDescriptor_t*) = nullptr;
-  cudnnStatus_t (*DestroyDescriptor)(cudnnBackendDescriptor_t) = nullptr;
-  cudnnStatus_t (*SetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
-                                cudnnBackendAttributeType_t, std::int64_t, const void*) = nullptr;
-  cudnnStatus_t (*GetAttribute)(cudnnBackendDescriptor_t, cudnnBackendAttributeName_t,
-                                cudnnBackendAttributeType_t, std::int64_t, std::int64_t*,
-                                void*) = nullptr;
-  cudnnStatus_t (*Finalize)(cudnnBackendDescriptor_t) = nullptr;
-  cudnnStatus_t (*Execute)(cudnnHandle_t, cudnnBackendDescriptor_t,
-                           cudnnBackendDescriptor_t) = nullptr;
 
   std::string version_text() const {
     return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
@@ -58,12 +66,26 @@ struct CudnnApi {
   }
 };
 
-// The fused SDPA graph below needs the cuDNN 9 backend (GEN_INDEX/BINARY_SELECT, no stats bug).
+// The fused attention graphs need the cuDNN 9 backend (the FP8 one 9.1; the frontend says so).
 constexpr std::size_t kMinVersion = 90000;
 
-const CudnnApi& api() {
-  static const CudnnApi loaded = [] {
-    CudnnApi a;
+// cudnn-frontend's run-time loading opens the shared CUDA runtime by name (libcudart.so.13 or
+// .12) for its few runtime calls (device properties, workspace memsets); fa-bench links the
+// runtime statically. Where the loader's path has no libcudart.so.<major>, the toolkit's copy
+// fa-bench was built with is loaded by its full path, so the frontend's dlopen by name finds it
+// already loaded. If neither is there, the frontend's own error is the row's reason.
+void preload_cudart() {
+  const std::string name = "libcudart.so." + std::to_string(CUDART_VERSION / 1000);
+  if (dlopen(name.c_str(), RTLD_NOW | RTLD_LOCAL)) return;
+#ifdef FA_CUDART_DIR
+  dlopen((std::string(FA_CUDART_DIR) + "/" + name).c_str(), RTLD_NOW | RTLD_LOCAL);
+#endif
+  dlerror();  // the frontend reports it if it still cannot load one
+}
+
+const Library& library() {
+  static const Library loaded = [] {
+    Library a;
     void* lib = dlopen("libcudnn.so.9", RTLD_NOW | RTLD_LOCAL);
     if (!lib) {
       const char* why = dlerror();
@@ -74,429 +96,328 @@ const CudnnApi& api() {
       fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
       if (!fn && a.error.empty()) a.error = std::string("libcudnn.so.9 has no ") + name;
     };
-    bind(a.GetVersion, "cudnnGetVersion");
+    std::size_t (*get_version)() = nullptr;
+    bind(get_version, "cudnnGetVersion");
     bind(a.Create, "cudnnCreate");
     bind(a.SetStream, "cudnnSetStream");
     bind(a.GetErrorString, "cudnnGetErrorString");
-    bind(a.GetLastErrorString, "cudnnGetLastErrorString");
-    bind(a.CreateDescriptor, "cudnnBackendCreateDescriptor");
-    bind(a.DestroyDescriptor, "cudnnBackendDestroyDescriptor");
-    bind(a.SetAttribute, "cudnnBackendSetAttribute");
-    bind(a.GetAttribute, "cudnnBackendGetAttribute");
-    bind(a.Finalize, "cudnnBackendFinalize");
-    bind(a.Execute, "cudnnBackendExecute");
     if (!a.error.empty()) return a;
-    a.version = a.GetVersion();
+    a.version = get_version();
     if (a.version < kMinVersion) {
-      a.error = "cuDNN " + a.version_text() + " is too old (the fused attention graph needs 9.0+)";
+      a.error = "cuDNN " + a.version_text() + " is too old (the fused attention graphs need 9.0+)";
+      return a;
     }
+    fe::cudnn_dlhandle = lib;
+    preload_cudart();
     return a;
   }();
   return loaded;
 }
 
-struct CudnnError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
-
-void check(cudnnStatus_t status, const char* step) {
-  if (status == CUDNN_STATUS_SUCCESS) return;
-  char detail[512] = {0};
-  api().GetLastErrorString(detail, sizeof detail);
-  std::string msg = std::string("cuDNN ") + step + ": " + api().GetErrorString(status);
-  if (detail[0]) msg += " (" + std::string(detail) + ")";
-  for (char& c : msg) {
-    if (c == '\n') c = ' ';  // one line: the row's reason
+// One line: the row's reason.
+std::string one_line(std::string s) {
+  for (char& c : s) {
+    if (c == '\n' || c == '\r') c = ' ';
   }
-  throw CudnnError(msg);
+  while (!s.empty() && s.back() == ' ') s.pop_back();
+  return s;
+}
+
+std::string prefix() {
+  return "cuDNN " + library().version_text() + " (frontend " + frontend_version() + ")";
 }
 
 // One handle per device, created on first use there (it belongs to that device's context).
-cudnnHandle_t handle() {
+cudnnHandle_t handle(std::string* error) {
   static PerDevice<std::pair<cudnnStatus_t, cudnnHandle_t>> handles;
   const auto [status, h] = handles.get([] {
     cudnnHandle_t created = nullptr;
-    const cudnnStatus_t st = api().Create(&created);
+    const cudnnStatus_t st = library().Create(&created);
     return std::pair{st, created};
   });
-  check(status, "create handle");
+  if (status != CUDNN_STATUS_SUCCESS) {
+    *error = prefix() + ": create handle: " + library().GetErrorString(status);
+    return nullptr;
+  }
   return h;
 }
 
-// A backend descriptor that destroys itself.
-class Desc {
- public:
-  explicit Desc(cudnnBackendDescriptorType_t type) {
-    check(api().CreateDescriptor(type, &d_), "create descriptor");
-  }
-  Desc(const Desc&) = delete;
-  Desc& operator=(const Desc&) = delete;
-  Desc(Desc&& o) noexcept : d_(std::exchange(o.d_, nullptr)) {}
-  ~Desc() {
-    if (d_) api().DestroyDescriptor(d_);
-  }
-  cudnnBackendDescriptor_t get() const { return d_; }
-
-  Desc& set(cudnnBackendAttributeName_t name, cudnnBackendAttributeType_t type, std::int64_t count,
-            const void* value) {
-    check(api().SetAttribute(d_, name, type, count, value), "set attribute");
-    return *this;
-  }
-  Desc& set_i64(cudnnBackendAttributeName_t name, std::int64_t v) {
-    return set(name, CUDNN_TYPE_INT64, 1, &v);
-  }
-  Desc& set_i64s(cudnnBackendAttributeName_t name, const std::vector<std::int64_t>& v) {
-    return set(name, CUDNN_TYPE_INT64, static_cast<std::int64_t>(v.size()), v.data());
-  }
-  Desc& set_type(cudnnBackendAttributeName_t name, cudnnDataType_t t) {
-    return set(name, CUDNN_TYPE_DATA_TYPE, 1, &t);
-  }
-  Desc& set_bool(cudnnBackendAttributeName_t name, bool b) {
-    return set(name, CUDNN_TYPE_BOOLEAN, 1, &b);
-  }
-  Desc& set_desc(cudnnBackendAttributeName_t name, const Desc& other) {
-    cudnnBackendDescriptor_t raw = other.get();
-    return set(name, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &raw);
-  }
-  Desc& finalize(const char* what) {
-    check(api().Finalize(d_), what);
-    return *this;
-  }
-
- private:
-  cudnnBackendDescriptor_t d_ = nullptr;
+// Tensor ids in the variant pack.
+enum Uid : std::int64_t {
+  kQ = 1,
+  kK,
+  kV,
+  kO,
+  kStats,
+  kDO,
+  kDQ,
+  kDK,
+  kDV,
 };
-
-using Dims = std::vector<std::int64_t>;
-
-// Tensor ids in the variant pack; virtual (on-chip) tensors count up from kFirstVirtual.
-enum Uid : std::int64_t { kQ = 1, kK, kV, kO, kStats, kScale, kNegInf, kFirstVirtual = 100 };
-
-// Builds the operation graph; every descriptor stays alive as long as the plan that uses it.
-class GraphBuilder {
- public:
-  std::deque<Desc> keep;  // deque: references stay valid as it grows
-  std::vector<cudnnBackendDescriptor_t> ops;
-
-  const Desc& tensor(std::int64_t uid, const Dims& dims, const Dims& strides, cudnnDataType_t type,
-                     bool is_virtual, bool by_value = false) {
-    Desc& t = keep.emplace_back(CUDNN_BACKEND_TENSOR_DESCRIPTOR);
-    t.set_type(CUDNN_ATTR_TENSOR_DATA_TYPE, type)
-        .set_i64s(CUDNN_ATTR_TENSOR_DIMENSIONS, dims)
-        .set_i64s(CUDNN_ATTR_TENSOR_STRIDES, strides)
-        .set_i64(CUDNN_ATTR_TENSOR_UNIQUE_ID, uid)
-        .set_i64(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, 16)
-        .set_bool(CUDNN_ATTR_TENSOR_IS_VIRTUAL, is_virtual);
-    if (by_value) t.set_bool(CUDNN_ATTR_TENSOR_IS_BY_VALUE, true);
-    return t.finalize("tensor");
-  }
-  const Desc& on_chip(const Dims& dims, const Dims& strides,
-                      cudnnDataType_t type = CUDNN_DATA_FLOAT) {
-    return tensor(next_virtual_++, dims, strides, type, /*is_virtual=*/true);
-  }
-
-  void matmul(const Desc& a, const Desc& b, const Desc& c) {
-    Desc& mm = keep.emplace_back(CUDNN_BACKEND_MATMUL_DESCRIPTOR);
-    mm.set_type(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_DATA_FLOAT).finalize("matmul");
-    add_op(keep.emplace_back(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR)
-               .set_desc(CUDNN_ATTR_OPERATION_MATMUL_ADESC, a)
-               .set_desc(CUDNN_ATTR_OPERATION_MATMUL_BDESC, b)
-               .set_desc(CUDNN_ATTR_OPERATION_MATMUL_CDESC, c)
-               .set_desc(CUDNN_ATTR_OPERATION_MATMUL_DESC, mm)
-               .finalize("matmul operation"));
-  }
-
-  // y = mode(x[, b][, t]); `math` is the precision the operation computes in.
-  void pointwise(cudnnPointwiseMode_t mode, const Desc& x, const Desc* b, const Desc* t,
-                 const Desc& y, cudnnDataType_t math = CUDNN_DATA_FLOAT, std::int64_t axis = -1) {
-    Desc& pw = keep.emplace_back(CUDNN_BACKEND_POINTWISE_DESCRIPTOR);
-    pw.set(CUDNN_ATTR_POINTWISE_MODE, CUDNN_TYPE_POINTWISE_MODE, 1, &mode)
-        .set_type(CUDNN_ATTR_POINTWISE_MATH_PREC, math);
-    if (axis >= 0) pw.set_i64(CUDNN_ATTR_POINTWISE_AXIS, axis);
-    pw.finalize("pointwise");
-    Desc& op = keep.emplace_back(CUDNN_BACKEND_OPERATION_POINTWISE_DESCRIPTOR);
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, pw)
-        .set_desc(CUDNN_ATTR_OPERATION_POINTWISE_XDESC, x);
-    if (b) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_BDESC, *b);
-    if (t) op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_TDESC, *t);
-    op.set_desc(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, y);
-    add_op(op.finalize("pointwise operation"));
-  }
-
-  void reduction(cudnnReduceTensorOp_t reduce, const Desc& x, const Desc& y) {
-    Desc& rd = keep.emplace_back(CUDNN_BACKEND_REDUCTION_DESCRIPTOR);
-    rd.set(CUDNN_ATTR_REDUCTION_OPERATOR, CUDNN_TYPE_REDUCTION_OPERATOR_TYPE, 1, &reduce)
-        .set_type(CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_DATA_FLOAT)
-        .finalize("reduction");
-    add_op(keep.emplace_back(CUDNN_BACKEND_OPERATION_REDUCTION_DESCRIPTOR)
-               .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, x)
-               .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, y)
-               .set_desc(CUDNN_ATTR_OPERATION_REDUCTION_DESC, rd)
-               .finalize("reduction operation"));
-  }
-
- private:
-  void add_op(const Desc& op) { ops.push_back(op.get()); }
-  std::int64_t next_virtual_ = kFirstVirtual;
-};
-
-// A finalized execution plan for one shape, with what executing it needs.
-struct Plan {
-  GraphBuilder graph;
-  std::deque<Desc> keep;
-  cudnnBackendDescriptor_t plan = nullptr;
-  std::int64_t workspace_bytes = 0;
-  bool causal = false;
-  float scale = 0;  // by-value tensors: cuDNN reads them from host memory at execute time
-  float neg_inf = -std::numeric_limits<float>::infinity();
-};
-
-void find_plan(Plan& p);
-
-// P = softmax over keys of the logits, causal keys j > query i masked with -inf first, P in
-// `p_type`. The stats max + log(sum) go to `stats`, or to an on-chip tensor when it is null:
-// cuDNN recognises the attention graph only with them (9.14 without: "Last operation in the
-// graph is not the 2nd matmul"; cudnn-frontend adds them too).
-const Desc& masked_softmax(GraphBuilder& g, const Shape& s, const Desc& logits_in,
-                           const Desc* stats, cudnnDataType_t p_type) {
-  const std::int64_t B = s.B, H = s.H, N = s.N;
-  const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
-  const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
-  const Dims scalar{1, 1, 1, 1};
-  const Desc* logits = &logits_in;
-  if (s.causal) {  // keep key j <= query i
-    const Desc& neg_inf =
-        g.tensor(kNegInf, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
-    const Desc& row = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, logits_in, nullptr, nullptr, row, CUDNN_DATA_FLOAT, 2);
-    const Desc& col = g.on_chip(scores, score_strides, CUDNN_DATA_INT32);
-    g.pointwise(CUDNN_POINTWISE_GEN_INDEX, logits_in, nullptr, nullptr, col, CUDNN_DATA_FLOAT, 3);
-    const Desc& keep_mask = g.on_chip(scores, score_strides, CUDNN_DATA_BOOLEAN);
-    g.pointwise(CUDNN_POINTWISE_CMP_GE, row, &col, nullptr, keep_mask, CUDNN_DATA_BOOLEAN);
-    const Desc& masked = g.on_chip(scores, score_strides);
-    g.pointwise(CUDNN_POINTWISE_BINARY_SELECT, logits_in, &neg_inf, &keep_mask, masked);
-    logits = &masked;
-  }
-  const Desc& row_max = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_MAX, *logits, row_max);
-  const Desc& shifted = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_SUB, *logits, &row_max, nullptr, shifted);
-  const Desc& exps = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_EXP, shifted, nullptr, nullptr, exps);
-  const Desc& row_sum = g.on_chip(per_row, per_row_strides);
-  g.reduction(CUDNN_REDUCE_TENSOR_ADD, exps, row_sum);
-  const Desc& log_sum = g.on_chip(per_row, per_row_strides);
-  g.pointwise(CUDNN_POINTWISE_LOG, row_sum, nullptr, nullptr, log_sum);
-  g.pointwise(CUDNN_POINTWISE_ADD, row_max, &log_sum, nullptr,
-              stats ? *stats : g.on_chip(per_row, per_row_strides));
-  const Desc& probs = g.on_chip(scores, score_strides, p_type);
-  g.pointwise(CUDNN_POINTWISE_DIV, exps, &row_sum, nullptr, probs);
-  return probs;
-}
-
-// Device scalars of the FP8 graph: uid = kFp8Scalar0 + CudnnFp8Scalar index.
+// The FP8 graph's scalars: uid = kFp8Scalar0 + CudnnFp8Scalar index (kernels/cudnn/fp8_io.hpp).
 constexpr std::int64_t kFp8Scalar0 = 20;
 
-// cuDNN's FP8 graph (as cudnn-frontend builds it for FP8 SDPA forward): E4M3 Q, K, V with one
-// descale each, S = Q K^T x scale x descale_q x descale_k in fp32, softmax, amax(P), P stored as
-// E4M3(scale_s P), O = P V x descale_s x descale_v, written as E4M3(scale_o O), amax(O). Stats
-// computed on chip only.
-std::unique_ptr<Plan> build_fp8_plan(const Shape& s) {
-  auto p = std::make_unique<Plan>();
-  GraphBuilder& g = p->graph;
-  const std::int64_t B = s.B, H = s.H, N = s.N, d = s.d;
-  const cudnnDataType_t e4m3 = CUDNN_DATA_FP8_E4M3;
-  const Dims qkv{B, H, N, d}, qkv_strides{H * N * d, N * d, d, 1};
-  const Dims kt{B, H, d, N}, kt_strides{H * N * d, N * d, 1, d};
-  const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
-  const Dims scalar{1, 1, 1, 1};
-  p->causal = s.causal;
-  p->scale = static_cast<float>(s.scale());
-  auto device_scalar = [&](CudnnFp8Scalar which) -> const Desc& {
-    return g.tensor(kFp8Scalar0 + which, scalar, scalar, CUDNN_DATA_FLOAT, false);
+// A built graph: its execution plan inside, and the workspace the plan asks for.
+struct Plan {
+  std::shared_ptr<fe::graph::Graph> graph;
+  void* workspace = nullptr;
+  std::int64_t workspace_bytes = 0;
+  Plan() = default;
+  Plan(const Plan&) = delete;
+  Plan& operator=(const Plan&) = delete;
+  ~Plan() {
+    if (workspace) cudaFree(workspace);
+  }
+};
+
+using Tensor = std::shared_ptr<fe::graph::Tensor_attributes>;
+
+fe::DataType_t io_type(DType t) {
+  return t == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
+}
+
+// A [B, H, N, d] tensor in place (BHSD).
+Tensor bhsd(fe::graph::Graph& g, const char* name, std::int64_t uid, const cudnn::PlanKey& k) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({k.B, k.H, k.N, k.d})
+                      .set_stride({k.H * k.N * k.d, k.N * k.d, k.d, 1}));
+}
+void as_bhsd_output(const Tensor& t, std::int64_t uid, const cudnn::PlanKey& k) {
+  t->set_output(true)
+      .set_uid(uid)
+      .set_dim({k.B, k.H, k.N, k.d})
+      .set_stride({k.H * k.N * k.d, k.N * k.d, k.d, 1});
+}
+// The stats / lse: [B, H, N, 1] fp32, row-contiguous: our lse [B*H, N].
+void as_stats(const Tensor& t, std::int64_t uid, const cudnn::PlanKey& k) {
+  t->set_uid(uid)
+      .set_data_type(fe::DataType_t::FLOAT)
+      .set_dim({k.B, k.H, k.N, 1})
+      .set_stride({k.H * k.N, k.N, 1, 1});
+}
+
+std::shared_ptr<fe::graph::Graph> new_graph(fe::DataType_t io) {
+  auto g = std::make_shared<fe::graph::Graph>();
+  g->set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
+  return g;
+}
+
+float softmax_scale(const cudnn::PlanKey& k) {
+  Shape s;
+  s.d = k.d;
+  return static_cast<float>(s.scale());
+}
+
+void define_forward(fe::graph::Graph& g, const cudnn::PlanKey& k) {
+  const Tensor q = bhsd(g, "Q", kQ, k), kk = bhsd(g, "K", kK, k), v = bhsd(g, "V", kV, k);
+  auto options =
+      fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(k.stats).set_attn_scale(
+          softmax_scale(k));
+  if (k.causal) options.set_causal_mask(true);  // top-left: key j <= query i
+  auto [o, stats] = g.sdpa(q, kk, v, options);
+  as_bhsd_output(o, kO, k);
+  if (k.stats) {
+    stats->set_output(true);
+    as_stats(stats, kStats, k);
+  }
+}
+
+void define_backward(fe::graph::Graph& g, const cudnn::PlanKey& k) {
+  const Tensor q = bhsd(g, "Q", kQ, k), kk = bhsd(g, "K", kK, k), v = bhsd(g, "V", kV, k);
+  const Tensor o = bhsd(g, "O", kO, k), d_o = bhsd(g, "dO", kDO, k);
+  Tensor stats = g.tensor(fe::graph::Tensor_attributes().set_name("Stats"));
+  as_stats(stats, kStats, k);
+  auto options = fe::graph::SDPA_backward_attributes()
+                     .set_name("sdpa_backward")
+                     .set_attn_scale(softmax_scale(k));
+  if (k.causal) options.set_causal_mask(true);
+  auto [dq, dk, dv] = g.sdpa_backward(q, kk, v, o, d_o, stats, options);
+  as_bhsd_output(dq, kDQ, k);
+  as_bhsd_output(dk, kDK, k);
+  as_bhsd_output(dv, kDV, k);
+}
+
+void define_fp8_forward(fe::graph::Graph& g, const cudnn::PlanKey& k) {
+  const Tensor q = bhsd(g, "Q", kQ, k), kk = bhsd(g, "K", kK, k), v = bhsd(g, "V", kV, k);
+  auto scalar = [&](const char* name, CudnnFp8Scalar which) {
+    return g.tensor(fe::graph::Tensor_attributes()
+                        .set_name(name)
+                        .set_uid(kFp8Scalar0 + static_cast<std::int64_t>(which))
+                        .set_dim({1, 1, 1, 1})
+                        .set_stride({1, 1, 1, 1})
+                        .set_data_type(fe::DataType_t::FLOAT));
   };
-
-  const Desc& q = g.tensor(kQ, qkv, qkv_strides, e4m3, false);
-  const Desc& k_t = g.tensor(kK, kt, kt_strides, e4m3, false);
-  const Desc& v = g.tensor(kV, qkv, qkv_strides, e4m3, false);
-  const Desc& o = g.tensor(kO, qkv, qkv_strides, e4m3, false);
-  const Desc& scale = g.tensor(kScale, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
-  const Desc& descale_q = device_scalar(kDescaleQ);
-  const Desc& descale_k = device_scalar(kDescaleK);
-  const Desc& descale_v = device_scalar(kDescaleV);
-  const Desc& descale_s = device_scalar(kDescaleS);
-  const Desc& scale_s = device_scalar(kScaleS);
-  const Desc& scale_o = device_scalar(kScaleO);
-  const Desc& amax_s = device_scalar(kAmaxS);
-  const Desc& amax_o = device_scalar(kAmaxO);
-
-  const Desc& s_raw = g.on_chip(scores, score_strides);
-  g.matmul(q, k_t, s_raw);
-  const Desc& s_scaled = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, s_raw, &scale, nullptr, s_scaled);
-  const Desc& s_dq = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, s_scaled, &descale_q, nullptr, s_dq);
-  const Desc& s_dk = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, s_dq, &descale_k, nullptr, s_dk);
-  const Desc& probs = masked_softmax(g, s, s_dk, nullptr, CUDNN_DATA_FLOAT);
-  g.reduction(CUDNN_REDUCE_TENSOR_AMAX, probs, amax_s);
-  const Desc& probs8 = g.on_chip(scores, score_strides, e4m3);  // P in the input type
-  g.pointwise(CUDNN_POINTWISE_MUL, probs, &scale_s, nullptr, probs8);
-  const Desc& pv = g.on_chip(qkv, qkv_strides);
-  g.matmul(probs8, v, pv);
-  const Desc& pv_ds = g.on_chip(qkv, qkv_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, pv, &descale_s, nullptr, pv_ds);
-  const Desc& pv_dv = g.on_chip(qkv, qkv_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, pv_ds, &descale_v, nullptr, pv_dv);
-  g.pointwise(CUDNN_POINTWISE_MUL, pv_dv, &scale_o, nullptr, o);
-  g.reduction(CUDNN_REDUCE_TENSOR_AMAX, pv_dv, amax_o);
-  find_plan(*p);
-  return p;
+  auto options = fe::graph::SDPA_fp8_attributes()
+                     .set_name("sdpa_fp8")
+                     .set_generate_stats(false)
+                     .set_attn_scale(softmax_scale(k));
+  if (k.causal) options.set_causal_mask(true);
+  auto [o, stats, amax_s, amax_o] =
+      g.sdpa_fp8(q, kk, v, scalar("Descale_Q", kDescaleQ), scalar("Descale_K", kDescaleK),
+                 scalar("Descale_V", kDescaleV), scalar("Descale_S", kDescaleS),
+                 scalar("Scale_S", kScaleS), scalar("Scale_O", kScaleO), options);
+  (void)stats;  // none: generate_stats(false)
+  as_bhsd_output(o, kO, k);
+  for (auto [t, which] : {std::pair{amax_s, kAmaxS}, std::pair{amax_o, kAmaxO}}) {
+    t->set_output(true)
+        .set_uid(kFp8Scalar0 + static_cast<std::int64_t>(which))
+        .set_dim({1, 1, 1, 1})
+        .set_stride({1, 1, 1, 1})
+        .set_data_type(fe::DataType_t::FLOAT);
+  }
 }
 
-std::unique_ptr<Plan> build_plan(const Shape& s) {
-  auto p = std::make_unique<Plan>();
-  GraphBuilder& g = p->graph;
-  const std::int64_t B = s.B, H = s.H, N = s.N, d = s.d;
-  const cudnnDataType_t io = s.dtype == DType::bf16 ? CUDNN_DATA_BFLOAT16 : CUDNN_DATA_HALF;
-  const Dims qkv{B, H, N, d}, qkv_strides{H * N * d, N * d, d, 1};
-  const Dims kt{B, H, d, N}, kt_strides{H * N * d, N * d, 1, d};  // K read as K^T: strides swapped
-  const Dims scores{B, H, N, N}, score_strides{H * N * N, N * N, N, 1};
-  const Dims per_row{B, H, N, 1}, per_row_strides{H * N, N, 1, 1};
-  const Dims scalar{1, 1, 1, 1};
-  p->causal = s.causal;
-  p->scale = static_cast<float>(s.scale());
-
-  const Desc& q = g.tensor(kQ, qkv, qkv_strides, io, false);
-  const Desc& k_t = g.tensor(kK, kt, kt_strides, io, false);
-  const Desc& v = g.tensor(kV, qkv, qkv_strides, io, false);
-  const Desc& o = g.tensor(kO, qkv, qkv_strides, io, false);
-  const Desc& stats = g.tensor(kStats, per_row, per_row_strides, CUDNN_DATA_FLOAT, false);
-  const Desc& scale = g.tensor(kScale, scalar, scalar, CUDNN_DATA_FLOAT, false, /*by_value=*/true);
-
-  const Desc& s_raw = g.on_chip(scores, score_strides);
-  g.matmul(q, k_t, s_raw);
-  const Desc& s_scaled = g.on_chip(scores, score_strides);
-  g.pointwise(CUDNN_POINTWISE_MUL, s_raw, &scale, nullptr, s_scaled);
-  // P in the input precision: cuDNN's flash engines take both operands of P V in one type
-  // ("A and B need to have the same datatype in the matmul", cuDNN 9.14 on the H200).
-  const Desc& probs = masked_softmax(g, s, s_scaled, &stats, io);
-  g.matmul(probs, v, o);
-  find_plan(*p);
-  return p;
+// Builds the graph of `key` and its plan; null and `error` when cuDNN refuses it.
+std::shared_ptr<Plan> build_plan(const cudnn::PlanKey& key, std::string* error) {
+  try {
+    cudnnHandle_t h = handle(error);
+    if (!h) return nullptr;
+    auto plan = std::make_shared<Plan>();
+    const fe::DataType_t io =
+        key.kind == cudnn::GraphKind::forward_fp8 ? fe::DataType_t::FP8_E4M3 : io_type(key.dtype);
+    plan->graph = new_graph(io);
+    fe::graph::Graph& g = *plan->graph;
+    switch (key.kind) {
+      case cudnn::GraphKind::forward:
+        define_forward(g, key);
+        break;
+      case cudnn::GraphKind::backward:
+        define_backward(g, key);
+        break;
+      case cudnn::GraphKind::forward_fp8:
+        define_fp8_forward(g, key);
+        break;
+    }
+    auto step = [&](fe::error_t e, const char* what) {
+      if (e.is_good()) return true;
+      *error = one_line(prefix() + ": " + cudnn::to_string(key.kind) + " graph: " + what + ": " +
+                        e.get_message());
+      return false;
+    };
+    if (!step(g.validate(), "validate") || !step(g.build_operation_graph(h), "operation graph") ||
+        !step(g.create_execution_plans({fe::HeurMode_t::A, fe::HeurMode_t::FALLBACK}),
+              "engine heuristics") ||
+        !step(g.check_support(h), "no engine supports it") ||
+        !step(g.build_plans(h, fe::BuildPlanPolicy_t::HEURISTICS_CHOICE), "no plan builds") ||
+        !step(g.get_workspace_size(plan->workspace_bytes), "workspace size")) {
+      return nullptr;
+    }
+    if (plan->workspace_bytes > 0 &&
+        cudaMalloc(&plan->workspace, static_cast<std::size_t>(plan->workspace_bytes)) !=
+            cudaSuccess) {
+      cudaGetLastError();
+      plan->workspace = nullptr;
+      *error = prefix() + ": workspace of " + std::to_string(plan->workspace_bytes) +
+               " bytes: allocation failed";
+      return nullptr;
+    }
+    return plan;
+  } catch (const std::exception& e) {  // the frontend throws for some refusals (and dlsym misses)
+    *error = one_line(prefix() + ": " + cudnn::to_string(key.kind) + " graph: " + e.what());
+    return nullptr;
+  }
 }
 
-// Finds an engine for the graph in p->graph and finalises the plan; throws CudnnError.
-void find_plan(Plan& plan_out) {
-  Plan* p = &plan_out;
-  GraphBuilder& g = p->graph;
-  cudnnHandle_t h = handle();
-  Desc& op_graph = p->keep.emplace_back(CUDNN_BACKEND_OPERATIONGRAPH_DESCRIPTOR);
-  op_graph
-      .set(CUDNN_ATTR_OPERATIONGRAPH_OPS, CUDNN_TYPE_BACKEND_DESCRIPTOR,
-           static_cast<std::int64_t>(g.ops.size()), g.ops.data())
-      .set(CUDNN_ATTR_OPERATIONGRAPH_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
-      .finalize("operation graph");
+// The process's plans: a few shapes' worth (each holds its workspace). Never destroyed: freeing
+// device memory and cuDNN descriptors after the CUDA runtime has shut down at exit is not safe.
+cudnn::PlanCache<Plan>& plans() {
+  static auto* cache = new cudnn::PlanCache<Plan>(16);
+  return *cache;
+}
 
-  // Engine configurations to try, best first: heuristic mode A's ranking, then the fallback
-  // list, then every engine cuDNN has for this graph (by global index, default knobs).
-  std::vector<cudnnBackendDescriptor_t> candidates;
-  for (const cudnnBackendHeurMode_t mode : {CUDNN_HEUR_MODE_A, CUDNN_HEUR_MODE_FALLBACK}) {
-    try {
-      Desc& heuristics = p->keep.emplace_back(CUDNN_BACKEND_ENGINEHEUR_DESCRIPTOR);
-      heuristics.set_desc(CUDNN_ATTR_ENGINEHEUR_OPERATION_GRAPH, op_graph)
-          .set(CUDNN_ATTR_ENGINEHEUR_MODE, CUDNN_TYPE_HEUR_MODE, 1, &mode)
-          .finalize("engine heuristics");
-      std::int64_t available = 0;
-      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr),
-            "engine count");
-      std::vector<cudnnBackendDescriptor_t> configs;
-      for (std::int64_t i = 0; i < available; ++i) {
-        configs.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR).get());
-      }
-      std::int64_t returned = 0;
-      check(api().GetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
-                               CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned, configs.data()),
-            "engine configs");
-      candidates.insert(candidates.end(), configs.begin(),
-                        configs.begin() + std::min(returned, available));
-    } catch (const CudnnError&) {
-      // A heuristic mode that knows nothing of this graph: the next list may.
-    }
+std::shared_ptr<Plan> plan_for(cudnn::GraphKind kind, const Shape& s, bool stats,
+                               std::string* error) {
+  if (!library().error.empty()) {
+    *error = library().error;
+    return nullptr;
   }
-  std::int64_t engines = 0, returned = 0;
-  check(api().GetAttribute(op_graph.get(), CUDNN_ATTR_OPERATIONGRAPH_ENGINE_GLOBAL_COUNT,
-                           CUDNN_TYPE_INT64, 1, &returned, &engines),
-        "engine global count");
-  for (std::int64_t index = 0; index < engines; ++index) {
-    try {
-      Desc& engine = p->keep.emplace_back(CUDNN_BACKEND_ENGINE_DESCRIPTOR);
-      engine.set_desc(CUDNN_ATTR_ENGINE_OPERATION_GRAPH, op_graph)
-          .set_i64(CUDNN_ATTR_ENGINE_GLOBAL_INDEX, index)
-          .finalize("engine");
-      candidates.push_back(p->keep.emplace_back(CUDNN_BACKEND_ENGINECFG_DESCRIPTOR)
-                               .set_desc(CUDNN_ATTR_ENGINECFG_ENGINE, engine)
-                               .finalize("engine config")
-                               .get());
-    } catch (const CudnnError&) {
-      // This engine does not take the graph.
-    }
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) {
+    cudaGetLastError();
+    device = 0;
   }
-  // The first candidate that builds a plan.
-  std::string last_error = "no engine accepts the graph";
-  for (cudnnBackendDescriptor_t config : candidates) {
-    try {
-      Desc plan(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
-      plan.set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &h)
-          .set(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, CUDNN_TYPE_BACKEND_DESCRIPTOR, 1, &config)
-          .finalize("execution plan");
-      std::int64_t got = 0;
-      check(api().GetAttribute(plan.get(), CUDNN_ATTR_EXECUTION_PLAN_WORKSPACE_SIZE,
-                               CUDNN_TYPE_INT64, 1, &got, &p->workspace_bytes),
-            "workspace size");
-      p->plan = p->keep.emplace_back(std::move(plan)).get();
-      return;
-    } catch (const CudnnError& e) {
-      last_error = e.what();
+  auto entry = plans().get(cudnn::plan_key(kind, s, stats, device), build_plan);
+  *error = entry.error;
+  return entry.plan;
+}
+
+// Runs `plan` on these tensors on `stream`; "" or why not.
+std::string execute(const Plan& plan, std::unordered_map<std::int64_t, void*> pack,
+                    cudaStream_t stream) {
+  try {
+    std::string error;
+    cudnnHandle_t h = handle(&error);
+    if (!h) return error;
+    if (cudnnStatus_t st = library().SetStream(h, stream); st != CUDNN_STATUS_SUCCESS) {
+      return prefix() + ": set stream: " + library().GetErrorString(st);
     }
+    if (auto e = plan.graph->execute(h, pack, plan.workspace); e.is_bad()) {
+      return one_line(prefix() + ": execute: " + e.get_message());
+    }
+  } catch (const std::exception& e) {
+    return one_line(prefix() + ": execute: " + e.what());
   }
-  throw CudnnError("cuDNN " + api().version_text() + ": none of " +
-                   std::to_string(candidates.size()) +
-                   " engine configurations (heuristics, then all " + std::to_string(engines) +
-                   " engines) builds this attention graph; last: " + last_error);
+  return "";
 }
 
 class CudnnLauncher final : public Launcher {
  public:
-  explicit CudnnLauncher(bool fp8) : fp8_(fp8) {}
+  CudnnLauncher(bool fp8, bool stats) : fp8_(fp8), stats_(stats && !fp8) {}
 
   std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
     return fp8_ ? cudnn_fp8_workspace_bytes(s) : 0;
   }
 
-  ~CudnnLauncher() override {
-    if (workspace_) cudaFree(workspace_);
-  }
-
   // Builds the plan; fp8: quantises Q, K, V once, outside the timed region.
   std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers& b,
                       cudaStream_t stream) override {
-    if (std::string err = ensure_plan(s); !err.empty()) return err;
+    std::string err;
+    if (!plan_for(kind(), s, stats_, &err)) return err;
     return fp8_ ? quantise(s, b, stream) : "";
   }
 
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
-    if (std::string err = ensure_plan(s); !err.empty()) return err;
-    if (fp8_) return run_fp8(s, b, stream);
-    return execute({kQ, kK, kV, kO, kStats, kScale},
-                   {const_cast<void*>(b.q), const_cast<void*>(b.k), const_cast<void*>(b.v), b.o,
-                    b.lse, &plan_->scale},
+    std::string err;
+    const auto plan = plan_for(kind(), s, stats_, &err);
+    if (!plan) return err;
+    if (fp8_) return run_fp8(*plan, s, b, stream);
+    std::unordered_map<std::int64_t, void*> pack{{kQ, const_cast<void*>(b.q)},
+                                                 {kK, const_cast<void*>(b.k)},
+                                                 {kV, const_cast<void*>(b.v)},
+                                                 {kO, b.o}};
+    if (stats_) pack[kStats] = b.lse;
+    return execute(*plan, std::move(pack), stream);
+  }
+
+  std::string run_backward(const Shape& s, const Tiles&, const BackwardBuffers& b,
+                           cudaStream_t stream) override {
+    if (fp8_) return "cudnn-fp8: no backward pass";
+    std::string err;
+    const auto plan = plan_for(cudnn::GraphKind::backward, s, true, &err);
+    if (!plan) return err;
+    return execute(*plan,
+                   {{kQ, const_cast<void*>(b.q)},
+                    {kK, const_cast<void*>(b.k)},
+                    {kV, const_cast<void*>(b.v)},
+                    {kO, const_cast<void*>(b.o)},
+                    {kDO, const_cast<void*>(b.d_o)},
+                    {kStats, const_cast<float*>(b.lse)},
+                    {kDQ, b.dq},
+                    {kDK, b.dk},
+                    {kDV, b.dv}},
                    stream);
   }
 
  private:
+  cudnn::GraphKind kind() const {
+    return fp8_ ? cudnn::GraphKind::forward_fp8 : cudnn::GraphKind::forward;
+  }
+
   std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
     if (b.workspace_bytes < cudnn_fp8_workspace_bytes(s)) return "cudnn-fp8: workspace too small";
     if (cudaError_t e =
@@ -508,41 +429,18 @@ class CudnnLauncher final : public Launcher {
     return "";
   }
 
-  // Runs the plan on these tensors (plus the by-value mask constant when causal); "" or why not.
-  std::string execute(std::vector<std::int64_t> uids, std::vector<void*> pointers,
+  std::string run_fp8(const Plan& plan, const Shape& s, const DeviceBuffers& b,
                       cudaStream_t stream) {
-    if (plan_->causal) {
-      uids.push_back(kNegInf);
-      pointers.push_back(&plan_->neg_inf);
-    }
-    try {
-      check(api().SetStream(handle(), stream), "set stream");
-      Desc pack(CUDNN_BACKEND_VARIANT_PACK_DESCRIPTOR);
-      pack.set_i64s(CUDNN_ATTR_VARIANT_PACK_UNIQUE_IDS, uids)
-          .set(CUDNN_ATTR_VARIANT_PACK_DATA_POINTERS, CUDNN_TYPE_VOID_PTR,
-               static_cast<std::int64_t>(pointers.size()), pointers.data())
-          .set(CUDNN_ATTR_VARIANT_PACK_WORKSPACE, CUDNN_TYPE_VOID_PTR, 1, &workspace_)
-          .finalize("variant pack");
-      check(api().Execute(handle(), plan_->plan, pack.get()), "execute");
-    } catch (const CudnnError& e) {
-      return e.what();
-    }
-    return "";
-  }
-
-  std::string run_fp8(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
     if (quantised_q_ != b.q) {  // run() without prepare(): quantise first (untimed callers)
       if (std::string e = quantise(s, b, stream); !e.empty()) return e;
     }
     const CudnnFp8Buffers w = cudnn_fp8_carve(s, b.workspace);
-    std::vector<std::int64_t> uids{kQ, kK, kV, kO, kScale};
-    std::vector<void*> pointers{w.q8, w.k8, w.v8, w.o8, &plan_->scale};
+    std::unordered_map<std::int64_t, void*> pack{{kQ, w.q8}, {kK, w.k8}, {kV, w.v8}, {kO, w.o8}};
     for (int which :
          {kDescaleQ, kDescaleK, kDescaleV, kDescaleS, kScaleS, kScaleO, kAmaxS, kAmaxO}) {
-      uids.push_back(kFp8Scalar0 + which);
-      pointers.push_back(w.scalars + which);
+      pack[kFp8Scalar0 + which] = w.scalars + which;
     }
-    if (std::string e = execute(std::move(uids), std::move(pointers), stream); !e.empty()) return e;
+    if (std::string e = execute(plan, std::move(pack), stream); !e.empty()) return e;
     // O leaves cuDNN in E4M3; the bf16 O every variant writes is part of the timed work.
     if (cudaError_t e = cudnn_fp8_dequantise_output(s, w, b.o, stream); e != cudaSuccess) {
       return std::string("cudnn-fp8: dequantise O: ") + cudaGetErrorString(e);
@@ -550,42 +448,15 @@ class CudnnLauncher final : public Launcher {
     return "";
   }
 
-  std::string ensure_plan(const Shape& s) {
-    if (!api().error.empty()) return api().error;
-    if (plan_ && s.B == shape_.B && s.H == shape_.H && s.N == shape_.N && s.d == shape_.d &&
-        s.causal == shape_.causal && s.dtype == shape_.dtype) {
-      return "";
-    }
-    try {
-      plan_ = fp8_ ? build_fp8_plan(s) : build_plan(s);
-      shape_ = s;
-    } catch (const CudnnError& e) {
-      plan_.reset();
-      return std::string(e.what());
-    }
-    if (workspace_) cudaFree(workspace_);
-    workspace_ = nullptr;
-    if (plan_->workspace_bytes > 0 &&
-        cudaMalloc(&workspace_, static_cast<std::size_t>(plan_->workspace_bytes)) != cudaSuccess) {
-      cudaGetLastError();
-      workspace_ = nullptr;
-      plan_.reset();
-      return "cuDNN workspace allocation failed";
-    }
-    return "";
-  }
-
   bool fp8_;
+  bool stats_;
   const void* quantised_q_ = nullptr;  // fp8: the Q whose E4M3 copy is in the workspace
-  std::unique_ptr<Plan> plan_;
-  Shape shape_;
-  void* workspace_ = nullptr;  // cuDNN's own scratch (the plan says how much; often none)
 };
 
 }  // namespace
 
-std::unique_ptr<Launcher> make_cudnn_launcher(bool fp8) {
-  return std::make_unique<CudnnLauncher>(fp8);
+std::unique_ptr<Launcher> make_cudnn_launcher(const LaunchOptions& options, bool fp8) {
+  return std::make_unique<CudnnLauncher>(fp8, cudnn::stats_option(options.options));
 }
 
 std::string cudnn_shape_rule(const Shape& s) {
@@ -594,9 +465,13 @@ std::string cudnn_shape_rule(const Shape& s) {
 }
 
 std::string cudnn_library_status() {
-  const CudnnApi& a = api();
+  const Library& a = library();
   if (!a.error.empty()) return a.error;
-  return "cuDNN " + a.version_text() + " (libcudnn.so.9)";
+  return "cuDNN " + a.version_text() + " (libcudnn.so.9), cudnn-frontend " + frontend_version();
+}
+
+std::size_t cudnn_plans_built() {
+  return plans().builds();
 }
 
 }  // namespace fa

@@ -1,0 +1,103 @@
+// What identifies a cuDNN execution plan, and the cache that builds each one once: pure C++ (no
+// CUDA, no cuDNN header), so the keying is tested without a GPU (tests/test_cudnn_cpu.cpp).
+//
+// A plan is built for one graph (forward, FP8 forward, backward) on one shape; building it costs
+// milliseconds to seconds (cuDNN compiles the fused kernel at run time), executing it
+// microseconds. The cache keeps the plans of the last few shapes per process, so a row's
+// verification, timing and counting, and a later row of the same shape (stats on and off, the
+// backward after the forward), build nothing. A graph cuDNN refuses is remembered too: its reason
+// is the row's, and asking again rebuilds nothing.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <list>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <utility>
+
+#include "kernels/problem.hpp"
+#include "kernels/variant.hpp"
+
+namespace fa::cudnn {
+
+enum class GraphKind { forward, forward_fp8, backward };
+const char* to_string(GraphKind k);
+
+struct PlanKey {
+  GraphKind kind = GraphKind::forward;
+  int device = 0;
+  std::int64_t B = 0, H = 0, N = 0, d = 0;
+  bool causal = false;
+  DType dtype = DType::bf16;
+  bool stats = true;  // the forward writes the log-sum-exp (its only use: the 16-bit forward)
+
+  auto tie() const { return std::tie(kind, device, B, H, N, d, causal, dtype, stats); }
+  bool operator==(const PlanKey& o) const { return tie() == o.tie(); }
+  bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
+};
+// "forward bf16 B=2 H=3 N=129 d=64 causal stats device 0"
+std::string to_string(const PlanKey& k);
+
+// The key of `kind` on `shape`: fields a graph does not depend on are fixed (the FP8 graph writes
+// no stats and takes E4M3 whatever the caller's dtype; the backward reads the stats), so two
+// requests for one graph share one plan.
+PlanKey plan_key(GraphKind kind, const Shape& shape, bool stats, int device);
+
+// The row's option "stats" (kOptionStats): true unless the row sets it false.
+bool stats_option(const OptionValues& options);
+
+// Plans by key, the `capacity` most recently used kept (a plan holds its workspace). Build
+// failures are kept with their reason, as plans are.
+template <typename Plan>
+class PlanCache {
+ public:
+  struct Entry {
+    std::shared_ptr<Plan> plan;  // null when the build failed
+    std::string error;           // why it failed
+  };
+  using Builder = std::function<std::shared_ptr<Plan>(const PlanKey&, std::string* error)>;
+
+  explicit PlanCache(std::size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
+
+  // The entry for `key`: the stored one, or build(key) stored (the least recently used beyond
+  // the capacity dropped).
+  Entry get(const PlanKey& key, const Builder& build) {
+    if (auto it = index_.find(key); it != index_.end()) {
+      order_.splice(order_.begin(), order_, it->second);  // now the most recently used
+      return it->second->second;
+    }
+    Entry e;
+    ++builds_;
+    e.plan = build(key, &e.error);
+    if (!e.plan && e.error.empty()) e.error = "cuDNN: no plan for " + to_string(key);
+    if (e.plan) e.error.clear();
+    order_.emplace_front(key, e);
+    index_[key] = order_.begin();
+    while (order_.size() > capacity_) {
+      index_.erase(order_.back().first);
+      order_.pop_back();
+    }
+    return e;
+  }
+
+  std::size_t size() const { return order_.size(); }
+  std::size_t builds() const { return builds_; }  // how many times a builder ran
+  bool contains(const PlanKey& key) const { return index_.count(key) != 0; }
+  void clear() {
+    index_.clear();
+    order_.clear();
+  }
+
+ private:
+  using Item = std::pair<PlanKey, Entry>;
+  std::size_t capacity_;
+  std::size_t builds_ = 0;
+  std::list<Item> order_;  // most recently used first
+  std::map<PlanKey, typename std::list<Item>::iterator> index_;
+};
+
+}  // namespace fa::cudnn
