@@ -355,14 +355,23 @@ GradRows plain_lowp_backward_rows(const Head& h, const std::vector<double>& d_o,
   auto plain_dp = [&](std::int64_t i, std::int64_t j) {
     return static_cast<float>(round_to(dot32(&d_o[i * d], &h.v[j * d], d), dtype));
   };
-  // Every row's forward statistics and D = fp32 rowsum(dP o P) (a key row's gradient needs all).
+  // Every row's forward statistics and D = fp32 rowsum(dO o O), O the plain forward's output
+  // rounded to the dtype: FlashAttention's D, the one standard, fa2 and cuDNN compute. (With
+  // PyTorch's D = rowsum(dP o P) instead, dP - D cancelled exactly in the plain computation on
+  // rows whose exact gradient is 0 (N = 1; causal row 0), so its error there was 0 and the rule
+  // allowed nothing for the round-off of dP every implementation has: H200, 2026-11-23.)
   std::vector<PlainStats> st(N);
   std::vector<float> D(N);
   parallel_for(N, threads, [&](std::int64_t i) {
     st[i] = plain_stats(h, i, causal, scale, dtype);
+    std::vector<float> o(static_cast<std::size_t>(d), 0.0f);
+    for (std::int64_t j = 0; j < (causal ? i + 1 : N); ++j) {
+      const float p = plain_p(plain_score(h, i, j, scale, dtype), st[i], dtype);
+      for (std::int64_t c = 0; c < d; ++c) o[c] += p * static_cast<float>(h.v[j * d + c]);
+    }
     float acc = 0.0f;
-    for (std::int64_t j = 0; j < (causal ? i + 1 : N); ++j)
-      acc += plain_dp(i, j) * plain_p(plain_score(h, i, j, scale, dtype), st[i], dtype);
+    for (std::int64_t c = 0; c < d; ++c)
+      acc += static_cast<float>(d_o[i * d + c]) * static_cast<float>(round_to(o[c], dtype));
     D[i] = acc;
   });
   auto plain_ds = [&](std::int64_t i, std::int64_t j, float p) {
