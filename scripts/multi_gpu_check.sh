@@ -35,7 +35,8 @@ if [ ! -x "$bin" ]; then
 fi
 
 # shellcheck disable=SC2054  # commas belong to the values
-sweep=(--N 1024,2048,4096,8192 --d 64,128 --causal both --variants all)
+# FA_MULTI_VARIANTS: the sweep's variants (default all).
+sweep=(--N 1024,2048,4096,8192 --d 64,128 --causal both --variants "${FA_MULTI_VARIANTS:-all}")
 sub() { awk "BEGIN { printf \"%.2f\", $1 - $2 }"; }
 timed() {  # name, then fa-bench arguments: runs, logs, prints the wall time
   local name=$1; shift
