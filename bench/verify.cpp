@@ -65,6 +65,24 @@ double half_bits_to_double(std::uint16_t bits, DType dtype) {
   return static_cast<double>(__half2float(__half(raw)));
 }
 
+// The sampled heads of a forward or backward sample (each head sample has bh and rows).
+template <typename HeadSamples>
+std::vector<std::int64_t> heads_of(const HeadSamples& heads) {
+  std::vector<std::int64_t> out;
+  for (const auto& hs : heads) out.push_back(hs.bh);
+  return out;
+}
+
+// The sampled rows of head bh; none when bh was not sampled.
+template <typename HeadSamples>
+const std::vector<std::int64_t>& rows_of(const HeadSamples& heads, std::int64_t bh) {
+  for (const auto& hs : heads) {
+    if (hs.bh == bh) return hs.rows;
+  }
+  static const std::vector<std::int64_t> none;
+  return none;
+}
+
 double ulp_of(double x, DType dtype) {
   const int mantissa_bits = dtype == DType::bf16 ? 7 : 10;
   const double a =
@@ -226,17 +244,11 @@ void ReferenceSample::build(const std::function<reference::Head(std::int64_t)>& 
 }
 
 std::vector<std::int64_t> ReferenceSample::sampled_heads() const {
-  std::vector<std::int64_t> out;
-  for (const auto& hs : heads_) out.push_back(hs.bh);
-  return out;
+  return heads_of(heads_);
 }
 
 const std::vector<std::int64_t>& ReferenceSample::sampled_rows(std::int64_t bh) const {
-  for (const auto& hs : heads_) {
-    if (hs.bh == bh) return hs.rows;
-  }
-  static const std::vector<std::int64_t> none;
-  return none;
+  return rows_of(heads_, bh);
 }
 
 Verification ReferenceSample::judge(const OutputAt& out, const LseAt* lse_at,
@@ -460,17 +472,11 @@ const std::vector<double>& BackwardReferenceSample::ref_of(const HeadSample& hs,
 }
 
 std::vector<std::int64_t> BackwardReferenceSample::sampled_heads() const {
-  std::vector<std::int64_t> out;
-  for (const auto& hs : heads_) out.push_back(hs.bh);
-  return out;
+  return heads_of(heads_);
 }
 
 const std::vector<std::int64_t>& BackwardReferenceSample::sampled_rows(std::int64_t bh) const {
-  for (const auto& hs : heads_) {
-    if (hs.bh == bh) return hs.rows;
-  }
-  static const std::vector<std::int64_t> none;
-  return none;
+  return rows_of(heads_, bh);
 }
 
 Verification BackwardReferenceSample::judge(const GradAt& at, std::int64_t nonfinite,
