@@ -16,6 +16,7 @@
 #include <set>
 #include <utility>
 
+#include "bench/crash_report.hpp"
 #include "bench/devices.hpp"
 #include "bench/explain.hpp"
 #include "bench/gate.hpp"
@@ -121,6 +122,7 @@ std::string initialize_google_benchmark(const Options& o) {
 }
 
 int run(int argc, char** argv) {
+  install_crash_report();
   ParseOutcome parsed = parse_cli(argc, argv);
   if (parsed.action == ParseOutcome::Action::exit) {
     std::fputs(parsed.output.c_str(), parsed.exit_code == kExitOk ? stdout : stderr);

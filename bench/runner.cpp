@@ -10,6 +10,7 @@
 #include <ctime>
 #include <functional>
 
+#include "bench/crash_report.hpp"
 #include "bench/plan.hpp"
 #include "bench/verify.hpp"
 #include "bench/version.hpp"
@@ -644,12 +645,16 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
              const ConfigInputs& in) {
   const Shape& s = c.shape;
   const std::string label = row_label(c, row);
+  const std::string where = benchmark_name(label, s);
+  auto step = [&](const char* what) { set_crash_context((where + ": " + what).c_str()); };
   RowRun run;
+  step("setting up (launcher, workspace)");
   if (std::string why = make_row_run(ctx, row, s, in, &run); !why.empty()) {
     stop_row(ctx, row, Status::skipped, why);
     return true;
   }
   std::string worst_gradient;
+  step("verification run");
   if (std::string err = verify_row(ctx, row, s, in, run, &worst_gradient); !err.empty()) {
     stop_row(ctx, row, Status::error, err);
     // A sticky error (e.g. an illegal address) poisons the context: nothing after can run.
@@ -663,6 +668,7 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
     return true;
   }
   Timing t;
+  step("timing");
   if (std::string err = time_row(ctx, benchmark_name(label, s), run, &t); !err.empty()) {
     stop_row(ctx, row, err == "interrupted" ? Status::interrupted : Status::error, err);
     return true;
@@ -673,7 +679,9 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   row.timing = std::move(t);
   row.status = Status::ok;
   row.reason.clear();
+  step("hardware counters (CUPTI)");
   row.counters = count_row(ctx, label, run);
+  step("after the row (launcher and workspace released)");
   if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
   row.placement = placement_of(row, ctx.r.ceilings, peak);
   ctx.checkpoint();
@@ -684,6 +692,8 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
 // false when the run was interrupted.
 bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::size_t total_rows) {
   ConfigInputs in;
+  set_crash_context(
+      (benchmark_name("", c.shape).substr(1) + ": preparing inputs and references").c_str());
   prepare_inputs(ctx, c, &in);
   for (auto& row : c.results) {
     ++*done_rows;
@@ -727,6 +737,7 @@ RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
   for (auto& c : r.configs) {
     if (!run_config(ctx, c, &done_rows, total_rows)) break;
   }
+  set_crash_context("releasing the run's buffers");
   cudaStreamDestroy(ctx.stream);
   r.complete = !g_interrupted;
   return r;

@@ -74,6 +74,19 @@ TEST(CudnnPlanKey, FieldsAGraphIgnoresDoNotSeparatePlans) {
 
 struct FakePlan {
   int id = 0;
+  bool held = false;  // its resources (the workspace of a real plan)
+  int acquired = 0, released = 0;
+  std::string refuse;  // acquire() fails with this
+  std::string acquire() {
+    if (!refuse.empty()) return refuse;
+    if (!held) ++acquired;
+    held = true;
+    return "";
+  }
+  void release() {
+    if (held) ++released;
+    held = false;
+  }
 };
 
 TEST(CudnnPlanCache, BuildsEachKeyOnceAndKeepsFailures) {
@@ -108,26 +121,53 @@ TEST(CudnnPlanCache, BuildsEachKeyOnceAndKeepsFailures) {
   EXPECT_NE(e.error.find("no plan for forward bf16"), std::string::npos) << e.error;
 }
 
-TEST(CudnnPlanCache, EvictsTheLeastRecentlyUsed) {
+TEST(CudnnPlanCache, KeepsEveryPlanButOnlyTheMostRecentHoldTheirWorkspace) {
+  // Destroying a cuDNN plan while CUPTI's range profiler is enabled crashed the next profiled
+  // cuDNN launch (H200, 2026-11-23): plans live on; only their workspaces are given back.
   cudnn::PlanCache<FakePlan> cache(2);
   auto build = [](const PlanKey&, std::string*) { return std::make_shared<FakePlan>(); };
   const PlanKey k1 = cudnn::plan_key(GraphKind::forward, shape(100), true, 0);
   const PlanKey k2 = cudnn::plan_key(GraphKind::forward, shape(200), true, 0);
   const PlanKey k3 = cudnn::plan_key(GraphKind::forward, shape(300), true, 0);
   const auto p1 = cache.get(k1, build).plan;
-  cache.get(k2, build);
+  const auto p2 = cache.get(k2, build).plan;
+  EXPECT_TRUE(p1->held);
+  EXPECT_TRUE(p2->held);
   EXPECT_EQ(cache.get(k1, build).plan, p1);  // k1 used last: k2 is the oldest now
-  cache.get(k3, build);
-  EXPECT_EQ(cache.size(), 2u);
-  EXPECT_TRUE(cache.contains(k1));
-  EXPECT_FALSE(cache.contains(k2));
-  EXPECT_TRUE(cache.contains(k3));
+  const auto p3 = cache.get(k3, build).plan;
+  EXPECT_EQ(cache.size(), 3u);  // nothing destroyed
+  EXPECT_TRUE(cache.contains(k2));
+  EXPECT_TRUE(p1->held);
+  EXPECT_FALSE(p2->held);  // the least recently used gave its workspace back
+  EXPECT_TRUE(p3->held);
+  EXPECT_EQ(p2->released, 1);
+  // Asked again: the same plan, not rebuilt, its workspace taken again; now k1 is the oldest.
+  EXPECT_EQ(cache.get(k2, build).plan, p2);
   EXPECT_EQ(cache.builds(), 3u);
-  cache.get(k2, build);  // built again
-  EXPECT_EQ(cache.builds(), 4u);
-  // A plan handed out stays alive after its eviction (a launcher may still use it).
-  EXPECT_FALSE(cache.contains(k1));
-  EXPECT_TRUE(p1);
+  EXPECT_TRUE(p2->held);
+  EXPECT_EQ(p2->acquired, 2);
+  EXPECT_FALSE(p1->held);
+  EXPECT_TRUE(p3->held);
+  // Held by two at most, whatever the order of use.
+  for (const PlanKey& k : {k1, k3, k2, k2, k1, k3}) {
+    cache.get(k, build);
+    EXPECT_EQ(int{p1->held} + int{p2->held} + int{p3->held}, 2);
+  }
+}
+
+TEST(CudnnPlanCache, AWorkspaceThatCannotBeTakenIsTheRowsReasonThisTime) {
+  cudnn::PlanCache<FakePlan> cache(1);
+  auto build = [](const PlanKey&, std::string*) { return std::make_shared<FakePlan>(); };
+  const PlanKey k1 = cudnn::plan_key(GraphKind::forward, shape(100), true, 0);
+  const auto p1 = cache.get(k1, build).plan;
+  p1->release();
+  p1->refuse = "cuDNN: workspace of 4096 bytes: allocation failed";
+  const auto e = cache.get(k1, build);
+  EXPECT_FALSE(e.plan);
+  EXPECT_EQ(e.error, p1->refuse);
+  p1->refuse.clear();  // memory freed elsewhere: the next request gets the plan, not rebuilt
+  EXPECT_EQ(cache.get(k1, build).plan, p1);
+  EXPECT_EQ(cache.builds(), 1u);
 }
 
 TEST(CudnnStatsOption, DefaultsToTrueAndReadsTheRowsValue) {

@@ -23,6 +23,7 @@
 #include <dlfcn.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -157,7 +158,8 @@ enum Uid : std::int64_t {
 // The FP8 graph's scalars: uid = kFp8Scalar0 + CudnnFp8Scalar index (kernels/cudnn/fp8_io.hpp).
 constexpr std::int64_t kFp8Scalar0 = 20;
 
-// A built graph: its execution plan inside, and the workspace the plan asks for.
+// A built graph: its execution plan inside, and the workspace the plan asks for (held while the
+// plan is among the cache's most recently used: kernels/cudnn/plan_cache.hpp).
 struct Plan {
   std::shared_ptr<fe::graph::Graph> graph;
   void* workspace = nullptr;
@@ -165,8 +167,20 @@ struct Plan {
   Plan() = default;
   Plan(const Plan&) = delete;
   Plan& operator=(const Plan&) = delete;
-  ~Plan() {
+  ~Plan() { release(); }
+
+  std::string acquire() {
+    if (workspace || workspace_bytes <= 0) return "";
+    if (cudaMalloc(&workspace, static_cast<std::size_t>(workspace_bytes)) != cudaSuccess) {
+      cudaGetLastError();
+      workspace = nullptr;
+      return "cuDNN: workspace of " + std::to_string(workspace_bytes) + " bytes: allocation failed";
+    }
+    return "";
+  }
+  void release() {
     if (workspace) cudaFree(workspace);
+    workspace = nullptr;
   }
 };
 
@@ -306,15 +320,6 @@ std::shared_ptr<Plan> build_plan(const cudnn::PlanKey& key, std::string* error) 
         !step(g.get_workspace_size(plan->workspace_bytes), "workspace size")) {
       return nullptr;
     }
-    if (plan->workspace_bytes > 0 &&
-        cudaMalloc(&plan->workspace, static_cast<std::size_t>(plan->workspace_bytes)) !=
-            cudaSuccess) {
-      cudaGetLastError();
-      plan->workspace = nullptr;
-      *error = prefix() + ": workspace of " + std::to_string(plan->workspace_bytes) +
-               " bytes: allocation failed";
-      return nullptr;
-    }
     return plan;
   } catch (const std::exception& e) {  // the frontend throws for some refusals (and dlsym misses)
     *error = one_line(prefix() + ": " + cudnn::to_string(key.kind) + " graph: " + e.what());
@@ -322,10 +327,18 @@ std::shared_ptr<Plan> build_plan(const cudnn::PlanKey& key, std::string* error) 
   }
 }
 
-// The process's plans: a few shapes' worth (each holds its workspace). Never destroyed: freeing
-// device memory and cuDNN descriptors after the CUDA runtime has shut down at exit is not safe.
+// How many plans keep their workspace: FA_CUDNN_WORKSPACES_KEPT (a positive integer), default 16.
+std::size_t workspaces_kept() {
+  const char* v = std::getenv("FA_CUDNN_WORKSPACES_KEPT");
+  const long n = v ? std::strtol(v, nullptr, 10) : 0;
+  return n > 0 ? static_cast<std::size_t>(n) : 16;
+}
+
+// The process's plans (kernels/cudnn/plan_cache.hpp). The cache itself is never destroyed either:
+// freeing device memory and cuDNN descriptors after the CUDA runtime has shut down at exit is not
+// safe.
 cudnn::PlanCache<Plan>& plans() {
-  static auto* cache = new cudnn::PlanCache<Plan>(16);
+  static auto* cache = new cudnn::PlanCache<Plan>(workspaces_kept());
   return *cache;
 }
 

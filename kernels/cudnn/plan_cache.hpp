@@ -3,10 +3,10 @@
 //
 // A plan is built for one graph (forward, FP8 forward, backward) on one shape; building it costs
 // milliseconds to seconds (cuDNN compiles the fused kernel at run time), executing it
-// microseconds. The cache keeps the plans of the last few shapes per process, so a row's
-// verification, timing and counting, and a later row of the same shape (stats on and off, the
-// backward after the forward), build nothing. A graph cuDNN refuses is remembered too: its reason
-// is the row's, and asking again rebuilds nothing.
+// microseconds. The cache keeps every plan for the process's life (the workspaces of the last few
+// only), so a row's verification, timing and counting, and a later row of the same shape (stats
+// on and off, the backward after the forward), build nothing. A graph cuDNN refuses is remembered
+// too: its reason is the row's, and asking again rebuilds nothing.
 #pragma once
 
 #include <cstddef>
@@ -50,47 +50,59 @@ PlanKey plan_key(GraphKind kind, const Shape& shape, bool stats, int device);
 // The row's option "stats" (kOptionStats): true unless the row sets it false.
 bool stats_option(const OptionValues& options);
 
-// Plans by key, the `capacity` most recently used kept (a plan holds its workspace). Build
-// failures are kept with their reason, as plans are.
+// Plans by key, built once and never destroyed while the process runs; only the `capacity` most
+// recently used hold their resources (the workspace on the device). Why never destroyed: destroying
+// a cuDNN plan unloads the kernels it compiled, and CUPTI's range profiler (enabled for the whole
+// run, profiler/cupti_range.hpp) then crashed inside the next cuDNN launch it profiled (H200,
+// 2026-11-23: every sweep with more than 16 cuDNN plans segfaulted at the 17th plan's counters;
+// with a capacity of 2 at the 3rd; never with the plans kept). A plan costs host memory and its
+// compiled kernels; its workspace, the large part, is what is given back.
+//
+// Plan must provide `std::string acquire()` (take its resources; "" or why not: the entry then
+// has no plan and that reason, this time) and `void release()` (give them back; idempotent).
+// Build failures are kept with their reason, as plans are.
 template <typename Plan>
 class PlanCache {
  public:
   struct Entry {
-    std::shared_ptr<Plan> plan;  // null when the build failed
+    std::shared_ptr<Plan> plan;  // null when the build (or taking its resources) failed
     std::string error;           // why it failed
   };
   using Builder = std::function<std::shared_ptr<Plan>(const PlanKey&, std::string* error)>;
 
   explicit PlanCache(std::size_t capacity) : capacity_(capacity < 1 ? 1 : capacity) {}
 
-  // The entry for `key`: the stored one, or build(key) stored (the least recently used beyond
-  // the capacity dropped).
+  // The entry for `key` (built on first use), its resources taken; the least recently used plan
+  // beyond the capacity gives its resources back.
   Entry get(const PlanKey& key, const Builder& build) {
-    if (auto it = index_.find(key); it != index_.end()) {
+    auto it = index_.find(key);
+    if (it != index_.end()) {
       order_.splice(order_.begin(), order_, it->second);  // now the most recently used
-      return it->second->second;
+    } else {
+      Entry e;
+      ++builds_;
+      e.plan = build(key, &e.error);
+      if (!e.plan && e.error.empty()) e.error = "cuDNN: no plan for " + to_string(key);
+      if (e.plan) e.error.clear();
+      order_.emplace_front(key, e);
+      index_[key] = order_.begin();
     }
-    Entry e;
-    ++builds_;
-    e.plan = build(key, &e.error);
-    if (!e.plan && e.error.empty()) e.error = "cuDNN: no plan for " + to_string(key);
-    if (e.plan) e.error.clear();
-    order_.emplace_front(key, e);
-    index_[key] = order_.begin();
-    while (order_.size() > capacity_) {
-      index_.erase(order_.back().first);
-      order_.pop_back();
+    Entry e = order_.front().second;
+    // Resources are held by the first `capacity_` plans of the recency order only.
+    std::size_t held = 0;
+    for (auto& [k, entry] : order_) {
+      if (!entry.plan) continue;
+      if (++held > capacity_) entry.plan->release();
+    }
+    if (e.plan) {
+      if (std::string why = e.plan->acquire(); !why.empty()) return Entry{nullptr, why};
     }
     return e;
   }
 
-  std::size_t size() const { return order_.size(); }
-  std::size_t builds() const { return builds_; }  // how many times a builder ran
+  std::size_t size() const { return order_.size(); }  // every key asked for, built or refused
+  std::size_t builds() const { return builds_; }      // how many times a builder ran
   bool contains(const PlanKey& key) const { return index_.count(key) != 0; }
-  void clear() {
-    index_.clear();
-    order_.clear();
-  }
 
  private:
   using Item = std::pair<PlanKey, Entry>;
