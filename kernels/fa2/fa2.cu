@@ -2,21 +2,30 @@
 //
 // Schedule
 //   grid      (ceil(N/Br) query blocks, B*H); causal launches the longest query blocks first.
-//   block     Br/16 warps; warp w owns query rows [16w, 16w+16) of the block for the whole run,
-//             so softmax statistics (m, l) never leave registers (FA2's "Q outer" split).
-//   prologue  Q tile -> shared (cp.async) -> registers as mma A fragments (read once from HBM).
+//   block     Br/WR warps; warp w owns query rows [WR*w, WR*w + WR) of the block for the whole run
+//             (WR = 16: one m16 tile; WR = 32: two, FlashAttention-2's layout), so softmax
+//             statistics (m, l) never leave registers (FA2's "Q outer" split).
+//   prologue  Q tile -> shared (cp.async) -> registers as mma A fragments (read once from HBM);
+//   tiles
+//             whose registers cannot also hold Q re-read its fragments from shared memory per
+//             k-step.
 //   loop j    over K/V blocks of Bc rows (causal: only up to the diagonal):
 //               K_j+1, V_j+1 prefetched into the other shared-memory buffer (cp.async);
-//               S = Q K_j^T            mma.sync m16n8k16, fp32 accumulators in registers
-//               mask (N tail, causal) only on blocks that straddle the edge or the diagonal
+//               S = Q K_j^T            mma.sync m16n8k16, fp32 accumulators in registers; with
+//                                      WR = 32 each K fragment (ldmatrix) feeds both m16 tiles
+//               mask (N tail, causal) only on blocks (WR = 32: m16 tiles) that straddle the edge
+//               or the diagonal
 //               m_new = max(m, rowmax S); P = exp2(S*scale*log2e - m_new); O *= exp2(m - m_new)
+//               (WR = 32: the scale folded into one FFMA per score, the max taken on raw scores)
 //               l = l*exp2(m - m_new) + rowsum P (kept per thread, reduced once at the end)
-//               O += P V_j             P re-used from the S accumulators as A fragments (bf16/fp16)
+//               O += P V_j             P re-used from the S accumulators as A fragments
+//               (bf16/fp16);
+//                                      with WR = 32 each V fragment (ldmatrix.trans) feeds both
 //   epilogue  O /= l (the deferred rescale), O and lse = ln(sum exp) written once.
 //
 // HBM traffic (profiler/io_model.cpp): Q read once; K and V read once per query block
 // (ceil(N/Br) times; causal: the blocks up to the diagonal); O and lse written once.
-// Tiles (Br x Bc) are a template parameter; fa2_tile_options() lists the compiled ones.
+// Configurations (Br x Bc, WR) are template parameters; Fa2Tiles lists the compiled ones.
 #include <algorithm>
 #include <string>
 
