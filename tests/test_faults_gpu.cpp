@@ -65,13 +65,15 @@ struct Device {
   }
 };
 
-// Runs `variant` with `nf` (or no fault) on the buffers and returns its verification.
+// Runs `variant` with `nf` (or no fault) on the buffers and returns its verification; `tile`: the
+// compiled tile to run (default: the variant's default).
 bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
-                            const bench::ReferenceSample& ref, const NamedFault* nf) {
+                            const bench::ReferenceSample& ref, const NamedFault* nf,
+                            const Tiles* tile = nullptr) {
   LaunchOptions lo;
   if (nf) lo.fault = nf->fault;
   auto launcher = info.make_launcher(lo);
-  const Tiles tiles = info.default_tiles(static_cast<int>(s.d));
+  const Tiles tiles = tile ? *tile : info.default_tiles(static_cast<int>(s.d));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws > d.ws_bytes) {
     if (d.ws) cudaFree(d.ws);
@@ -191,6 +193,68 @@ std::string grid_name(const testing::TestParamInfo<Grid>& p) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FaultsAreCaught, testing::ValuesIn(grids()), grid_name);
+
+// fa2's every compiled tile (each its own warp layout: kernels/fa2/fa2.cu, Fa2Tiles) catches every
+// fault, so a configuration the tuning run (scripts/fa2_tune.sh) may make the default is checked
+// the way the default is. N=1000: a partial last query and K/V block in every tile.
+class Fa2TileFaults : public testing::TestWithParam<Grid> {};
+
+TEST_P(Fa2TileFaults, EveryTileCatchesEveryFault) {
+  const Grid& g = GetParam();
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  Shape s;
+  s.B = 1;
+  s.H = 3;
+  s.N = g.N;
+  s.d = g.d;
+  s.causal = g.causal;
+  s.dtype = g.dtype;
+  Device d;
+  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  for (void** p : {&d.q, &d.k, &d.v, &d.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  FA_CUDA_CHECK(cudaMalloc(&d.lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
+  const std::uint64_t seed = 5151 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
+  FA_CUDA_CHECK(fill_normal(d.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(d.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(d.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
+  const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/false);
+  const VariantInfo& info = *find_variant("fa2");
+  const auto tiles = info.tile_options(g.d);
+  ASSERT_GE(tiles.size(), 2u) << "fa2 compiles more than one tile at d=" << g.d;
+  for (const Tiles& t : tiles) {
+    const std::string label = "fa2@" + std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
+    const auto clean = run_one(info, s, d, ref, nullptr, &t);
+    EXPECT_TRUE(clean.passed) << label << ": " << bench::verification_failure_reason(clean);
+    const int kv_blocks = static_cast<int>((s.N + t.block_kv - 1) / t.block_kv);
+    for (const NamedFault& nf : faults_for(kv_blocks)) {
+      if (nf.causal_only && !s.causal) continue;
+      const auto v = run_one(info, s, d, ref, &nf, &t);
+      EXPECT_FALSE(v.passed) << label << " d=" << s.d << (s.causal ? " causal" : "") << " N=" << s.N
+                             << ": fault '" << nf.name << "' passed verification (worst row ratio "
+                             << v.worst_row_ratio << ")";
+      std::printf("fault-table | %s | %s | %s | d=%lld | %s | N=%lld | %s | %s\n", nf.name.c_str(),
+                  label.c_str(), std::string(to_string(s.dtype)).c_str(),
+                  static_cast<long long>(s.d), s.causal ? "causal" : "full",
+                  static_cast<long long>(s.N), v.passed ? "PASSED (not caught)" : "caught",
+                  v.passed ? "" : bench::verification_failure_reason(v).c_str());
+    }
+  }
+}
+
+std::vector<Grid> fa2_tile_grids() {
+  std::vector<Grid> out;
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) out.push_back({d, DType::bf16, causal, 1000});
+  }
+  out.push_back({128, DType::fp16, true, 1000});
+  return out;
+}
+
+INSTANTIATE_TEST_SUITE_P(Fa2, Fa2TileFaults, testing::ValuesIn(fa2_tile_grids()), grid_name);
 
 }  // namespace
 }  // namespace fa

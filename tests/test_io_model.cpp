@@ -63,6 +63,18 @@ TEST(IoModel, Fa2TailBlockReadsOnlyRealRows) {
   EXPECT_DOUBLE_EQ(m.bytes_read, 5 * row + 2 * 5 * row);
 }
 
+TEST(IoModel, Fa2KvRereadsFollowTheQueryTile) {
+  // fa2's 256-row tiles (kernels/fa2/fa2.cu, warps of 32 rows): K and V are read once per query
+  // block, so at N=4096 twice the rows per block read K and V half as often as 128-row tiles.
+  const Shape s = shape(4096, 64);
+  const double qkv = 4096.0 * 64 * 2;  // one tensor, bf16
+  const auto a = model::io_model(Algorithm::fa2, s, {128, 64}, 233472);
+  const auto b = model::io_model(Algorithm::fa2, s, {256, 64}, 233472);
+  EXPECT_DOUBLE_EQ(a.bytes_read, qkv + 2 * 32 * qkv);  // Q once, K and V 4096/128 = 32 times
+  EXPECT_DOUBLE_EQ(b.bytes_read, qkv + 2 * 16 * qkv);  // 4096/256 = 16 times
+  EXPECT_DOUBLE_EQ(a.flops_matrix, b.flops_matrix);
+}
+
 TEST(IoModel, Fa1BytesByHand) {
   // N=4, d=2, Br=2, Bc=2, fp32 O state, fp32 l and m: 2 K/V blocks x 2 query blocks of 2 rows.
   const auto m = model::io_model(Algorithm::fa1, shape(4, 2), {2, 2}, 1024);

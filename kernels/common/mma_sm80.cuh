@@ -149,4 +149,105 @@ __device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4]
   }
 }
 
+// Warps of 16*MT query rows (FlashAttention-2's layout: each warp owns 32+ rows): every K or V
+// fragment loaded from shared memory feeds MT m16 tiles, so the shared-memory bytes per MMA
+// fall by MT. MT = 1 is warp_qkt / warp_pv above.
+//
+// S (16*MT x BC, fp32, zeroed here) = Q (16*MT x D, A fragments in registers) * K^T.
+template <int MT, int D, int BC, typename T>
+__device__ inline void warp_qkt_rows(float (&s)[MT][BC / 8][4],
+                                     const std::uint32_t (&qf)[MT][D / 16][4], const T* sK,
+                                     int lane) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+#pragma unroll
+    for (int np = 0; np < BC / 16; ++np) {
+      std::uint32_t b[4];
+      ldmatrix_x4(b, smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                          kk * 16 + ((lane >> 3) & 1) * 8)));
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        mma_16816<T>(s[m][2 * np], qf[m][kk], b[0], b[1]);
+        mma_16816<T>(s[m][2 * np + 1], qf[m][kk], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// As warp_qkt_rows, with Q's A fragments read from the swizzled shared tile sQ (rows row0 ..
+// row0 + 16*MT) one k-step at a time: for tiles whose registers cannot also hold Q.
+template <int MT, int D, int BC, typename T>
+__device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* sQ, int row0,
+                                            const T* sK, int lane) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
+  }
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) {
+    std::uint32_t a[MT][4];
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      ldmatrix_x4(a[m],
+                  smem_u32(sQ + swz<D>(row0 + m * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
+    }
+#pragma unroll
+    for (int np = 0; np < BC / 16; ++np) {
+      std::uint32_t b[4];
+      ldmatrix_x4(b, smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
+                                          kk * 16 + ((lane >> 3) & 1) * 8)));
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        mma_16816<T>(s[m][2 * np], a[m], b[0], b[1]);
+        mma_16816<T>(s[m][2 * np + 1], a[m], b[2], b[3]);
+      }
+    }
+  }
+}
+
+// P (16*MT x BC, fp32) rounded to T and packed as A fragments: pk[m][kc] is the 16x16 A fragment
+// of keys [16kc, 16kc + 16) of m16 tile m. Packing all of P before P V frees the fp32 scores (half
+// the registers) before the V fragments stream in.
+template <int MT, int BC, typename T>
+__device__ inline void pack_p_rows(std::uint32_t (&pk)[MT][BC / 16][4],
+                                   const float (&p)[MT][BC / 8][4]) {
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int kc = 0; kc < BC / 16; ++kc) {
+      pk[m][kc][0] = pack2<T>(p[m][2 * kc][0], p[m][2 * kc][1]);
+      pk[m][kc][1] = pack2<T>(p[m][2 * kc][2], p[m][2 * kc][3]);
+      pk[m][kc][2] = pack2<T>(p[m][2 * kc + 1][0], p[m][2 * kc + 1][1]);
+      pk[m][kc][3] = pack2<T>(p[m][2 * kc + 1][2], p[m][2 * kc + 1][3]);
+    }
+  }
+}
+
+// O (16*MT x D, fp32) += P (packed by pack_p_rows) * V: each V fragment (ldmatrix .trans) feeds
+// MT m16 tiles.
+template <int MT, int D, int BC, typename T>
+__device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
+                                    const std::uint32_t (&pk)[MT][BC / 16][4], const T* sV,
+                                    int lane) {
+#pragma unroll
+  for (int kc = 0; kc < BC / 16; ++kc) {
+#pragma unroll
+    for (int dp = 0; dp < D / 16; ++dp) {
+      std::uint32_t b[4];
+      ldmatrix_x4_trans(b, smem_u32(sV + swz<D>(kc * 16 + (lane & 15), dp * 16 + (lane >> 4) * 8)));
+#pragma unroll
+      for (int m = 0; m < MT; ++m) {
+        mma_16816<T>(o[m][2 * dp], pk[m][kc], b[0], b[1]);
+        mma_16816<T>(o[m][2 * dp + 1], pk[m][kc], b[2], b[3]);
+      }
+    }
+  }
+}
+
 }  // namespace fa::sm80

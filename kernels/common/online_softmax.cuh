@@ -192,6 +192,29 @@ struct OnlineSoftmax {
     }
   }
 
+  // As update, on UNSCALED scores (masked ones -inf): the row max is taken on the raw scores and
+  // scaled once (scale_log2 > 0 keeps the order), and each P = exp2(s * scale_log2 - m_new) is one
+  // FFMA and one exp2 (FlashAttention-2's and -3's form; update's callers spend a separate FMUL
+  // per score in scale_and_mask). m stays in the scaled log2 domain, so finish/store/lse agree.
+  template <int NT, int DT>
+  FA_SOFTMAX_INLINE void update_scaled(float (&s)[NT][4], float (&o)[DT][4], float scale_log2) {
+    float alpha[kRows];
+#pragma unroll
+    for (int r = 0; r < kRows; ++r) {
+      const float mx = fmaxf(m[r], row_max(s, r, -INFINITY) * scale_log2);
+      const float base = exp_base(mx);
+      alpha[r] = exp2f(m[r] - base);
+      m[r] = mx;
+      const float sum = exp2_row_scaled(s, r, scale_log2, base);
+      l[r] = l[r] * alpha[r] + sum;
+    }
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[i][e] *= alpha[Layout::row(e)];
+    }
+  }
+
   // After the last block: l <- the full row sums (quad reduction); inv[r] = numerator / l[r], the
   // factor that normalises row r of O (numerator: 1, or a dequantisation scale).
   FA_SOFTMAX_INLINE void finish(float numerator, float (&inv)[kRows]) {

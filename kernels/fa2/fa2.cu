@@ -2,21 +2,30 @@
 //
 // Schedule
 //   grid      (ceil(N/Br) query blocks, B*H); causal launches the longest query blocks first.
-//   block     Br/16 warps; warp w owns query rows [16w, 16w+16) of the block for the whole run,
-//             so softmax statistics (m, l) never leave registers (FA2's "Q outer" split).
-//   prologue  Q tile -> shared (cp.async) -> registers as mma A fragments (read once from HBM).
+//   block     Br/WR warps; warp w owns query rows [WR*w, WR*w + WR) of the block for the whole run
+//             (WR = 16: one m16 tile; WR = 32: two, FlashAttention-2's layout), so softmax
+//             statistics (m, l) never leave registers (FA2's "Q outer" split).
+//   prologue  Q tile -> shared (cp.async) -> registers as mma A fragments (read once from HBM);
+//   tiles
+//             whose registers cannot also hold Q re-read its fragments from shared memory per
+//             k-step.
 //   loop j    over K/V blocks of Bc rows (causal: only up to the diagonal):
 //               K_j+1, V_j+1 prefetched into the other shared-memory buffer (cp.async);
-//               S = Q K_j^T            mma.sync m16n8k16, fp32 accumulators in registers
-//               mask (N tail, causal) only on blocks that straddle the edge or the diagonal
+//               S = Q K_j^T            mma.sync m16n8k16, fp32 accumulators in registers; with
+//                                      WR = 32 each K fragment (ldmatrix) feeds both m16 tiles
+//               mask (N tail, causal) only on blocks (WR = 32: m16 tiles) that straddle the edge
+//               or the diagonal
 //               m_new = max(m, rowmax S); P = exp2(S*scale*log2e - m_new); O *= exp2(m - m_new)
+//               (WR = 32: the scale folded into one FFMA per score, the max taken on raw scores)
 //               l = l*exp2(m - m_new) + rowsum P (kept per thread, reduced once at the end)
-//               O += P V_j             P re-used from the S accumulators as A fragments (bf16/fp16)
+//               O += P V_j             P re-used from the S accumulators as A fragments
+//               (bf16/fp16);
+//                                      with WR = 32 each V fragment (ldmatrix.trans) feeds both
 //   epilogue  O /= l (the deferred rescale), O and lse = ln(sum exp) written once.
 //
 // HBM traffic (profiler/io_model.cpp): Q read once; K and V read once per query block
 // (ceil(N/Br) times; causal: the blocks up to the diagonal); O and lse written once.
-// Tiles (Br x Bc) are a template parameter; fa2_tile_options() lists the compiled ones.
+// Configurations (Br x Bc, WR) are template parameters; Fa2Tiles lists the compiled ones.
 #include <algorithm>
 #include <string>
 
@@ -51,11 +60,25 @@ constexpr int fa2_smem_bytes() {
   return (BR + 4 * BC) * D * 2;  // Q tile + double-buffered K and V tiles, 16-bit elements
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
-__global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Params p) {
-  constexpr int kWarps = BR / 16, kThreads = kWarps * 32;
+// Query rows per warp: WR = 16 (one m16 tile: every K/V fragment re-loaded from shared memory per
+// 16 rows) or 32 (two m16 tiles per warp, FlashAttention-2's layout: each K/V fragment feeds both).
+// Q stays in registers when its fragments fit beside S, P and O (an estimate of the fp32/packed
+// registers per thread: Q, O, S); otherwise each k-step of Q K^T re-reads Q from shared memory, as
+// FlashAttention-2's own kernels do.
+template <int D, int BC, int WR>
+constexpr bool fa2_q_in_registers() {
+  return WR == 16 || (WR / 16) * (D / 4 + D / 2 + BC / 2) <= 168;
+}
+
+template <int D, int BR, int BC, int WR, bool CAUSAL, typename T, bool FAULTS>
+__global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Params p) {
+  static_assert(WR == 16 || WR == 32, "fa2: 16 or 32 query rows per warp");
+  static_assert(BR % WR == 0 && BC % 16 == 0 && D % 16 == 0, "fa2: tile shape");
+  constexpr int kMT = WR / 16;  // m16 tiles per warp
+  constexpr int kWarps = BR / WR, kThreads = kWarps * 32;
   constexpr int kNTiles = BC / 8;  // 8-column tiles of S
   constexpr int kDTiles = D / 8;   // 8-column tiles of O
+  constexpr bool kQRegs = fa2_q_in_registers<D, BC, WR>();
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
 #ifdef FA_TEST_FA2_SLOWDOWN  // test builds only (scripts/gate_h200.sh): see the end of the kernel
@@ -94,17 +117,24 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
   load_tile<BC, D, kThreads>(sV, Vh, FAULTS ? faulty_v_row<BC>(p.fault, 0, total_kv) : 0, N);
   cp_async_commit();
 
-  // Q fragments for this warp's 16 rows, kept in registers for the whole K/V loop.
-  std::uint32_t qf[D / 16][4];
+  // Q fragments for this warp's rows, kept in registers for the whole K/V loop (when they fit).
+  std::uint32_t qf[kQRegs ? kMT : 1][kQRegs ? D / 16 : 1][4];
   cp_async_wait<1>();
   __syncthreads();
-  load_a_fragments<D>(qf, sQ, warp * 16, lane);
-
-  float o[kDTiles][4];
+  if constexpr (kQRegs) {
 #pragma unroll
-  for (int i = 0; i < kDTiles; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  OnlineSoftmax<> softmax;  // m (log2 domain) and this thread's partial l, rows g and g+8
-  const std::int64_t row_a = q0 + warp * 16 + g, row_b = row_a + 8;
+    for (int m = 0; m < kMT; ++m) load_a_fragments<D>(qf[m], sQ, warp * WR + m * 16, lane);
+  }
+
+  float o[kMT][kDTiles][4];
+#pragma unroll
+  for (int m = 0; m < kMT; ++m) {
+#pragma unroll
+    for (int i = 0; i < kDTiles; ++i) o[m][i][0] = o[m][i][1] = o[m][i][2] = o[m][i][3] = 0.0f;
+  }
+  // m (log2 domain) and this thread's partial l, rows g and g+8 of each m16 tile.
+  OnlineSoftmax<> softmax[kMT];
+  const std::int64_t row0 = q0 + warp * WR + g;  // row_a of m16 tile m: row0 + 16m; row_b: +8
 
   for (int j = 0; j < num_kv; ++j) {
     const int buf = j & 1;
@@ -120,27 +150,57 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
     }
     __syncthreads();
 
-    float s[kNTiles][4];
-    warp_qkt<D, BC>(s, qf, sK + buf * BC * D, lane);
+    float s[kMT][kNTiles][4];
+    if constexpr (kMT == 1) {
+      warp_qkt<D, BC>(s[0], qf[0], sK + buf * BC * D, lane);
+    } else if constexpr (kQRegs) {
+      warp_qkt_rows<kMT, D, BC>(s, qf, sK + buf * BC * D, lane);
+    } else {
+      warp_qkt_rows_smem_q<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
+    }
 
-    const KeyMask<CAUSAL, BC, FAULTS> mask{
-        static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
-        j == p.fault.drop_kv_block};
-    const bool needs_mask =  // written out here: see scale_and_mask
-        mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
-    scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
-    softmax.update(s, o);  // s becomes P; m, l move on; O rescaled
+#pragma unroll
+    for (int m = 0; m < kMT; ++m) {
+      const std::int64_t row_a = row0 + m * 16;
+      const KeyMask<CAUSAL, BC, FAULTS> mask{
+          static_cast<std::int64_t>(j) * BC, N, row_a, row_a + 8, p.fault.mask_shift,
+          j == p.fault.drop_kv_block};
+      if constexpr (kMT == 1) {
+        const bool needs_mask =  // written out here: see scale_and_mask
+            mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
+        scale_and_mask(s[m], p.scale_log2, mask, needs_mask, t);
+        softmax[m].update(s[m], o[m]);  // s becomes P; m, l move on; O rescaled
+      } else {
+        // Per m16 tile: a tile wholly below the diagonal skips the mask. The scale is folded
+        // into the exponent (one FFMA per score), the mask works on the raw scores.
+        const std::int64_t tile_row0 = q0 + warp * WR + m * 16;
+        const bool needs_mask = mask.k0 + BC > N ||
+                                (CAUSAL && mask.k0 + BC - 1 > tile_row0 + mask.shift()) ||
+                                mask.dropped();
+        if (needs_mask) mask_keys(s[m], mask, t);
+        softmax[m].update_scaled(s[m], o[m], p.scale_log2);
+      }
+    }
 
-    warp_pv<D, BC>(o, s, sV + buf * BC * D, lane);
+    if constexpr (kMT == 1) {
+      warp_pv<D, BC>(o[0], s[0], sV + buf * BC * D, lane);
+    } else {
+      std::uint32_t pk[kMT][BC / 16][4];
+      pack_p_rows<kMT, BC, T>(pk, s);
+      warp_pv_rows<kMT, D, BC, T>(o, pk, sV + buf * BC * D, lane);
+    }
     // The next iteration's prefetch overwrites the buffer read here.
     __syncthreads();
   }
 
   // Epilogue: finish the row sums across the 4 threads of each row, apply the deferred 1/l.
-  float inv_l[2];
-  softmax.finish(1.0f, inv_l);
-  softmax.store<T, D>(static_cast<T*>(p.o) + head_offset, p.lse + bh * N, o, inv_l, row_a, row_b, N,
-                      t);
+#pragma unroll
+  for (int m = 0; m < kMT; ++m) {
+    float inv_l[2];
+    softmax[m].finish(1.0f, inv_l);
+    softmax[m].template store<T, D>(static_cast<T*>(p.o) + head_offset, p.lse + bh * N, o[m], inv_l,
+                                    row0 + m * 16, row0 + m * 16 + 8, N, t);
+  }
 #ifdef FA_TEST_FA2_SLOWDOWN  // each block holds its SM slot 5% longer: a ~5% slower kernel
   if (threadIdx.x == 0) {
     const long long until = clock64() + (clock64() - test_t0) / 20;
@@ -150,12 +210,12 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_forward_kernel(const Fa2Para
 #endif
 }
 
-template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS = false>
+template <int D, int BR, int BC, int WR, bool CAUSAL, typename T, bool FAULTS = false>
 std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
                        bool heads_fastest, const FaultInjection& fault = {}) {
-  constexpr int kThreads = BR / 16 * 32;
+  constexpr int kThreads = BR / WR * 32;
   constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
-  auto kernel = fa2_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
+  auto kernel = fa2_forward_kernel<D, BR, BC, WR, CAUSAL, T, FAULTS>;
   static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
   const cudaError_t attr_status = attr.get([&] {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
@@ -188,11 +248,39 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   return launch_status("fa2");
 }
 
-// The compiled tile shapes; the first of each head dim is the default (fastest measured).
-using Fa2Tiles = TileList<TileShape<64, 128, 64>, TileShape<64, 128, 128>, TileShape<64, 64, 64>,
-                          TileShape<128, 128, 64>, TileShape<128, 64, 64>, TileShape<128, 128, 32>>;
-// Faults are compiled into the default tiles only (the tests' shapes).
-using Fa2FaultTiles = TileList<TileShape<64, 128, 64>, TileShape<128, 128, 64>>;
+// A compiled fa2 configuration: the tile (Br x Bc at head dim D) and the query rows per warp WR,
+// so Br / WR warps per thread block. Each (D, Br, Bc) is compiled with one WR: the tile names the
+// configuration (--block-q/--block-kv pick it; the row label shows the tile), and the comment on
+// Fa2Tiles gives the warps of each.
+template <int D_, int BR_, int BC_, int WR_>
+struct Fa2Shape : TileShape<D_, BR_, BC_> {
+  static constexpr int WR = WR_;
+};
+
+// The compiled configurations; the first of each head dim is the default (fastest measured).
+// The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
+// (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
+//   d=64:  128x64  8 warps x 16 rows, Q in registers (v1: 258 TFLOP/s at N=4096, H200)
+//          256x64  8 warps x 32 rows, Q in registers (FlashAttention-2's warp layout)
+//          128x128 8 warps x 16 rows (v1: 232.8 TFLOP/s)
+//          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
+//   d=128: 128x64  8 warps x 16 rows, Q in registers (v1: 283 TFLOP/s)
+//          256x32  8 warps x 32 rows, Q re-read from shared memory per k-step
+//          64x64   4 warps x 16 rows
+//          128x32  8 warps x 16 rows
+// Left out because ptxas spills them at 255 registers (-Xptxas -v, sm_90a, 2026-11-23): 32-row
+// warps at d=64 128x128 (FlashAttention-2's d=64 tile: 80-96 bytes) and 256x128, and at d=128
+// 256x64 (48-128 bytes; FlashAttention-2's d=128 tile is 128x64 with 4 warps of 32 rows, which
+// this list cannot name beside v1's 128x64: one warp layout per tile).
+using Fa2Tiles = TileList<Fa2Shape<64, 128, 64, 16>,    // d=64 default
+                          Fa2Shape<64, 256, 64, 32>,    //
+                          Fa2Shape<64, 128, 128, 16>,   //
+                          Fa2Shape<64, 64, 64, 16>,     // d=64 last (gate's smaller tile)
+                          Fa2Shape<128, 128, 64, 16>,   // d=128 default
+                          Fa2Shape<128, 256, 32, 32>,   //
+                          Fa2Shape<128, 64, 64, 16>,    //
+                          Fa2Shape<128, 128, 32, 16>>;  // d=128 last (gate's smaller tile)
+using Fa2FaultTiles = Fa2Tiles;
 
 class Fa2Launcher final : public Launcher {
  public:
@@ -201,8 +289,7 @@ class Fa2Launcher final : public Launcher {
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
     if (fault_.any()) {
-      if (!Fa2FaultTiles::contains(s.d, t))
-        return "fa2: fault injection is compiled for the default tiles only";
+      if (!Fa2FaultTiles::contains(s.d, t)) return "fa2: fault injection: no such compiled tile";
       return launch<true>(Fa2FaultTiles{}, s, t, b, stream);
     }
     return launch<false>(Fa2Tiles{}, s, t, b, stream);
@@ -224,8 +311,9 @@ class Fa2Launcher final : public Launcher {
                      cudaStream_t stream) const {
     return dispatch_tiles<List>("fa2", s, t, [&](auto shape, auto causal, auto type) {
       using S = decltype(shape);
-      return launch_fa2<S::D, S::BR, S::BC, decltype(causal)::value, typename decltype(type)::type,
-                        FAULTS>(s, b, stream, heads_fastest_, fault_);
+      return launch_fa2<S::D, S::BR, S::BC, S::WR, decltype(causal)::value,
+                        typename decltype(type)::type, FAULTS>(s, b, stream, heads_fastest_,
+                                                               fault_);
     });
   }
 
