@@ -260,8 +260,9 @@ struct Fa2Shape : TileShape<D_, BR_, BC_> {
 // The compiled configurations; the first of each head dim is the default (fastest measured).
 // The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
 // (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
-//   d=64:  128x64  8 warps x 16 rows, Q in registers (v1: 258 TFLOP/s at N=4096, H200)
-//          256x64  8 warps x 32 rows, Q in registers (FlashAttention-2's warp layout)
+//   d=64:  256x64  8 warps x 32 rows, Q in registers (FlashAttention-2's warp layout; H200,
+//                  N=4096: 267.9 TFLOP/s, causal 221.5; docs/perf-notes.md "fa2 v3")
+//          128x64  8 warps x 16 rows, Q in registers (v1: 257.9, causal 188.2)
 //          128x128 8 warps x 16 rows (v1: 232.8 TFLOP/s)
 //          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
 //   d=128: 128x64  8 warps x 16 rows, Q in registers (v1: 283 TFLOP/s)
@@ -272,8 +273,8 @@ struct Fa2Shape : TileShape<D_, BR_, BC_> {
 // warps at d=64 128x128 (FlashAttention-2's d=64 tile: 80-96 bytes) and 256x128, and at d=128
 // 256x64 (48-128 bytes; FlashAttention-2's d=128 tile is 128x64 with 4 warps of 32 rows, which
 // this list cannot name beside v1's 128x64: one warp layout per tile).
-using Fa2Tiles = TileList<Fa2Shape<64, 128, 64, 16>,    // d=64 default
-                          Fa2Shape<64, 256, 64, 32>,    //
+using Fa2Tiles = TileList<Fa2Shape<64, 256, 64, 32>,    // d=64 default
+                          Fa2Shape<64, 128, 64, 16>,    //
                           Fa2Shape<64, 128, 128, 16>,   //
                           Fa2Shape<64, 64, 64, 16>,     // d=64 last (gate's smaller tile)
                           Fa2Shape<128, 128, 64, 16>,   // d=128 default
