@@ -2,6 +2,7 @@
 """PyTorch's attention backends as peers, written as fa-bench result rows.
 
     python3 scripts/peers_torch.py --N 4096 --d 64,128 --causal both --json torch.json
+    python3 scripts/peers_torch.py --N 4096 --d 128 --direction both --json torch.json
 
 For every configuration it runs ``torch.nn.functional.scaled_dot_product_attention`` once per
 backend (flash, efficient, cudnn, math; rows ``torch-flash`` ... ``torch-math``, all peers) on
@@ -13,6 +14,15 @@ reference, with fa-bench's rule (max error <= 2 x a plain same-precision impleme
 1e-3; docs/accuracy.md). Torch allocates O itself, so it cannot be poisoned beforehand; every
 element is checked to be finite instead. Timing: CUDA events around each call, warm-up first,
 the L2 flushed (a 2 x L2 buffer written) before every sample, every sample stored.
+
+Backward rows (``--direction bwd|both``; default fwd): the forward runs once, untimed, with
+Q, K, V requiring gradients; each timed sample is ``torch.autograd.grad(O, (Q, K, V), dO)`` on
+the kept graph (dO N(0, 1)), so the time is the backend's backward kernels alone (dQ, dK, dV,
+with their pre- and post-passes), as fa-bench's backward rows time theirs. Checked first: dQ on
+sampled query rows and dK, dV on sampled key rows of two heads against fp64 (the full
+backward, computed in query chunks), with the rule max error <= 2 x the error of a plain
+same-precision backward on the same rows (P and dS rounded to the input type, fp32 products) +
+1e-3 x the gradient's largest |value|. FLOPs: 2.5 x the forward's (the field's convention).
 
 The IO model is fa-bench's own: the script asks ``fa-bench --model-only`` (``--fa-bench``,
 default build/bin/fa-bench) for the cudnn row's model (flash backends: Q-outer fused, 128x128
@@ -66,6 +76,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--d", default="64", help="head dims, comma-separated: 64, 128 (default 64)")
     p.add_argument("--causal", default="off", choices=("off", "on", "both"))
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
+    p.add_argument("--direction", default="fwd", choices=("fwd", "bwd", "both"),
+                   help="forward rows, backward rows (dQ, dK, dV from dO), or both (default fwd)")
     p.add_argument("--batch", type=int, help="batch (default 16384/N)")
     p.add_argument("--heads", type=int, help="heads (default 2048/d)")
     p.add_argument("--warmup", type=int, default=10)
@@ -90,19 +102,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return a
 
 
-def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, dtype: str) -> dict:
-    """algorithm -> the model fa-bench computes (cudnn row for fa2, standard row); {} if absent."""
+def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, dtype: str,
+                    direction: str = "forward") -> dict:
+    """algorithm -> the model fa-bench computes (cudnn row for fa2, standard row) in `direction`
+    ("forward" or "backward"); {} if absent."""
     if not Path(binary).is_file():
         return {}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "model.json"
         cmd = [binary, "--model-only", "--N", str(N), "--d", str(d), "--batch", str(B), "--heads", str(H),
                "--causal", "on" if causal else "off", "--dtype", dtype, "--variants", "standard,cudnn",
-               "--json", str(out)]
+               "--direction", "bwd" if direction == "backward" else "fwd", "--json", str(out)]
         if subprocess.run(cmd, capture_output=True).returncode != 0 or not out.exists():
             return {}
         rows = json.loads(out.read_text())["configs"][0]["results"]
-    by_name = {r["variant"]: r["model"] for r in rows}
+    by_name = {r["variant"]: r["model"] for r in rows if r.get("direction", "forward") == direction}
     return {"fa2": by_name.get("cudnn", {}), "standard": by_name.get("standard", {})}
 
 
@@ -143,27 +157,36 @@ def main(argv: list[str]) -> int:
                 index += 1
                 gen = torch.Generator(device="cuda").manual_seed(seed)
                 q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
-                models = fa_bench_models(args.fa_bench, N, d, B, H, causal, args.dtype)
                 config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed)
-                reference = Reference(torch, q, k, v, causal, seed)
-                for name, member, algorithm in args.backends:
-                    row = run_backend(torch, sdpa_kernel, getattr(SDPBackend, member), q, k, v, causal,
-                                      reference, flush, args)
-                    flops = 4.0 * B * H * N * N * d / (2 if causal else 1)
-                    model = {"flops_convention": flops, **models.get(algorithm, {})}
-                    model.setdefault("flops_matrix", flops)
-                    result = make_result(name, algorithm=algorithm, peer=True, model=model, warmup=args.warmup,
-                                         **row)
-                    if result["derived"] is not None:  # the field's convention, as fa-bench reports
-                        result["derived"]["tflops_convention"] = flops / (result["timing"]["median_ms"] * 1e9)
-                    config["results"].append(result)
-                    if row["status"] == "failed":
-                        exit_code = 1
-                    print(f"{name:16} B={B} H={H} N={N} d={d} causal={'on' if causal else 'off'}: "
-                          f"{row['status']}" + (f" ({row['reason']})" if row.get("reason") else "")
-                          + (f" {result['timing']['median_ms']:.4f} ms, "
-                             f"{result['derived']['tflops_convention']:.1f} TFLOP/s" if result["timing"] else ""),
-                          flush=True)
+                directions = {"fwd": ["forward"], "bwd": ["backward"], "both": ["forward", "backward"]}
+                for direction in directions[args.direction]:
+                    models = fa_bench_models(args.fa_bench, N, d, B, H, causal, args.dtype, direction)
+                    if direction == "forward":
+                        reference = Reference(torch, q, k, v, causal, seed)
+                    else:
+                        d_o = torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen)
+                        reference = BackwardReference(torch, q, k, v, d_o, causal, seed)
+                    forward_flops = 4.0 * B * H * N * N * d / (2 if causal else 1)
+                    flops = forward_flops * (2.5 if direction == "backward" else 1.0)
+                    for name, member, algorithm in args.backends:
+                        run = run_backend if direction == "forward" else run_backend_backward
+                        row = run(torch, sdpa_kernel, getattr(SDPBackend, member), q, k, v, causal,
+                                  reference, flush, args)
+                        model = {"flops_convention": flops, **models.get(algorithm, {})}
+                        model.setdefault("flops_matrix", flops)
+                        result = make_result(name, algorithm=algorithm, peer=True, model=model,
+                                             warmup=args.warmup, direction=direction, **row)
+                        if result["derived"] is not None:  # the field's convention, as fa-bench reports
+                            result["derived"]["tflops_convention"] = flops / (result["timing"]["median_ms"] * 1e9)
+                        config["results"].append(result)
+                        if row["status"] == "failed":
+                            exit_code = 1
+                        print(f"{name:16} {'bwd ' if direction == 'backward' else ''}B={B} H={H} N={N} d={d} "
+                              f"causal={'on' if causal else 'off'}: {row['status']}"
+                              + (f" ({row['reason']})" if row.get("reason") else "")
+                              + (f" {result['timing']['median_ms']:.4f} ms, "
+                                 f"{result['derived']['tflops_convention']:.1f} TFLOP/s" if result["timing"] else ""),
+                              flush=True)
                 doc["configs"].append(config)
                 write_results(doc, args.json)  # after every configuration: Ctrl-C keeps what finished
     print(f"results: {os.path.abspath(args.json)}")
@@ -211,6 +234,72 @@ class Reference:
                 "heads_checked": len(self.heads)}
 
 
+class BackwardReference:
+    """fp64 dQ (sampled query rows) and dK, dV (sampled key rows) of two heads, and the error of a
+    plain same-precision backward on the same rows."""
+
+    CHUNK = 1024  # query rows per step: the fp64 scores of a chunk are CHUNK x N
+
+    def __init__(self, torch, q, k, v, d_o, causal: bool, seed: int):
+        B, H, N, d = q.shape
+        gen = torch.Generator().manual_seed(seed + 1)
+        self.rows = torch.randperm(N, generator=gen)[: min(N, CHECKED_ROWS)].sort().values.cuda()
+        self.heads = [(0, 0), (B - 1, H - 1)]
+        self.d_o = d_o
+        self.expected, self.plain_error, self.scale = [], [0.0, 0.0, 0.0], [0.0, 0.0, 0.0]
+        for b, h in self.heads:
+            exact = self._grads(torch, q[b, h], k[b, h], v[b, h], d_o[b, h], causal, torch.float64, None)
+            plain = self._grads(torch, q[b, h], k[b, h], v[b, h], d_o[b, h], causal, torch.float32, q.dtype)
+            for g in range(3):
+                self.plain_error[g] = max(self.plain_error[g], (plain[g].double() - exact[g]).abs().max().item())
+                self.scale[g] = max(self.scale[g], exact[g].abs().max().item())
+            self.expected.append(exact)
+
+    def _grads(self, torch, q, k, v, d_o, causal, acc, rounded):
+        """(dQ[rows], dK[rows], dV[rows]) in `acc`; `rounded`: P, O, dS rounded to that type."""
+        N, d = q.shape
+        scale = 1.0 / math.sqrt(d)
+        rnd = (lambda t: t.to(rounded).to(acc)) if rounded is not None else (lambda t: t)
+        q, k, v, d_o = q.to(acc), k.to(acc), v.to(acc), d_o.to(acc)
+        cols = torch.arange(N, device=q.device)
+        dq = torch.zeros(len(self.rows), d, dtype=acc, device=q.device)
+        dk = torch.zeros(len(self.rows), d, dtype=acc, device=q.device)
+        dv = torch.zeros(len(self.rows), d, dtype=acc, device=q.device)
+        pos = {int(r): i for i, r in enumerate(self.rows.tolist())}
+        for start in range(0, N, self.CHUNK):
+            rows = torch.arange(start, min(N, start + self.CHUNK), device=q.device)
+            s = (q[rows] @ k.T) * scale
+            if causal:
+                s = s.masked_fill(cols[None, :] > rows[:, None], float("-inf"))
+            p = torch.softmax(s, dim=-1)
+            o = rnd(p) @ v
+            dp = d_o[rows] @ v.T
+            D = (d_o[rows] * rnd(o)).sum(dim=-1, keepdim=True)
+            ds = rnd(p * (dp - D))
+            pr = rnd(p)
+            dk += scale * (ds[:, self.rows].T @ q[rows])
+            dv += pr[:, self.rows].T @ d_o[rows]
+            for r in rows[(rows[:, None] == self.rows[None, :]).any(dim=1)].tolist():
+                dq[pos[r]] = scale * (ds[r - start] @ k)
+        return dq, dk, dv
+
+    def check(self, grads) -> dict:
+        finite = all(bool(torch_isfinite_all(g)) for g in grads)
+        ratio, err_max = 0.0, 0.0
+        for i, ((b, h), ref) in enumerate(zip(self.heads, self.expected)):
+            for g, (grad, exact) in enumerate(zip(grads, ref)):
+                err = (grad[b, h, self.rows].double() - exact).abs().max().item()
+                err_max = max(err_max, err)
+                ratio = max(ratio, err / (2 * self.plain_error[g] + 1e-3 * self.scale[g]))
+        nonfinite = 0 if finite else sum(int((~g.isfinite()).sum().item()) for g in grads)
+        passed = finite and ratio <= 1.0
+        return {"metric": "max_abs_error", "passed": passed, "all_finite": finite,
+                "nonfinite_count": nonfinite, "max_abs_error": err_max if math.isfinite(err_max) else 1e300,
+                "rmse": 0.0, "baseline_max_abs_error": max(self.plain_error), "baseline_rmse": 0.0,
+                "tolerance": max(2 * e + 1e-3 * sc for e, sc in zip(self.plain_error, self.scale)),
+                "rows_checked": 3 * len(self.rows) * len(self.heads), "heads_checked": len(self.heads)}
+
+
 def torch_isfinite_all(t) -> bool:
     return bool(t.isfinite().all().item())
 
@@ -245,6 +334,44 @@ def run_backend(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, 
                 stop.synchronize()
                 samples.append(start.elapsed_time(stop))
     except RuntimeError as e:  # backend not available for this shape / build / GPU
+        first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        torch.cuda.synchronize()
+        return {"status": "unsupported", "reason": first[:300]}
+    return {"status": "ok", "verification": verification, "samples_ms": samples}
+
+
+def run_backend_backward(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, args) -> dict:
+    """kwargs for make_result of a backward row: the forward once, untimed; backward samples."""
+    sdpa = torch.nn.functional.scaled_dot_product_attention
+    qg, kg, vg = (t.detach().clone().requires_grad_(True) for t in (q, k, v))
+    try:
+        with sdpa_kernel([backend]):
+            out = sdpa(qg, kg, vg, is_causal=causal)
+
+            def call():
+                return torch.autograd.grad(out, (qg, kg, vg), reference.d_o, retain_graph=True)
+
+            grads = call()
+            torch.cuda.synchronize()
+            verification = reference.check(grads)
+            del grads
+            if not verification["passed"]:
+                reason = (f"max error {verification['max_abs_error']:.3e}: over its tolerance"
+                          if verification["all_finite"]
+                          else f"{verification['nonfinite_count']} non-finite gradient elements")
+                return {"status": "failed", "reason": reason, "verification": verification}
+            for _ in range(args.warmup):
+                call()
+            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            samples = []
+            for _ in range(args.repetitions):
+                flush.zero_()
+                start.record()
+                call()
+                stop.record()
+                stop.synchronize()
+                samples.append(start.elapsed_time(stop))
+    except RuntimeError as e:  # backend without a backward for this shape / build / GPU
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         torch.cuda.synchronize()
         return {"status": "unsupported", "reason": first[:300]}

@@ -32,3 +32,9 @@ def test_without_torch_says_so(tmp_path):
         assert r.returncode == 2
         assert "PyTorch is not installed" in r.stderr
         assert not (tmp_path / "x.json").exists()
+
+
+def test_bad_direction_is_refused_naming_the_flag(tmp_path):
+    r = run("--direction", "sideways", "--json", str(tmp_path / "x.json"))
+    assert r.returncode == 2
+    assert "--direction" in r.stderr and "fwd" in r.stderr
