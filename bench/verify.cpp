@@ -479,6 +479,24 @@ const std::vector<std::int64_t>& BackwardReferenceSample::sampled_rows(std::int6
   return rows_of(heads_, bh);
 }
 
+double typical_relative_error(const std::vector<double>& plain_err,
+                              const std::vector<double>& row_ref_max) {
+  std::vector<double> rel;
+  for (std::size_t i = 0; i < plain_err.size() && i < row_ref_max.size(); ++i) {
+    if (row_ref_max[i] > 0 && std::isfinite(plain_err[i])) rel.push_back(plain_err[i] / row_ref_max[i]);
+  }
+  if (rel.empty()) return 0;
+  std::nth_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2),
+                   rel.end());
+  return rel[rel.size() / 2];
+}
+
+double backward_row_tolerance(double plain_err, double row_ref_max, double typical_relative,
+                              double ulp_floor, DType dtype) {
+  const double plain = std::max(plain_err, typical_relative * row_ref_max);
+  return kRowFactor * plain + std::max(ulp_of(row_ref_max, dtype), ulp_floor);
+}
+
 Verification BackwardReferenceSample::judge(const GradAt& at, std::int64_t nonfinite,
                                             std::string* worst) const {
   const Shape& s = shape_;
@@ -500,21 +518,27 @@ Verification BackwardReferenceSample::judge(const GradAt& at, std::int64_t nonfi
       double head_ref_max = 0;
       for (double r : ref) head_ref_max = std::max(head_ref_max, std::abs(r));
       const double ulp_floor = ulp_of(head_ref_max, s.dtype);
+      std::vector<double> row_ref_max(hs.rows.size(), 0.0);
+      for (std::size_t i = 0; i < hs.rows.size(); ++i) {
+        for (std::size_t c = 0; c < d; ++c) {
+          row_ref_max[i] = std::max(row_ref_max[i], std::abs(ref[i * d + c]));
+        }
+      }
+      const double typical = typical_relative_error(hs.plain_err[g], row_ref_max);
       for (std::size_t i = 0; i < hs.rows.size(); ++i) {
         const std::int64_t row = hs.rows[i];
-        double row_max_err = 0, row_ref_max = 0;
+        double row_max_err = 0;
         for (std::size_t c = 0; c < d; ++c) {
           const double r = ref[i * d + c];
           const double err = std::abs(at(g, hs.bh, row, static_cast<std::int64_t>(c)) - r);
           const double e = std::isnan(err) ? INFINITY : err;
           row_max_err = std::max(row_max_err, e);
-          row_ref_max = std::max(row_ref_max, std::abs(r));
           sq += e * e;
           ++n;
         }
         v.max_abs_error = std::max(v.max_abs_error, row_max_err);
-        double ratio = row_max_err / (kRowFactor * hs.plain_err[g][i] +
-                                      std::max(ulp_of(row_ref_max, s.dtype), ulp_floor));
+        double ratio = row_max_err / backward_row_tolerance(hs.plain_err[g][i], row_ref_max[i],
+                                                            typical, ulp_floor, s.dtype);
         if (std::isnan(ratio)) ratio = INFINITY;
         if (ratio > v.worst_row_ratio || v.worst_row < 0) {
           v.worst_row_ratio = std::max(v.worst_row_ratio, ratio);

@@ -138,6 +138,16 @@ class BackwardReferenceSample {
 // of 64 or 128 rows, and random rows up to 48.
 std::vector<std::int64_t> verification_rows(std::int64_t N, std::uint64_t seed);
 
+// The backward rule's parts (docs/accuracy.md "Backward"). The typical row: the median over a
+// head's sampled rows of the plain backward's row error relative to the row's largest |ref|.
+double typical_relative_error(const std::vector<double>& plain_err,
+                              const std::vector<double>& row_ref_max);
+// A row's tolerance: 2 x the larger of the plain backward's error on that row and the typical
+// row's relative error at this row's scale, plus one ulp at the larger of the row's and the
+// head's scale (ulp_floor).
+double backward_row_tolerance(double plain_err, double row_ref_max, double typical_relative,
+                              double ulp_floor, DType dtype);
+
 // One ulp of `dtype` at magnitude x (x > 0).
 double ulp_of(double x, DType dtype);
 

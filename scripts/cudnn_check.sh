@@ -47,7 +47,7 @@ grep -E "^-- cudnn:" "$log" | tail -1
 note "fa-bench: $("$bin/fa-bench" --list-variants 2>/dev/null | grep -m1 'available:.*cuDNN\|available:.*cudnn' | sed 's/^ *available: *//')"
 
 section "gpu tests (cuDNN)"
-timeout 150 "$bin/fa_tests_gpu" --gtest_also_run_disabled_tests \
+FA_CUDNN_FP8_RECHECK=1 timeout 150 "$bin/fa_tests_gpu" \
   --gtest_filter='*Cudnn*:*cudnn*' >"$out/gpu_tests.txt" 2>&1
 rc=$?
 cat "$out/gpu_tests.txt" >>"$log"

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -357,10 +358,14 @@ TEST(CudnnForward, PlansAreBuiltOncePerShape) {
 }
 
 // Known issues of the hand-built FP8 graph on cuDNN 9.14 (docs/peers.md), re-checked with the
-// frontend's graph. Disabled: run by scripts/cudnn_check.sh (--gtest_also_run_disabled_tests);
+// frontend's graph. Run on request only (FA_CUDNN_FP8_RECHECK=1, as scripts/cudnn_check.sh does):
 // the registry offers cudnn-fp8 at d=128 only until this passes on the H200.
-TEST(CudnnFp8Recheck, DISABLED_D64) {
+TEST(CudnnFp8Recheck, D64) {
   if (std::string why = cannot_run(); !why.empty()) GTEST_SKIP() << why;
+  if (!std::getenv("FA_CUDNN_FP8_RECHECK")) {
+    GTEST_SKIP() << "a known-issue re-check, run on request: FA_CUDNN_FP8_RECHECK=1 "
+                    "(scripts/cudnn_check.sh)";
+  }
   for (bool causal : {false, true}) {
     Shape s;
     s.B = 4;
