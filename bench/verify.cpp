@@ -483,7 +483,8 @@ double typical_relative_error(const std::vector<double>& plain_err,
                               const std::vector<double>& row_ref_max) {
   std::vector<double> rel;
   for (std::size_t i = 0; i < plain_err.size() && i < row_ref_max.size(); ++i) {
-    if (row_ref_max[i] > 0 && std::isfinite(plain_err[i])) rel.push_back(plain_err[i] / row_ref_max[i]);
+    if (row_ref_max[i] > 0 && std::isfinite(plain_err[i]))
+      rel.push_back(plain_err[i] / row_ref_max[i]);
   }
   if (rel.empty()) return 0;
   std::nth_element(rel.begin(), rel.begin() + static_cast<std::ptrdiff_t>(rel.size() / 2),

@@ -109,13 +109,13 @@ std::string option_of(const PlannedRow& r, const std::string& name) {
 }
 
 TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
-  auto out = parse({"--variants", "fa2", "--d", "64", "--block-q", "64,128", "--block-kv", "64"});
+  auto out = parse({"--variants", "fa2", "--d", "64", "--block-q", "64,256", "--block-kv", "64"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   std::vector<PlannedRow> rows;
   ASSERT_EQ(plan_rows(out.options, 64, &rows), "");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].spec.variant, "fa2");     // the plain registry name, never decorated
-  EXPECT_EQ(tiles_of(rows[0]), "128x64 s2");  // the default first
+  EXPECT_EQ(tiles_of(rows[0]), "256x64 s2");  // the default first
   EXPECT_EQ(rows[1].spec.variant, "fa2");
   EXPECT_EQ(tiles_of(rows[1]), "64x64 s2");
   EXPECT_EQ(rows[1].spec.direction, Direction::forward);
@@ -123,7 +123,7 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   EXPECT_TRUE(rows[0].default_config);  // what the record says, so reports need not guess
   EXPECT_FALSE(rows[1].default_config);
   // standard is not tiled: one row whatever the flags say, with no kernel configuration.
-  out = parse({"--variants", "standard,fa2", "--d", "128", "--block-kv", "32"});
+  out = parse({"--variants", "standard,fa2", "--d", "128", "--block-q", "128", "--block-kv", "32"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   rows.clear();
   plan_rows(out.options, 128, &rows);
@@ -187,13 +187,13 @@ TEST(Plan, RowSpecsArePlannedOnce) {
 // Labels are built from the specs of a configuration, for display only.
 TEST(Plan, LabelsTellRowsOfOneVariantApart) {
   const auto out = parse({"--variants", "standard,fa2", "--fa2-order", "both", "--block-q",
-                          "64,128", "--block-kv", "64", "--model-only"});
+                          "64,256", "--block-kv", "64", "--model-only"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
   const ConfigResult& c = r.configs[0];
   std::vector<std::string> labels;
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
-  EXPECT_EQ(labels, (std::vector<std::string>{"standard", "fa2@128x64~blocks", "fa2@128x64~heads",
+  EXPECT_EQ(labels, (std::vector<std::string>{"standard", "fa2@256x64~blocks", "fa2@256x64~heads",
                                               "fa2@64x64~blocks", "fa2@64x64~heads"}));
   std::vector<std::optional<bool>> defaults;  // the record carries the planner's default flag
   for (const auto& v : c.results) defaults.push_back(v.default_config);
