@@ -133,7 +133,7 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   EXPECT_TRUE(rows[0].default_config);  // no configuration: the only one it has
   EXPECT_EQ(tiles_of(rows[1]), "128x32 s2");
   EXPECT_FALSE(rows[1].default_config);
-  expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64");
+  expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 256x64, 128x64");
   expect_bad({"--fa2-order", "random"}, "--fa2-order");
   expect_bad({"--fa3-schedule", "fast"}, "--fa3-schedule");
   out = parse({"--variants", "standard,fa2,cudnn", "--fa2-order", "both"});
