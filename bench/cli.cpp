@@ -187,6 +187,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");
+  app.add_option("--fa2-dq", o.fa2_dq,
+                 "fa2 backward's dQ: atomic (fp32 atomics, default) | separate (a second kernel, "
+                 "query blocks outer, no atomics) | both");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -352,6 +355,9 @@ void resolve_rows(const RawFlags& f, Options& o) {
   }
   if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
     throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
+  }
+  if (o.fa2_dq != "atomic" && o.fa2_dq != "separate" && o.fa2_dq != "both") {
+    throw BadInput{fmt::format("--fa2-dq: '{}' (accepted: atomic, separate, both)", o.fa2_dq)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;

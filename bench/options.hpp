@@ -31,6 +31,7 @@ struct Options {
   bool fp8_prequantized = false;
   std::string fa3_schedule = "full";  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
   std::string cudnn_stats = "on";     // --cudnn-stats: on | off | both (the cudnn forward's lse)
+  std::string fa2_dq = "atomic";      // --fa2-dq: atomic | separate | both (fa2 backward's dQ)
   int warmup = 10;
   int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;

@@ -43,6 +43,9 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     wanted = decl.accepted;
   } else if (decl.name == kOptionFa3Schedule) {
     wanted.emplace_back(o.fa3_schedule);
+  } else if (decl.name == kOptionDq) {
+    if (o.fa2_dq != "separate") wanted.emplace_back(std::string(kDqAtomic));
+    if (o.fa2_dq != "atomic") wanted.emplace_back(std::string(kDqSeparate));
   } else if (decl.name == kOptionStats) {
     if (o.cudnn_stats != "off") wanted.emplace_back(true);
     if (o.cudnn_stats != "on") wanted.emplace_back(false);
@@ -93,10 +96,15 @@ std::string configs_for(const Options& o, const VariantInfo& info, int d, Direct
       info.name, direction == Direction::backward ? " backward" : "", d, valid);
 }
 
-// Every combination of the requested values of the options `info` declares, in declaration order.
-std::vector<OptionValues> option_combinations(const Options& o, const VariantInfo& info) {
+// Every combination of the requested values of the options `info` declares for `direction`'s
+// rows, in declaration order.
+std::vector<OptionValues> option_combinations(const Options& o, const VariantInfo& info,
+                                              Direction direction) {
   std::vector<OptionValues> combos{OptionValues{}};
   for (const OptionDecl& decl : info.options) {
+    if (!decl.directions.empty() && std::find(decl.directions.begin(), decl.directions.end(),
+                                              direction) == decl.directions.end())
+      continue;
     std::vector<OptionValues> next;
     for (const OptionValues& partial : combos) {
       for (const OptionValue& v : requested_values(o, decl)) {
@@ -122,7 +130,7 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
       const auto compiled = kernel_configs_for(*info, d, direction);
       for (const auto& config : configs) {
         const bool is_default = !config || compiled.empty() || *config == compiled.front();
-        for (const OptionValues& values : option_combinations(o, *info)) {
+        for (const OptionValues& values : option_combinations(o, *info, direction)) {
           RowSpec spec{info->name, direction, config, values};
           if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
         }

@@ -56,15 +56,17 @@ json model_json(const model::IoModel& m) {
   json terms = json::array();
   for (const auto& t : m.terms)
     terms.push_back({{"name", t.name}, {"write", t.is_write}, {"bytes", t.bytes}});
-  return json{{"flops_matrix", m.flops_matrix},
-              {"flops_convention", m.flops_convention},
-              {"flops_nonmatrix", m.flops_nonmatrix},
-              {"bytes_read", m.bytes_read},
-              {"bytes_written", m.bytes_written},
-              {"bytes_compulsory", m.bytes_compulsory},
-              {"bytes_asymptotic", m.bytes_asymptotic},
-              {"onchip_budget_bytes", m.onchip_budget_bytes},
-              {"terms", terms}};
+  json out{{"flops_matrix", m.flops_matrix},
+           {"flops_convention", m.flops_convention},
+           {"flops_nonmatrix", m.flops_nonmatrix},
+           {"bytes_read", m.bytes_read},
+           {"bytes_written", m.bytes_written},
+           {"bytes_compulsory", m.bytes_compulsory},
+           {"bytes_asymptotic", m.bytes_asymptotic},
+           {"onchip_budget_bytes", m.onchip_budget_bytes},
+           {"terms", terms}};
+  if (m.bytes_l2_view > 0) out["bytes_l2_view"] = m.bytes_l2_view;  // fa2 backward rows
+  return out;
 }
 
 // Why a timing cannot be written as one, or "": every sample is a time in ms, finite and > 0
@@ -435,6 +437,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
   r.model.bytes_asymptotic = rd.nonnegative(m, mp, "bytes_asymptotic");
   if (m.contains("onchip_budget_bytes"))
     r.model.onchip_budget_bytes = rd.nonnegative(m, mp, "onchip_budget_bytes");
+  if (m.contains("bytes_l2_view")) r.model.bytes_l2_view = rd.nonnegative(m, mp, "bytes_l2_view");
   if (m.contains("terms")) {
     const json& terms = m["terms"];
     if (!terms.is_array()) rd.fail(mp + ".terms", "expected an array");

@@ -128,6 +128,8 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
   mo.direction = row.spec.direction;
   mo.writes_lse = info.row_writes_lse(row.spec.options);
+  if (const OptionValue* dq = row.spec.option(kOptionDq))
+    mo.dq_separate = *dq == OptionValue(std::string(kDqSeparate));
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   v.reason = direction_unsupported_reason(info, row.spec.direction);

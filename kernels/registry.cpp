@@ -59,7 +59,7 @@ const std::vector<VariantInfo>& variant_registry() {
         {64, 128},
         {DType::bf16, DType::fp16},
         fa2_tile_options,
-        [](const LaunchOptions& o) { return make_fa2_launcher(o); },
+        [](const LaunchOptions& o) { return make_fa2_launcher_with_backward(o); },
         80,
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
@@ -67,8 +67,16 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().options = {{kOptionBlockOrder,
                          {std::string("blocks"), std::string("heads")},
                          "thread-block order: blocks walks the query blocks (backward: the K/V "
-                         "blocks) of one head together, heads walks heads first (--fa2-order)"}};
-    // kernels/fa2/fa2_bwd.cu: K/V blocks outer, dQ accumulated with fp32 atomics, one stage.
+                         "blocks) of one head together, heads walks heads first (--fa2-order)"},
+                        {kOptionDq,
+                         {std::string(kDqAtomic), std::string(kDqSeparate)},
+                         "backward only (--fa2-dq): dq-atomic adds each K/V block's dQ to an fp32 "
+                         "accumulator with atomics (then a convert pass); dq-separate computes dQ "
+                         "in a second kernel, query blocks outer, recomputing P and dS (no "
+                         "atomics, 7 products per block pair instead of 5)",
+                         {Direction::backward}}};
+    // kernels/fa2/fa2_bwd.cu: K/V blocks outer (tiles Br x Bc, Bc/16 warps), Q/dO loads of the
+    // next query block overlapping the dQ product; dQ by option dq.
     r.back().directions = {Direction::forward, Direction::backward};
     r.back().backward_tile_options = fa2_backward_tile_options;
     r.push_back(VariantInfo{

@@ -80,6 +80,10 @@ inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
 // "full" | "no-pingpong" | "no-overlap" | "persistent" (fa3: which parts of FA3's schedule run)
 inline constexpr const char* kOptionFa3Schedule = "schedule";
 inline constexpr const char* kOptionStats = "stats";  // bool: the forward writes the lse (cudnn)
+// "dq-atomic" | "dq-separate" (fa2 backward: how dQ is accumulated; backward rows only)
+inline constexpr const char* kOptionDq = "dq";
+inline constexpr const char* kDqAtomic = "dq-atomic";
+inline constexpr const char* kDqSeparate = "dq-separate";
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
@@ -87,6 +91,8 @@ struct OptionDecl {
   std::string name;
   std::vector<OptionValue> accepted;
   std::string meaning;
+  // The passes whose rows carry the option (empty: every pass the variant has).
+  std::vector<Direction> directions{};
 };
 
 // One row of a result: which variant, which pass, built how, with which option values. Planned

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "kernels/fa2/fa2.hpp"
+
 namespace fa::model {
 namespace {
 
@@ -206,53 +208,111 @@ IoModel standard_backward_model(const Shape& s) {
   return m;
 }
 
+// Query rows the K/V-outer loop visits (R: sum over K/V blocks of the rows of the query blocks
+// each sees; causal: from the diagonal on) and the number of (K/V block, query block) pairs.
+void kv_outer_visits(const Shape& s, Tiles t, double* rows, double* pairs) {
+  const std::int64_t N = s.N, Br = t.block_q, Bc = t.block_kv;
+  *rows = *pairs = 0;
+  for (std::int64_t kb = 0; kb < ceil_div(N, Bc); ++kb) {
+    const std::int64_t first = s.causal ? kb * Bc / Br : 0, nq = ceil_div(N, Br);
+    for (std::int64_t qb = first; qb < nq; ++qb) {
+      *rows += static_cast<double>(rows_in_block(N, Br, qb));
+      *pairs += 1;
+    }
+  }
+}
+
+// Key rows the query-outer loop visits (sum over query blocks of the rows of the K/V blocks each
+// sees; causal: up to the diagonal) and the number of block pairs.
+void q_outer_visits(const Shape& s, Tiles t, double* rows, double* pairs) {
+  const std::int64_t N = s.N, Bc = t.block_kv;
+  *rows = *pairs = 0;
+  for (std::int64_t qb = 0; qb < ceil_div(N, t.block_q); ++qb) {
+    const std::int64_t nkv = kv_blocks_for_query_block(s, t, qb);
+    for (std::int64_t kb = 0; kb < nkv; ++kb) {
+      *rows += static_cast<double>(rows_in_block(N, Bc, kb));
+      *pairs += 1;
+    }
+  }
+}
+
 // The fa2 backward (kernels/fa2/fa2_bwd.cu), K/V blocks outer: a pre-pass (D = rowsum(dO o O),
-// the fp32 dQ accumulator zeroed); the main kernel, one thread block per K/V block of Bc rows,
-// looping over the query blocks of Br rows that see it (causal: from the diagonal on), reading
-// Q, dO, lse and D of each, holding dK and dV on chip, adding its dQ contribution to the fp32
-// accumulator with atomics (counted as a read and a write of the Br x d fp32 block per block
-// pair: what the L2 does; docs/io-model.md); a pass converting dQ to the dtype.
-IoModel fa2_backward_model(const Shape& s, Tiles t) {
+// and with dq-atomic the fp32 dQ accumulator zeroed); the main kernel, one thread block per K/V
+// block of Bc rows, looping over the query blocks of Br rows that see it (causal: from the
+// diagonal on), reading Q, dO, lse and D of each, holding dK and dV on chip. dQ:
+//   dq-atomic    each block pair adds its dQ contribution to the fp32 accumulator with atomics
+//                (counted as a read and a write of the Br x d fp32 block per block pair: what the
+//                L2 does); a pass converts dQ to the dtype.
+//   dq-separate  a second kernel, query blocks of Br' rows outer (fa2_bwd_dq_block_q/_kv), reads
+//                Q, dO, lse, D once and K, V once per query block, recomputes S, dP and dS, and
+//                writes dQ once.
+// bytes_l2_view: the same passes when each head's working set stays in the L2 while its blocks
+// run (block_order=blocks): every distinct byte crosses DRAM once per kernel that touches it
+// (re-reads and atomics served by the L2; the accumulator read and written back once).
+IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
   const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
-  const std::int64_t nkv = ceil_div(N, Bc);
   double q_rows = 0, block_pairs = 0;
-  for (std::int64_t kb = 0; kb < nkv; ++kb) {
-    const std::int64_t first = s.causal ? kb * Bc / Br : 0, nq = ceil_div(N, Br);
-    for (std::int64_t qb = first; qb < nq; ++qb) {
-      q_rows += static_cast<double>(rows_in_block(N, Br, qb));
-      block_pairs += 1;
-    }
-  }
+  kv_outer_visits(s, t, &q_rows, &block_pairs);
   const double Nd = static_cast<double>(N) * static_cast<double>(d);
-  add(m, "O read (pre-pass, D = rowsum(dO o O))", false, heads * Nd * e);
-  add(m, "dO read (pre-pass)", false, heads * Nd * e);
-  add(m, "D written (pre-pass, fp32)", true, heads * N * 4.0);
-  add(m, "dQ accumulator zeroed (pre-pass, fp32)", true, heads * Nd * 4.0);
-  add(m, "K read (once)", false, heads * Nd * e);
-  add(m, "V read (once)", false, heads * Nd * e);
-  add(m, "Q read (once per K/V block)", false, heads * q_rows * d * e);
-  add(m, "dO read (once per K/V block)", false, heads * q_rows * d * e);
-  add(m, "lse read (once per K/V block, fp32)", false, heads * q_rows * 4.0);
-  add(m, "D read (once per K/V block, fp32)", false, heads * q_rows * 4.0);
-  add(m, "dQ accumulator read (atomicAdd, once per K/V block, fp32)", false,
-      heads * q_rows * d * 4.0);
-  add(m, "dQ accumulator written (atomicAdd, once per K/V block, fp32)", true,
-      heads * q_rows * d * 4.0);
-  add(m, "dK written (once)", true, heads * Nd * e);
-  add(m, "dV written (once)", true, heads * Nd * e);
-  add(m, "dQ accumulator read (convert pass, fp32)", false, heads * Nd * 4.0);
-  add(m, "dQ written (convert pass)", true, heads * Nd * e);
-  // Five products per block pair (S^T, dP^T, dV, dK, dQ), whole tiles.
-  m.flops_matrix = heads * block_pairs * 10.0 * static_cast<double>(Br * Bc * d);
-  // Per score: scale, exp, subtract, multiply (and the mask); per row: D (2d), dQ convert (d).
-  m.flops_nonmatrix =
-      heads * (block_pairs * 5.0 * static_cast<double>(Br * Bc) + 3.0 * static_cast<double>(N) * d);
+  const double nde = heads * Nd * e, rows4 = heads * N * 4.0;
+  double l2_view = 0;
+  auto both = [&](std::string name, bool write, double bytes, double once) {
+    add(m, std::move(name), write, bytes);
+    l2_view += once;
+  };
+  both("O read (pre-pass, D = rowsum(dO o O))", false, nde, nde);
+  both("dO read (pre-pass)", false, nde, nde);
+  both("D written (pre-pass, fp32)", true, rows4, rows4);
+  if (!dq_separate)
+    both("dQ accumulator zeroed (pre-pass, fp32)", true, heads * Nd * 4.0, heads * Nd * 4.0);
+  both("K read (once)", false, nde, nde);
+  both("V read (once)", false, nde, nde);
+  both("Q read (once per K/V block)", false, heads * q_rows * d * e, nde);
+  both("dO read (once per K/V block)", false, heads * q_rows * d * e, nde);
+  both("lse read (once per K/V block, fp32)", false, heads * q_rows * 4.0, rows4);
+  both("D read (once per K/V block, fp32)", false, heads * q_rows * 4.0, rows4);
+  if (!dq_separate) {
+    both("dQ accumulator read (atomicAdd at the L2, once per K/V block, fp32)", false,
+         heads * q_rows * d * 4.0, heads * Nd * 4.0);
+    both("dQ accumulator written (atomicAdd at the L2, once per K/V block, fp32)", true,
+         heads * q_rows * d * 4.0, heads * Nd * 4.0);
+  }
+  both("dK written (once)", true, nde, nde);
+  both("dV written (once)", true, nde, nde);
+  // Per score: scale, exp, subtract, multiply (and the mask); per row: D (2d).
+  m.flops_nonmatrix = heads * (block_pairs * 5.0 * static_cast<double>(Br * Bc) + 2.0 * Nd);
+  if (dq_separate) {
+    const Tiles tq{fa2_bwd_dq_block_q(static_cast<int>(d)),
+                   fa2_bwd_dq_block_kv(static_cast<int>(d))};
+    double kv_rows = 0, dq_pairs = 0;
+    q_outer_visits(s, tq, &kv_rows, &dq_pairs);
+    both("Q read (dQ kernel, once)", false, nde, nde);
+    both("dO read (dQ kernel, once)", false, nde, nde);
+    both("lse read (dQ kernel, once, fp32)", false, rows4, rows4);
+    both("D read (dQ kernel, once, fp32)", false, rows4, rows4);
+    both("K read (dQ kernel, once per query block)", false, heads * kv_rows * d * e, nde);
+    both("V read (dQ kernel, once per query block)", false, heads * kv_rows * d * e, nde);
+    both("dQ written (dQ kernel, once)", true, nde, nde);
+    // Four products per main-kernel pair (S^T, dP^T, dV, dK), three per dQ-kernel pair (S, dP,
+    // dQ), whole tiles.
+    m.flops_matrix = heads * (block_pairs * 8.0 * static_cast<double>(Br * Bc * d) +
+                              dq_pairs * 6.0 * static_cast<double>(tq.block_q) * tq.block_kv * d);
+    m.flops_nonmatrix += heads * dq_pairs * 5.0 * static_cast<double>(tq.block_q) * tq.block_kv;
+  } else {
+    both("dQ accumulator read (convert pass, fp32)", false, heads * Nd * 4.0, heads * Nd * 4.0);
+    both("dQ written (convert pass)", true, nde, nde);
+    // Five products per block pair (S^T, dP^T, dV, dK, dQ), whole tiles.
+    m.flops_matrix = heads * block_pairs * 10.0 * static_cast<double>(Br * Bc * d);
+    m.flops_nonmatrix += heads * Nd;  // the convert pass's scale
+  }
+  m.bytes_l2_view = l2_view;
   m.bytes_compulsory = heads * (8 * Nd * e + 4.0 * N);
-  // K, V tiles, Q and dO tiles, the dS tile (kernels/fa2/fa2_bwd.cu).
-  m.onchip_budget_bytes = static_cast<double>(2 * Bc + 2 * Br) * d * e + Br * Bc * e;
+  // K, V tiles, Q and dO tiles, the dS tile with dq-atomic (kernels/fa2/fa2_bwd.cu).
+  m.onchip_budget_bytes =
+      static_cast<double>(2 * Bc + 2 * Br) * d * e + (dq_separate ? 0.0 : Br * Bc * e);
   m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;
 }
@@ -284,7 +344,7 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
                                     double(shape.N) * double(shape.N) * double(shape.d) * half;
   if (options.direction == Direction::backward) {
     if (algorithm == Algorithm::standard) m = standard_backward_model(shape);
-    if (algorithm == Algorithm::fa2) m = fa2_backward_model(shape, tiles);
+    if (algorithm == Algorithm::fa2) m = fa2_backward_model(shape, tiles, options.dq_separate);
     m.flops_convention = 2.5 * forward_convention;  // the field's convention
     return m;
   }

@@ -40,6 +40,11 @@ struct IoModel {
   // M of the law above: the shared memory one thread block's tiles occupy (0: not tiled).
   double onchip_budget_bytes = 0;
   std::vector<ByteTerm> terms;
+  // The L2 view (backward fa2; 0 elsewhere): the DRAM bytes when each head's working set stays
+  // in the L2 while its thread blocks run, so that re-reads and the dQ atomics are served there
+  // and every distinct byte crosses DRAM once per kernel that touches it. Measured DRAM bytes lie
+  // between this and bytes() (docs/io-model.md, "Backward": how DRAM is judged).
+  double bytes_l2_view = 0;
 
   double bytes() const { return bytes_read + bytes_written; }
   double arithmetic_intensity() const { return bytes() > 0 ? flops_matrix / bytes() : 0; }
@@ -58,7 +63,8 @@ struct ModelOptions {
   Direction direction = Direction::forward;
   Fa1StateBytes fa1;
   bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
-  bool writes_lse = true;  // false: the row writes no log-sum-exp (cudnn stats=false, cudnn-fp8)
+  bool writes_lse = true;    // false: the row writes no log-sum-exp (cudnn stats=false, cudnn-fp8)
+  bool dq_separate = false;  // fa2 backward, option dq = dq-separate (a dQ kernel, no atomics)
 };
 
 // `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's

@@ -1,4 +1,5 @@
-// GPU tests of the backward pass: every backward row (standard, fa2) against the fp64 reference on
+// GPU tests of the backward pass: every backward row (standard, and fa2 in each compiled tile and
+// dq mode) against the fp64 reference on
 // fresh random inputs (dQ, dK, dV poisoned first, workspace poisoned), across odd shapes, and the
 // fault tests (a dropped K/V block, a shifted causal mask, a wrong scale must fail). O and lse come
 // from fa2's forward, as in fa-bench (bench/runner.cpp). Skipped with a reason without a GPU.
@@ -32,14 +33,27 @@ struct Outcome {
   std::string worst;
 };
 
+// The backward configuration a case runs: its tiles ({0, 0}: the variant's default) and, for fa2,
+// option dq.
+struct Config {
+  Tiles tiles{};
+  bool dq_separate = false;
+};
+
+Tiles tiles_of(const VariantInfo& info, const Shape& s, const Config& c) {
+  if (c.tiles.block_q > 0) return c.tiles;
+  return info.backward_tile_options ? info.backward_tile_options(int(s.d)).front()
+                                    : info.default_tiles(int(s.d));
+}
+
 Outcome run_backward_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
-                               const FaultInjection& fault = {}) {
+                               const FaultInjection& fault = {}, const Config& config = {}) {
   const VariantInfo* info = find_variant(variant);
   LaunchOptions lo;
   lo.fault = fault;
+  if (config.dq_separate) lo.options[kOptionDq] = std::string(kDqSeparate);
   auto launcher = info->make_launcher(lo);
-  const Tiles tiles = info->backward_tile_options ? info->backward_tile_options(int(s.d)).front()
-                                                  : info->default_tiles(int(s.d));
+  const Tiles tiles = tiles_of(*info, s, config);
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
   const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N) * 4;
   Alloc q(bytes), k(bytes), v(bytes), o(bytes), d_o(bytes), lse(rows), dq(bytes), dk(bytes),
@@ -76,17 +90,44 @@ struct Case {
   DType dtype;
   bool causal;
   std::int64_t N;
+  Config config{};
 };
 
+// "fa2", "fa2@64x128", "fa2~dq-separate", "fa2@64x128~dq-separate".
+std::string config_label(const Case& c) {
+  std::string out = c.variant;
+  if (c.config.tiles.block_q > 0)
+    out += "@" + std::to_string(c.config.tiles.block_q) + "x" +
+           std::to_string(c.config.tiles.block_kv);
+  if (c.config.dq_separate) out += "~dq-separate";
+  return out;
+}
+
 void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
+  *os << config_label(c) << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
       << " N=" << c.N;
 }
 
 std::string case_name(const testing::TestParamInfo<Case>& p) {
   const Case& c = p.param;
-  return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
+  std::string config = c.variant;
+  if (c.config.tiles.block_q > 0)
+    config += "_" + std::to_string(c.config.tiles.block_q) + "x" +
+              std::to_string(c.config.tiles.block_kv);
+  if (c.config.dq_separate) config += "_dqseparate";
+  return config + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
          (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N);
+}
+
+// fa2's backward configurations at head dim d: every compiled tile (the default as {0, 0}) with
+// both dq modes; standard: its one.
+std::vector<Config> configs_of(const std::string& variant, int d) {
+  if (variant != "fa2") return {Config{}};
+  std::vector<Config> out;
+  const auto tiles = find_variant("fa2")->backward_tile_options(d);
+  for (std::size_t i = 0; i < tiles.size(); ++i)
+    for (bool separate : {false, true}) out.push_back({i == 0 ? Tiles{} : tiles[i], separate});
+  return out;
 }
 
 Shape shape_of(const Case& c) {
@@ -110,7 +151,8 @@ TEST_P(BackwardMatchesReference, OnFreshRandomInputs) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const Case& c = GetParam();
-  const Outcome r = run_backward_and_check(c.variant, shape_of(c), 7000 + c.N * 7 + c.d);
+  const Outcome r =
+      run_backward_and_check(c.variant, shape_of(c), 7000 + c.N * 7 + c.d, {}, c.config);
   EXPECT_TRUE(r.v.all_finite) << r.v.nonfinite_count << " non-finite gradient elements";
   EXPECT_TRUE(r.v.inputs_unchanged);
   EXPECT_LE(r.v.worst_row_ratio, 1.0) << r.worst << " row " << r.v.worst_row << " of head "
@@ -122,10 +164,11 @@ std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* v : {"standard", "fa2"})
     for (int d : {64, 128})
-      for (DType t : {DType::bf16, DType::fp16})
-        for (bool causal : {false, true})
-          for (std::int64_t N : {1, 17, 127, 128, 129, 1000, 4096})
-            out.push_back({v, d, t, causal, N});
+      for (const Config& config : configs_of(v, d))
+        for (DType t : {DType::bf16, DType::fp16})
+          for (bool causal : {false, true})
+            for (std::int64_t N : {1, 17, 127, 128, 129, 1000, 4096})
+              out.push_back({v, d, t, causal, N, config});
   return out;
 }
 
@@ -141,7 +184,9 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
   const Shape s = shape_of(c);
   const std::uint64_t seed = 9100 + c.N + c.d;
   std::vector<std::pair<std::string, FaultInjection>> faults;
-  for (int block : {0, static_cast<int>((c.N - 1) / 64)}) {
+  const Tiles tiles = tiles_of(*find_variant(c.variant), s, c.config);
+  const int block_kv = tiles.block_kv > 0 ? tiles.block_kv : 64;  // standard: 64-key blocks
+  for (int block : {0, static_cast<int>((c.N - 1) / block_kv)}) {
     FaultInjection f;
     f.drop_kv_block = block;
     faults.push_back({"drop K/V block " + std::to_string(block), f});
@@ -155,18 +200,19 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
   scale.scale_factor = 1.05f;
   faults.push_back({"softmax scale x1.05", scale});
   for (const auto& [name, f] : faults) {
-    const Outcome r = run_backward_and_check(c.variant, s, seed, f);
-    EXPECT_FALSE(r.v.passed) << c.variant << ": " << name << " passed verification (worst ratio "
-                             << r.v.worst_row_ratio << ")";
+    const Outcome r = run_backward_and_check(c.variant, s, seed, f, c.config);
+    EXPECT_FALSE(r.v.passed) << config_label(c) << ": " << name
+                             << " passed verification (worst ratio " << r.v.worst_row_ratio << ")";
   }
-  EXPECT_TRUE(run_backward_and_check(c.variant, s, seed).v.passed);
+  EXPECT_TRUE(run_backward_and_check(c.variant, s, seed, {}, c.config).v.passed);
 }
 
 std::vector<Case> fault_cases() {
   std::vector<Case> out;
   for (const char* v : {"standard", "fa2"})
     for (int d : {64, 128})
-      for (bool causal : {false, true}) out.push_back({v, d, DType::bf16, causal, 300});
+      for (const Config& config : configs_of(v, d))
+        for (bool causal : {false, true}) out.push_back({v, d, DType::bf16, causal, 300, config});
   return out;
 }
 

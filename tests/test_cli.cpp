@@ -558,6 +558,35 @@ TEST(CliDirection, BackwardRowsUseTheBackwardTilesAndModel) {
   EXPECT_DOUBLE_EQ(res[1].model.flops_convention, 2.5 * res[0].model.flops_convention);
 }
 
+TEST(CliDirection, Fa2DqOptionMakesBackwardRowsOnly) {
+  const auto out = parse({"--variants", "fa2", "--direction", "both", "--d", "64", "--N", "1000",
+                          "--fa2-dq", "both", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 1u);
+  const auto& res = r.configs[0].results;
+  ASSERT_EQ(res.size(), 3u);  // the forward (no dq option) and one backward row per dq mode
+  EXPECT_EQ(res[0].spec.direction, Direction::forward);
+  EXPECT_EQ(res[0].spec.option(kOptionDq), nullptr);
+  EXPECT_EQ(row_label(r.configs[0], res[0]), "fa2");
+  EXPECT_EQ(row_label(r.configs[0], res[1]), "fa2~dq-atomic bwd");
+  EXPECT_EQ(row_label(r.configs[0], res[2]), "fa2~dq-separate bwd");
+  // The separate row's model has no accumulator and does more products.
+  EXPECT_GT(res[2].model.flops_matrix, res[1].model.flops_matrix);
+  EXPECT_GT(res[1].model.bytes_l2_view, 0);
+  EXPECT_LT(res[1].model.bytes_l2_view, res[1].model.bytes());
+  // The default is the atomics alone.
+  const auto plain = parse({"--variants", "fa2", "--direction", "bwd", "--model-only"});
+  ASSERT_EQ(plain.action, ParseOutcome::Action::run) << plain.output;
+  const RunResult p = plan_run(plain.options, std::nullopt, "no GPU");
+  for (const auto& c : p.configs) {
+    ASSERT_EQ(c.results.size(), 1u);
+    ASSERT_NE(c.results[0].spec.option(kOptionDq), nullptr);
+    EXPECT_EQ(*c.results[0].spec.option(kOptionDq), OptionValue(std::string(kDqAtomic)));
+  }
+  expect_bad({"--fa2-dq", "sometimes"}, "--fa2-dq: 'sometimes' (accepted: atomic, separate, both)");
+}
+
 TEST(CliDirection, VariantsWithoutABackwardSayUnsupported) {
   const auto out =
       parse({"--variants", "fa1,fp8,fa2", "--direction", "bwd", "--model-only", "--N", "256"});

@@ -1,6 +1,7 @@
 // The IO model, hand-checked on small cases, and its scaling laws.
 #include <gtest/gtest.h>
 
+#include "kernels/fa2/fa2.hpp"
 #include "profiler/io_model.hpp"
 
 namespace fa {
@@ -256,6 +257,58 @@ TEST(IoModelBackward, Fa2BytesByHand) {
   EXPECT_DOUBLE_EQ(w, m.bytes_written);
   EXPECT_TRUE(model::has_backward_model(Algorithm::fa2));
   EXPECT_FALSE(model::has_backward_model(Algorithm::fa1));
+}
+
+model::IoModel backward_separate(const Shape& s, Tiles t) {
+  model::ModelOptions mo;
+  mo.direction = Direction::backward;
+  mo.dq_separate = true;
+  return model::io_model(Algorithm::fa2, s, t, 1024, mo);
+}
+
+TEST(IoModelBackward, Fa2DqSeparateBytesByHand) {
+  // N=8, d=2, main tiles 4x4 (4 block pairs, 16 Q rows); the dQ kernel's tiles at d=2 are
+  // 64x64 (kernels/fa2/fa2.hpp): one query block, which reads the 8 K and V rows once.
+  const auto m = backward_separate(shape(8, 2), {4, 4});
+  EXPECT_DOUBLE_EQ(term(m, "dQ accumulator"), 0);  // no accumulator, no atomics, no convert
+  EXPECT_DOUBLE_EQ(term(m, "Q read (once per K/V block)"), 16 * 2 * 2);
+  EXPECT_DOUBLE_EQ(term(m, "K read (dQ kernel, once per query block)"), 8 * 2 * 2);
+  EXPECT_DOUBLE_EQ(term(m, "Q read (dQ kernel, once)"), 8 * 2 * 2);
+  EXPECT_DOUBLE_EQ(term(m, "dQ written (dQ kernel, once)"), 8 * 2 * 2);
+  // 4 main pairs x 4 products (8 Br Bc d), 1 dQ pair x 3 products (6 Br' Bc' d).
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 4 * 8.0 * 4 * 4 * 2 + 6.0 * 64 * 64 * 2);
+  EXPECT_EQ(fa2_bwd_dq_block_q(2), 64);
+  EXPECT_EQ(fa2_bwd_dq_block_kv(2), 64);
+  double r = 0, w = 0;
+  for (const auto& t : m.terms) (t.is_write ? w : r) += t.bytes;
+  EXPECT_DOUBLE_EQ(r, m.bytes_read);
+  EXPECT_DOUBLE_EQ(w, m.bytes_written);
+  // The same row with the atomics moves the fp32 accumulator instead of a second read of Q, dO.
+  const auto a = backward(Algorithm::fa2, shape(8, 2), {4, 4});
+  EXPECT_GT(term(a, "dQ accumulator"), 0);
+  EXPECT_NE(a.bytes(), m.bytes());
+  // causal at d=128: the dQ kernel's 64-row query blocks see K/V blocks of 32 up to the diagonal.
+  const auto c = backward_separate(shape(128, 128, true), {32, 64});
+  // query block 0 sees keys 0..63 (2 blocks of 32), block 1 keys 0..127: 192 key rows.
+  EXPECT_DOUBLE_EQ(term(c, "K read (dQ kernel, once per query block)"), 192 * 128 * 2);
+}
+
+TEST(IoModelBackward, Fa2L2ViewCountsEachByteOncePerKernel) {
+  // N=8, d=2, bf16, tiles 4x4: N d e = 32 B, fp32 rows 32 B, the fp32 accumulator 64 B.
+  const auto m = backward(Algorithm::fa2, shape(8, 2), {4, 4});
+  // O, dO, D, K, V, Q, dO, lse, D, dK, dV, dQ once (12 x 32); accumulator zeroed, read and
+  // written by the atomics once, read by the convert pass (4 x 64).
+  EXPECT_DOUBLE_EQ(m.bytes_l2_view, 12 * 32 + 4 * 64);
+  EXPECT_LT(m.bytes_l2_view, m.bytes());
+  const auto s = backward_separate(shape(8, 2), {4, 4});
+  // pre-pass O, dO, D; main K, V, Q, dO, lse, D, dK, dV; dQ kernel Q, dO, lse, D, K, V, dQ.
+  EXPECT_DOUBLE_EQ(s.bytes_l2_view, 18 * 32);
+  // One block pair: nothing is re-read, so the view is the model (no term left out of it).
+  for (const auto& one :
+       {backward(Algorithm::fa2, shape(4, 2), {4, 4}), backward_separate(shape(4, 2), {4, 4})})
+    EXPECT_DOUBLE_EQ(one.bytes_l2_view, one.bytes());
+  // Forward rows and the standard backward have no L2 view.
+  EXPECT_EQ(backward(Algorithm::standard, shape(8, 2)).bytes_l2_view, 0);
 }
 
 }  // namespace

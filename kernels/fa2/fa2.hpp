@@ -17,12 +17,32 @@ std::unique_ptr<Launcher> make_fa2_launcher(const LaunchOptions& o = {});
 // workspace (the fp32 dQ accumulator and D), and one enqueued pass (three kernels, each bracketed
 // by the hooks). heads_fastest: option block_order "heads"; fault: verification tests only.
 std::vector<Tiles> fa2_backward_tile_options(int d);
-std::size_t fa2_backward_workspace_bytes(const Shape& s);
+std::size_t fa2_backward_workspace_bytes(const Shape& s);  // dq=dq-atomic
+// dq_separate: D only (no fp32 accumulator).
+std::size_t fa2_backward_workspace_bytes(const Shape& s, bool dq_separate);
 struct Fa2BwdPhaseHooks {
   std::function<void(const char*)> begin;
   std::function<void()> end;
 };
+// dq=dq-atomic (the fp32 accumulator, atomics at the L2).
 std::string fa2_run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
                              StreamHandle stream, bool heads_fastest, const FaultInjection& fault,
                              const Fa2BwdPhaseHooks& phases);
+struct Fa2BwdOptions {
+  bool heads_fastest = false;  // option block_order "heads"
+  bool dq_separate = false;    // option dq "dq-separate": a second kernel, query blocks outer
+};
+std::string fa2_run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
+                             StreamHandle stream, const Fa2BwdOptions& o,
+                             const FaultInjection& fault, const Fa2BwdPhaseHooks& phases);
+// The tiles of dq-separate's dQ kernel (query blocks outer, Br/16 warps), fixed per head dim
+// whatever the main kernel's tiles; the IO model (profiler/io_model.cpp) uses them too.
+constexpr int fa2_bwd_dq_block_q(int /*d*/) {
+  return 64;
+}
+constexpr int fa2_bwd_dq_block_kv(int d) {
+  return d <= 64 ? 64 : 32;
+}
+// fa2's launcher with the backward's options (option dq); the registry makes fa2 with this one.
+std::unique_ptr<Launcher> make_fa2_launcher_with_backward(const LaunchOptions& o);
 }  // namespace fa
