@@ -68,12 +68,12 @@ namespace fa2_bwd {
 template <int D>
 struct TilesFor;
 template <>
-struct TilesFor<64> {
-  using type = TileList<TileShape<64, 64, 64>, TileShape<64, 64, 128>, TileShape<64, 128, 128>>;
+struct TilesFor<64> {  // default first: the fastest on the H200 (docs/perf-notes.md "Backward")
+  using type = TileList<TileShape<64, 128, 128>, TileShape<64, 64, 64>, TileShape<64, 64, 128>>;
 };
 template <>
 struct TilesFor<128> {
-  using type = TileList<TileShape<128, 32, 64>, TileShape<128, 64, 128>, TileShape<128, 32, 128>>;
+  using type = TileList<TileShape<128, 64, 128>, TileShape<128, 32, 64>, TileShape<128, 32, 128>>;
 };
 
 // One backward pass at head dim D with the causal mask or not: the tiles matching t, the dtype,
@@ -465,12 +465,15 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_bwd_dq_kernel(const Fa2BwdPa
   }
 }
 
-// cudaFuncSetAttribute once per device and kernel; "" or the error line.
-template <typename Kernel>
-std::string set_smem(Kernel kernel, int bytes) {
+// cudaFuncSetAttribute once per device and kernel; "" or the error line. The kernel is a template
+// argument so that each kernel has its own flag: keyed on the pointer's type, every kernel of
+// one signature shared a flag and only the first got its attribute (H200, 2026-11-23: every
+// later kernel above 48 KiB failed to launch with "invalid argument").
+template <auto Kernel>
+std::string set_smem(int bytes) {
   static PerDevice<cudaError_t> attr;
   const cudaError_t status = attr.get([&] {
-    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
   });
   if (status != cudaSuccess)
     return std::string("fa2 backward: cudaFuncSetAttribute: ") + cudaGetErrorString(status);
@@ -521,12 +524,12 @@ std::string launch_fa2_bwd(const Shape& s, const BackwardBuffers& b, cudaStream_
                        fault.drop_kv_block >= 0 ? std::int64_t{fault.drop_kv_block + 1} * BC : 0};
   const auto prepass_blocks = static_cast<unsigned>((rows + 7) / 8);
   if (dq_separate) {
-    auto kernel = fa2_bwd_kernel<D, BR, BC, CAUSAL, T, FAULTS, false>;
+    constexpr auto kernel = fa2_bwd_kernel<D, BR, BC, CAUSAL, T, FAULTS, false>;
     constexpr int kSmem = fa2_bwd_smem_bytes<D, BR, BC, false>();
-    auto dq_kernel = fa2_bwd_dq_kernel<D, kDqBr, kDqBc, CAUSAL, T, FAULTS>;
+    constexpr auto dq_kernel = fa2_bwd_dq_kernel<D, kDqBr, kDqBc, CAUSAL, T, FAULTS>;
     constexpr int kDqSmem = fa2_bwd_dq_smem_bytes<D, kDqBr, kDqBc>();
-    if (std::string e = set_smem(kernel, kSmem); !e.empty()) return e;
-    if (std::string e = set_smem(dq_kernel, kDqSmem); !e.empty()) return e;
+    if (std::string e = set_smem<kernel>(kSmem); !e.empty()) return e;
+    if (std::string e = set_smem<dq_kernel>(kDqSmem); !e.empty()) return e;
     phases.begin("D = rowsum(dO o O)");
     fa2_bwd_prepass_kernel<D, T, false><<<prepass_blocks, 256, 0, stream>>>(p);
     phases.end();
@@ -541,9 +544,9 @@ std::string launch_fa2_bwd(const Shape& s, const BackwardBuffers& b, cudaStream_
     phases.end();
     return launch_status("fa2 backward dQ");
   }
-  auto kernel = fa2_bwd_kernel<D, BR, BC, CAUSAL, T, FAULTS, true>;
+  constexpr auto kernel = fa2_bwd_kernel<D, BR, BC, CAUSAL, T, FAULTS, true>;
   constexpr int kSmem = fa2_bwd_smem_bytes<D, BR, BC, true>();
-  if (std::string e = set_smem(kernel, kSmem); !e.empty()) return e;
+  if (std::string e = set_smem<kernel>(kSmem); !e.empty()) return e;
   phases.begin("D = rowsum(dO o O), dQ accumulator zeroed");
   fa2_bwd_prepass_kernel<D, T, true><<<prepass_blocks, 256, 0, stream>>>(p);
   phases.end();
