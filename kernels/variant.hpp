@@ -80,6 +80,7 @@ inline constexpr const char* kOptionPrequantized = "prequantized";  // bool
 // "full" | "no-pingpong" | "no-overlap" | "persistent" (fa3: which parts of FA3's schedule run)
 inline constexpr const char* kOptionFa3Schedule = "schedule";
 inline constexpr const char* kOptionStats = "stats";  // bool: the forward writes the lse (cudnn)
+inline constexpr const char* kOptionFp8Scale = "fp8_scale";  // "block" | "head" (fp8 scales)
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
