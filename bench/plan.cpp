@@ -43,6 +43,9 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     wanted = decl.accepted;
   } else if (decl.name == kOptionFa3Schedule) {
     wanted.emplace_back(o.fa3_schedule);
+  } else if (decl.name == kOptionFp8Scale) {
+    if (o.fp8_scale != "head") wanted.emplace_back(std::string("block"));
+    if (o.fp8_scale != "block") wanted.emplace_back(std::string("head"));
   } else if (decl.name == kOptionStats) {
     if (o.cudnn_stats != "off") wanted.emplace_back(true);
     if (o.cudnn_stats != "on") wanted.emplace_back(false);
