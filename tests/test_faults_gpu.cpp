@@ -127,7 +127,7 @@ void run_grid(const Grid& g) {
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
   const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/s.dtype == DType::bf16);
-  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"}) {
+  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8"}) {
     const VariantInfo& info = *find_variant(name);
     if (!info.unsupported_reason(s).empty() ||
         !info.unsupported_on_device(device->cc_major, device->cc_minor).empty()) {
