@@ -25,7 +25,7 @@ class UnavailableLauncher final : public Launcher {
 std::vector<Tiles> fa3_tile_options(int d) {
   // The built kernel's list (fa3.cu: Fa3Tiles), so the IO model and --model-only agree.
   if (d == 64) return {Tiles{192, 128}, Tiles{128, 128}};
-  if (d == 128) return {Tiles{128, 128}};
+  if (d == 128) return {Tiles{128, 128}, Tiles{128, 176}};
   return {};
 }
 
