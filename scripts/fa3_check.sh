@@ -16,13 +16,13 @@
 # Exit codes: 0 every step ran green; 1 the build failed or fa3 was not built; 3 a step failed
 # (see the summary and its log).
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 
 # Helpers, also for scripts/fa3_tune.sh (which sources this file and gets these alone).
 # fa3_build OUTDIR: CuTe headers (.venv's wheel, or .whl/'s unpacked, or FA_CUTLASS_INCLUDE), the
 # cudnn-frontend headers (scripts/cudnn_frontend.sh), then fa-bench and fa_tests_gpu into
-# $FA_BUILD_DIR (default build); sets $build and $bin. Returns 1 (one line on stderr) when the
-# build fails or fa3 was not built.
+# $FA_BUILD_DIR (default build), configured with $FA3_CMAKE_EXTRA too; sets $build and $bin.
+# Returns 1 (one line on stderr) when the build fails or fa3 was not built.
 fa3_build() {
   local out=$1 cutlass=${FA_CUTLASS_INCLUDE:-}
   build=${FA_BUILD_DIR:-build}
@@ -41,9 +41,11 @@ fa3_build() {
   fi
   scripts/cudnn_frontend.sh >"$out/cudnn-frontend.log" 2>&1 ||
     echo "fa3: warning: no cudnn-frontend headers (the cudnn rows will say unsupported): $out/cudnn-frontend.log" >&2
-  export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass"
+  # FA3_CMAKE_EXTRA: more configure arguments (fa3_tune.sh: -DFA_FA3_ALTERNATIVES=ON)
+  export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass ${FA3_CMAKE_EXTRA:-}"
   if [ -f "$build/CMakeCache.txt" ]; then
-    cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" >"$out/configure.log" 2>&1
+    # shellcheck disable=SC2086  # a list of arguments
+    cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" ${FA3_CMAKE_EXTRA:-} >"$out/configure.log" 2>&1
   fi
   if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
     echo "fa3: build failed: $out/build.log" >&2

@@ -4,7 +4,8 @@
 # fa3::default_plan; tiles: the first of each head dim in Fa3Tiles, kernels/fa3/fa3.cu).
 #   scripts/fa3_tune.sh OUTDIR
 # Steps (FA3_TUNE_STEPS, default "tests memcheck racecheck bench"):
-#   build     (always) fa-bench and fa_tests_gpu with CuTe (scripts/fa3_check.sh's fa3_build;
+#   build     (always) fa-bench and fa_tests_gpu with CuTe and -DFA_FA3_ALTERNATIVES=ON (the
+#             alternatives are not compiled by default; scripts/fa3_check.sh's fa3_build;
 #             cudnn-frontend headers through scripts/cudnn_frontend.sh)
 #   tests     fa_tests_gpu on the new paths: the alternatives' schedule cases (TMA-store epilogue,
 #             static and dynamic persistent grids, 128x176), the dynamic counter across launches,
@@ -12,7 +13,7 @@
 #   memcheck  compute-sanitizer memcheck, fa3's kernels only (fa3_forward_kernel and the
 #             alternatives' fa3_alt_kernel), every schedule and tile, N=1000
 #   racecheck compute-sanitizer racecheck, fa3's kernels only, every alternative, N=300; and the
-#             TMA-store persistent grids at N=2048 x 9 heads (several tiles per thread block)
+#             TMA-store persistent grids at N=1024 x 17 heads (several tiles per thread block)
 #   bench     fa-bench --N 1024,2048,4096,8192,16384 --d 64,128 --causal both --variants fa3,cudnn
 #             --fa3-schedule full,persistent,tma-store,persistent-tma-store,dynamic,
 #             dynamic-tma-store --block-q 128,192 --block-kv 128,176 (every compiled tile)
@@ -26,7 +27,7 @@
 source "$(dirname "$0")/fa3_check.sh"  # the helpers (cd's to the repository root); sets build, bin
 out=${1:?usage: scripts/fa3_tune.sh OUTDIR}
 mkdir -p "$out"
-fa3_build "$out" || exit 1
+FA3_CMAKE_EXTRA="-DFA_FA3_ALTERNATIVES=ON" fa3_build "$out" || exit 1
 if [ -n "${FA3_TUNE_BUILD_ONLY:-}" ]; then
   echo "fa3_tune: built ($build); FA3_TUNE_BUILD_ONLY set: stopping before the GPU steps"
   exit 0
@@ -45,10 +46,10 @@ want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcod
 want racecheck && step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
   --kernel-name kns=fa3_ $san --N 300 --fa3-schedule "$alternatives" \
   --block-q 128 --block-kv 128
-# Several tiles per thread block (144 tiles on 132 SMs): the O buffer reused, the counter taken.
+# Several tiles per thread block (136 tiles on 132 SMs): the O buffer reused, the counter taken.
 want racecheck && step racecheck-multi compute-sanitizer --tool racecheck --error-exitcode 9 \
-  --kernel-name kns=fa3_ "$bin" --N 2048 --d 64 --causal both --variants fa3 \
-  --batch 1 --heads 9 --warmup 0 --repetitions 1 --no-counters \
+  --kernel-name kns=fa3_ "$bin" --N 1024 --d 64 --causal both --variants fa3 \
+  --batch 1 --heads 17 --warmup 0 --repetitions 1 --no-counters \
   --fa3-schedule persistent-tma-store,dynamic-tma-store --block-q 128 --block-kv 128
 want bench && FA3_STEP_TIMEOUT=330 step bench "$bin" --N "${FA3_TUNE_N:-1024,2048,4096,8192,16384}" \
   --d 64,128 --causal both --variants fa3,cudnn --fa3-schedule "full,$alternatives" \

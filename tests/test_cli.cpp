@@ -14,6 +14,7 @@
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
 #include "bench/runner.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/atomic_file.hpp"
 
@@ -274,6 +275,7 @@ TEST(Plan, Fa3ScheduleList) {
 // dynamic grid on 128x176 (its kernel spills); the same rows in bf16 on 128x128 are planned.
 TEST(Plan, Fa3AlternativesRowRules) {
   if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
+  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
   auto rows = [](std::vector<std::string> args) {
     args.insert(args.end(), {"--variants", "fa3", "--d", "128", "--model-only", "--fa3-schedule",
                              "tma-store,dynamic"});
@@ -309,7 +311,13 @@ TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
       const std::string schedule = std::get<std::string>(*v.spec.option(kOptionFa3Schedule));
       const bool persistent = schedule.find("persistent") != std::string::npos ||
                               schedule.find("dynamic") != std::string::npos;
-      if (c.shape.causal && persistent && v.spec.tiles().block_q == 192) {
+      const bool alternative = schedule != "full" && schedule != "no-pingpong" &&
+                               schedule != "no-overlap" && schedule != "persistent";
+      if (alternative && !fa3_alternatives_built()) {
+        EXPECT_EQ(v.status, Status::unsupported);
+        EXPECT_NE(v.reason.find("FA_FA3_ALTERNATIVES"), std::string::npos) << v.reason;
+        ++unsupported;
+      } else if (c.shape.causal && persistent && v.spec.tiles().block_q == 192) {
         EXPECT_EQ(v.status, Status::unsupported);
         EXPECT_NE(v.reason.find("--block-q 128"), std::string::npos) << v.reason;
         ++unsupported;
@@ -319,8 +327,13 @@ TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
       }
     }
   }
-  EXPECT_EQ(unsupported, 4);  // persistent, persistent-tma-store, dynamic, dynamic-tma-store
-  EXPECT_EQ(planned, 28);
+  if (fa3_alternatives_built()) {
+    EXPECT_EQ(unsupported, 4);  // persistent, persistent-tma-store, dynamic, dynamic-tma-store
+    EXPECT_EQ(planned, 28);
+  } else {
+    EXPECT_EQ(unsupported, 1 + 4 * 4);  // persistent; the 4 alternatives on 2 tiles x causal
+    EXPECT_EQ(planned, 15);
+  }
 }
 
 // fa3 is sm_90a code: unsupported on other GPUs, older and newer alike.

@@ -11,6 +11,7 @@
 #include "bench/verify.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/device_info.hpp"
 
@@ -115,7 +116,7 @@ std::vector<Runner> runners(const Shape& s) {
   std::vector<Runner> out;
   for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8"}) out.push_back({name, {}, name});
   // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
-  if (s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
+  if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
     LaunchOptions lo;
     lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
     out.push_back({"fa3", lo, "fa3~dynamic-tma-store"});

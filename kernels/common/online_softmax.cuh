@@ -227,17 +227,6 @@ struct OnlineSoftmax {
     }
   }
 
-  // The lse alone (kernels that store O another way: fa3's TMA-store epilogue): row_a's and
-  // row_b's into lse_h by the quad's thread 0, rows >= N skipped. (store() keeps its own copy of
-  // these lines, so fa2's and fp8's code is what it was.)
-  FA_SOFTMAX_INLINE void store_lse(float* lse_h, std::int64_t row_a, std::int64_t row_b,
-                                   std::int64_t N, int t) const {
-    if (t == 0) {
-      if (row_a < N) lse_h[row_a] = lse(0);
-      if (row_b < N) lse_h[row_b] = lse(1);
-    }
-  }
-
   // Natural-log log-sum-exp of row r (after finish()).
   FA_SOFTMAX_INLINE float lse(int r) const {
     constexpr float kLn2 = 0.6931471805599453f;

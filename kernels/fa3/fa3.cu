@@ -24,11 +24,17 @@ namespace {
 // ThunderKittens' d=64 choice (3 consumer warpgroups, setmaxnreg 32/160); with the mask-free
 // main loop its kernels do not spill (nvcc 13.0) except the persistent causal one, not built.
 // 128x176 at d=128 is FlashAttention-3's non-causal tile (Bc = 176: 11 k-steps of P V, wgmma
-// n176 for Q K^T); its shared memory (208 KB) leaves no room for the TMA-store epilogue's O.
+// n176 for Q K^T); its shared memory (208 KB) leaves no room for the TMA-store epilogue's O. It is
+// one of the alternatives (CMake FA_FA3_ALTERNATIVES, scripts/fa3_tune.sh).
 // Defaults: the first tile of each head dim (a one-line reorder); the schedule's grid and
 // epilogue per (d, causal): fa3::default_plan in fa3_launch.hpp.
+#if FA3_ALTERNATIVES
 using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
                           TileShape<128, 128, 128>, TileShape<128, 128, 176>>;
+#else
+using Fa3Tiles =
+    TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
+#endif
 
 class Fa3Launcher final : public Launcher {
  public:
@@ -100,6 +106,10 @@ const NamedSchedule* schedule_named(const std::string& name) {
 
 std::vector<Tiles> fa3_tile_options(int d) {
   return Fa3Tiles::options(d);
+}
+
+bool fa3_alternatives_built() {
+  return fa3::kAlternativesBuilt;
 }
 
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {

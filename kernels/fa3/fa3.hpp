@@ -22,6 +22,9 @@ inline constexpr const char* kFa3Schedules[] = {
     "full",      "no-pingpong",          "no-overlap", "persistent",
     "tma-store", "persistent-tma-store", "dynamic",    "dynamic-tma-store"};
 std::vector<Tiles> fa3_tile_options(int d);  // default first
+// Whether the alternatives (the four schedules above and the 128x176 tile) are compiled (CMake
+// FA_FA3_ALTERNATIVES; scripts/fa3_tune.sh turns it on).
+bool fa3_alternatives_built();
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o = {});
 // "" when the kernel is built, else why not (CuTe headers missing at configure time): the row's
 // unsupported reason.

@@ -182,7 +182,9 @@ struct Fa3Traits {
     std::uint64_t q_full, q_empty;
     std::uint64_t k_full[kStages], v_full[kStages];
     std::uint64_t k_empty[kStages], v_empty[kStages];
-    int tile_index, tile_next;  // dynamic grid: the tile whose Q is in q, and the one after it
+    // Dynamic grid: tile n's index and its successor in slot n % 2 (the producer writes tile n's
+    // while the consumers may still read tile n-1's).
+    int tile_slot[2][2];
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
   // The TMA-store kernels' shared memory: O after the rest, so the others keep their layout.
@@ -340,8 +342,17 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         // The tile after this one: taken now, so the consumers know whether this one is their
         // last (the ping-pong turns end with it) and the producer never waits on the counter.
         int next = index + tile_stride;
-        if constexpr (DYNAMIC)
+        if constexpr (DYNAMIC) {
+          // Into slot n % 2 at once, and read back at the end of the iteration: no register
+          // carries it through the K/V loop (the producer has 24; carried, they spilled). The
+          // slot is free: its last reader, tile n-2's consumers, released that Q before the
+          // previous iteration's q_empty wait returned. Read by the consumers after q_full
+          // (below; the arrive releases this store).
           next = static_cast<int>(gridDim.x) + static_cast<int>(atomicAdd(p.tile_counter, 1u));
+          smem.tile_slot[n & 1][0] = index;
+          smem.tile_slot[n & 1][1] = next;
+          asm volatile("" ::: "memory");  // the stores stay before the arrive (no clobber there)
+        }
         const Tile tl = tile_at(index);
         Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
                                make_coord(tl.q_block, _0{}));
@@ -354,13 +365,6 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         Tensor tVg = tma_v.partition_S(gV);
         // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
         EmptyBarrier::wait(&smem.q_empty, (n & 1) ^ 1);
-        if constexpr (DYNAMIC) {
-          // Read by the consumers after q_full (below; the arrive releases these stores): every
-          // one of them has read the previous pair before q_empty completed.
-          *static_cast<volatile int*>(&smem.tile_index) = index;
-          *static_cast<volatile int*>(&smem.tile_next) = next;
-          asm volatile("" ::: "memory");  // the stores stay before the arrive (no clobber there)
-        }
         FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
         copy(p.tma_q.with(smem.q_full), tQg, tQs);
         for (int i = 0; i < tl.num_kv; ++i, ++it) {
@@ -377,6 +381,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
           FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
           copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
         }
+        if constexpr (DYNAMIC) next = smem.tile_slot[n & 1][1];
         index = next;
       }
       if constexpr (DYNAMIC) {
@@ -443,8 +448,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       // The tile comes with its Q: the producer wrote its index before Q's barrier.
       FullBarrier::wait(&smem.q_full, n & 1);
       asm volatile("" ::: "memory");  // the loads stay after the wait (no clobber there)
-      index = smem.tile_index;
-      next = smem.tile_next;
+      index = smem.tile_slot[n & 1][0];
+      next = smem.tile_slot[n & 1][1];
     }
     const Tile tl = tile_at(index);
     const bool last_tile = next >= num_tiles;
@@ -607,7 +612,10 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
         tma_store_arrive();
       }
-      softmax.store_lse(p.lse + head_offset, row_a, row_b, N, t);
+      if (t == 0) {  // the lse as OnlineSoftmax::store writes it
+        if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
+        if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);
+      }
     } else {
       softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l,
                           row_a, row_b, N, t);
