@@ -74,6 +74,6 @@ fi
 echo
 grep -E '^\[  PASSED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|^\[  FAILED  \] ' "$out/gpu-tests.log" 2>/dev/null |
   sed 's/^/gpu-tests: /'
-grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null | sed 's/^/sanitizer: /'
+grep -hE "ERROR SUMMARY|RACECHECK SUMMARY" "$out"/memcheck.log "$out"/racecheck.log "$out"/racecheck-multi.log 2>/dev/null | sed 's/^/sanitizer: /'
 printf '%s\n' "${summary[@]}"
 [ "$failed" -eq 0 ] || exit 3
