@@ -1,4 +1,5 @@
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
@@ -12,6 +13,7 @@
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
 #include "bench/version.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 
 namespace fa::bench {
@@ -182,8 +184,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
   app.add_option("--fa3-schedule", o.fa3_schedule,
-                 "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent (full on "
-                 "a persistent grid) | all (one row each: FA3's ablation)");
+                 "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent | "
+                 "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
+                 "comma list (one row each; --list-variants says what each is)");
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");
@@ -347,11 +350,15 @@ void resolve_rows(const RawFlags& f, Options& o) {
   if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
   }
-  if (o.fa3_schedule != "full" && o.fa3_schedule != "no-pingpong" &&
-      o.fa3_schedule != "no-overlap" && o.fa3_schedule != "persistent" && o.fa3_schedule != "all") {
-    throw BadInput{fmt::format(
-        "--fa3-schedule: '{}' (accepted: full, no-pingpong, no-overlap, persistent, all)",
-        o.fa3_schedule)};
+  {  // a comma-separated list of fa3's schedules (kernels/fa3/fa3.hpp), or all
+    const std::vector<std::string> accepted(std::begin(kFa3Schedules), std::end(kFa3Schedules));
+    const auto values = split(o.fa3_schedule + ",", ',');  // "a," keeps a trailing empty value
+    for (const std::string& v : values) {
+      if (!(v == "all" && values.size() == 1) &&
+          std::find(accepted.begin(), accepted.end(), v) == accepted.end())
+        throw BadInput{fmt::format("--fa3-schedule: '{}' (accepted: {}, all, or a comma list)", v,
+                                   fmt::join(accepted, ", "))};
+    }
   }
   if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
     throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};

@@ -42,7 +42,13 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
   } else if (decl.name == kOptionFa3Schedule && o.fa3_schedule == "all") {
     wanted = decl.accepted;
   } else if (decl.name == kOptionFa3Schedule) {
-    wanted.emplace_back(o.fa3_schedule);
+    // one value or a comma list (bench/cli.cpp checked each)
+    std::size_t begin = 0;
+    while (begin <= o.fa3_schedule.size()) {
+      const std::size_t end = std::min(o.fa3_schedule.find(',', begin), o.fa3_schedule.size());
+      wanted.emplace_back(o.fa3_schedule.substr(begin, end - begin));
+      begin = end + 1;
+    }
   } else if (decl.name == kOptionDq) {
     if (o.fa2_dq != "separate") wanted.emplace_back(std::string(kDqAtomic));
     if (o.fa2_dq != "atomic") wanted.emplace_back(std::string(kDqSeparate));

@@ -108,11 +108,17 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().row_rule = fa3_row_rule;
     r.back().options = {
         {kOptionFa3Schedule,
-         {std::string("full"), std::string("no-pingpong"), std::string("no-overlap"),
-          std::string("persistent")},
-         "FA3's ablation (--fa3-schedule): full; no-pingpong (consumer warpgroups do not take "
-         "turns); no-overlap (no softmax/product overlap inside a warpgroup); persistent (full on "
-         "a persistent grid: one thread block per SM walks the tiles)"}};
+         [] {  // as strings (a const char* would make the variant a bool)
+           std::vector<OptionValue> v;
+           for (const char* name : kFa3Schedules) v.emplace_back(std::string(name));
+           return v;
+         }(),
+         "FA3's ablation and its alternatives (--fa3-schedule; kernels/fa3/fa3.hpp): full; "
+         "no-pingpong (consumer warpgroups do not take turns); no-overlap (no softmax/product "
+         "overlap inside a warpgroup); then grid and epilogue pinned: persistent (one thread "
+         "block per SM walks the tiles), tma-store (O through shared memory and a TMA store), "
+         "persistent-tma-store, dynamic (a persistent grid fed by an atomic tile counter), "
+         "dynamic-tma-store"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,

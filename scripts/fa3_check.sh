@@ -4,7 +4,7 @@
 # fault injection), compute-sanitizer memcheck, racecheck (every schedule) and synccheck on small
 # fa3 runs, then the table:
 #   fa-bench --N 1024,2048,4096,8192,16384 --d 64,128 --causal both --variants fa2,fa3,cudnn
-#            --fa3-schedule all
+#            --fa3-schedule full,no-pingpong,no-overlap,persistent   (the alternatives: fa3_tune.sh)
 # FA3_CHECK_STEPS picks steps (default: "tests memcheck racecheck synccheck tiles table").
 # Logs and result files in OUTDIR; a summary at the end.
 #   scripts/fa3_check.sh OUTDIR
@@ -16,56 +16,74 @@
 # Exit codes: 0 every step ran green; 1 the build failed or fa3 was not built; 3 a step failed
 # (see the summary and its log).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
+
+# Helpers, also for scripts/fa3_tune.sh (which sources this file and gets these alone).
+# fa3_build OUTDIR: CuTe headers (.venv's wheel, or .whl/'s unpacked, or FA_CUTLASS_INCLUDE), the
+# cudnn-frontend headers (scripts/cudnn_frontend.sh), then fa-bench and fa_tests_gpu into
+# $FA_BUILD_DIR (default build), configured with $FA3_CMAKE_EXTRA too; sets $build and $bin.
+# Returns 1 (one line on stderr) when the build fails or fa3 was not built.
+fa3_build() {
+  local out=$1 cutlass=${FA_CUTLASS_INCLUDE:-}
+  build=${FA_BUILD_DIR:-build}
+  export PATH="$PATH:/usr/local/cuda/bin"
+  if [ -z "$cutlass" ]; then
+    cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
+  fi
+  if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
+    mkdir -p "$build/_deps/cutlass"
+    python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass" &&
+      cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
+  fi
+  if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
+    echo "fa3: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
+    return 1
+  fi
+  scripts/cudnn_frontend.sh >"$out/cudnn-frontend.log" 2>&1 ||
+    echo "fa3: warning: no cudnn-frontend headers (the cudnn rows will say unsupported): $out/cudnn-frontend.log" >&2
+  # FA3_CMAKE_EXTRA: more configure arguments (fa3_tune.sh: -DFA_FA3_ALTERNATIVES=ON)
+  export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass ${FA3_CMAKE_EXTRA:-}"
+  if [ -f "$build/CMakeCache.txt" ]; then
+    # shellcheck disable=SC2086  # a list of arguments
+    cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" ${FA3_CMAKE_EXTRA:-} >"$out/configure.log" 2>&1
+  fi
+  if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
+    echo "fa3: build failed: $out/build.log" >&2
+    tail -20 "$out/build.log" >&2
+    return 1
+  fi
+  bin=$build/bin/fa-bench
+  if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
+    echo "fa3: error: fa3 was not built ($bin --list-variants)" >&2
+    return 1
+  fi
+}
+
+summary=()
+failed=0
+step() {  # name, command... (a hung kernel ends the step after FA3_STEP_TIMEOUT s, default 240: rc 124)
+  local name=$1 t0=$SECONDS
+  shift
+  timeout -k 10 "${FA3_STEP_TIMEOUT:-240}" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || failed=1
+  summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$out/$name.log")")
+}
+# The roofline ceilings measured once outside the sanitizers (cached; racecheck and synccheck
+# crashed inside the ceiling kernels, H200 2026-11-23).
+fa3_ceilings() { "$bin" --N 128 --d 64 --variants fa3 --no-counters --repetitions 1 >"$out/ceilings.log" 2>&1; }
+
+[[ "${BASH_SOURCE[0]}" == "$0" ]] || return 0  # sourced: the helpers only
+
 out=${1:?usage: scripts/fa3_check.sh OUTDIR}
 mkdir -p "$out"
-build=${FA_BUILD_DIR:-build}
-export PATH="$PATH:/usr/local/cuda/bin"
-
-# CuTe headers: .venv's wheel, or .whl/'s unpacked, or a path given in FA_CUTLASS_INCLUDE.
-cutlass=${FA_CUTLASS_INCLUDE:-}
-if [ -z "$cutlass" ]; then
-  cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
-fi
-if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
-  mkdir -p "$build/_deps/cutlass"
-  python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass" &&
-    cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
-fi
-if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
-  echo "fa3_check: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
-  exit 1
-fi
-export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass"
-if [ -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" >"$out/configure.log" 2>&1
-fi
-if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
-  echo "fa3_check: build failed: $out/build.log" >&2
-  tail -20 "$out/build.log" >&2
-  exit 1
-fi
-bin=$build/bin/fa-bench
-if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
-  echo "fa3_check: error: fa3 was not built ($bin --list-variants)" >&2
-  exit 1
-fi
+fa3_build "$out" || exit 1
 
 if [ -n "${FA3_CHECK_BUILD_ONLY:-}" ]; then
   echo "fa3_check: built ($build); FA3_CHECK_BUILD_ONLY set: stopping before the GPU steps"
   exit 0
 fi
 
-summary=()
-failed=0
-step() {  # name, command... (a hung kernel ends the step after 240 s: rc 124)
-  local name=$1 t0=$SECONDS
-  shift
-  timeout -k 10 240 "$@" >"$out/$name.log" 2>&1
-  local rc=$?
-  [ "$rc" -eq 0 ] || failed=1
-  summary+=("$(printf '%-22s rc=%-3s %4ss  %s' "$name" "$rc" $((SECONDS - t0)) "$out/$name.log")")
-}
 # FaultsAreCaught runs every variant per shape: four shapes (both head dims, dtypes, causal, a
 # partial last block) keep it short; the full grid is in scripts/test.sh's GPU run.
 steps=" ${FA3_CHECK_STEPS:-tests memcheck racecheck synccheck tiles table} "
@@ -73,9 +91,7 @@ want() { [[ "$steps" == *" $1 "* ]]; }
 want tests && step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
   --gtest_filter='AllVariants/*fa3*:OtherTiles/*fa3*:Ablation/*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_fp16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096:Shapes/FaultsAreCaught.*/d64_fp16_full_N4096'
 # Small runs under the sanitizer (one timed repetition; verification on).
-# The roofline ceilings measured once outside the sanitizers (cached; racecheck and synccheck
-# crashed inside the ceiling kernels, H200 2026-11-23).
-"$bin" --N 128 --d 64 --variants fa3 --no-counters --repetitions 1 >"$out/ceilings.log" 2>&1
+fa3_ceilings
 san="$bin --N 1000 --d 64,128 --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
 want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   --kernel-name kns=fa3_forward_kernel $san --fa3-schedule all
@@ -98,7 +114,8 @@ for sch in full no-overlap no-pingpong; do
     --json "$out/fa3-tiles-$sch.json"
 done
 want table && step table "$bin" --N "${FA3_CHECK_N:-1024,2048,4096,8192,16384}" --d 64,128 --causal both \
-  --variants fa2,fa3,cudnn --fa3-schedule all --json "$out/fa3-table.json"
+  --variants fa2,fa3,cudnn --fa3-schedule full,no-pingpong,no-overlap,persistent \
+  --json "$out/fa3-table.json"
 
 echo "== TFLOP/s (fa-bench median; ratio = row / cudnn, same run) =="
 python3 - "$out/fa3-table.json" <<'PY'

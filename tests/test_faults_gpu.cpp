@@ -11,6 +11,7 @@
 #include "bench/verify.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/device_info.hpp"
 
@@ -69,8 +70,7 @@ struct Device {
 // compiled tile to run (default: the variant's default).
 bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
                             const bench::ReferenceSample& ref, const NamedFault* nf,
-                            const Tiles* tile = nullptr) {
-  LaunchOptions lo;
+                            const Tiles* tile = nullptr, LaunchOptions lo = {}) {
   if (nf) lo.fault = nf->fault;
   auto launcher = info.make_launcher(lo);
   const Tiles tiles = tile ? *tile : info.default_tiles(static_cast<int>(s.d));
@@ -105,6 +105,26 @@ void PrintTo(const Grid& g, std::ostream* os) {
       << " N=" << g.N;
 }
 
+// The variants a grid runs, each with the option values it runs with (fa3: the default schedule,
+// and also its dynamic TMA-store alternative, the one other build with the fault hooks: the new
+// epilogue and grid, kernels/fa3/fa3.hpp).
+struct Runner {
+  const char* variant;
+  LaunchOptions options;
+  std::string label;
+};
+std::vector<Runner> runners(const Shape& s) {
+  std::vector<Runner> out;
+  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8"}) out.push_back({name, {}, name});
+  // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
+  if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
+    LaunchOptions lo;
+    lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
+    out.push_back({"fa3", lo, "fa3~dynamic-tma-store"});
+  }
+  return out;
+}
+
 void run_grid(const Grid& g) {
   std::string why;
   const auto device = query_device(0, &why);
@@ -127,8 +147,9 @@ void run_grid(const Grid& g) {
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
   const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/s.dtype == DType::bf16);
-  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8"}) {
-    const VariantInfo& info = *find_variant(name);
+  for (const Runner& runner : runners(s)) {
+    const char* name = runner.label.c_str();
+    const VariantInfo& info = *find_variant(runner.variant);
     if (!info.unsupported_reason(s).empty() ||
         !info.unsupported_on_device(device->cc_major, device->cc_minor).empty()) {
       continue;
@@ -136,7 +157,7 @@ void run_grid(const Grid& g) {
     const std::string prec =
         info.algorithm == Algorithm::fp8 ? "fp8" : std::string(to_string(s.dtype));
     // The true kernel passes on these inputs ...
-    const auto clean = run_one(info, s, d, ref, nullptr);
+    const auto clean = run_one(info, s, d, ref, nullptr, nullptr, runner.options);
     EXPECT_TRUE(clean.passed) << name << ": " << bench::verification_failure_reason(clean);
     const int bc = info.algorithm == Algorithm::standard
                        ? 64
@@ -147,7 +168,7 @@ void run_grid(const Grid& g) {
       if ((nf.causal_only && !s.causal) ||
           (nf.not_standard && info.algorithm == Algorithm::standard))
         continue;
-      const auto v = run_one(info, s, d, ref, &nf);
+      const auto v = run_one(info, s, d, ref, &nf, nullptr, runner.options);
       EXPECT_FALSE(v.passed) << name << " " << prec << " d=" << s.d << (s.causal ? " causal" : "")
                              << " N=" << s.N << ": fault '" << nf.name
                              << "' passed verification (worst row ratio " << v.worst_row_ratio

@@ -12,6 +12,7 @@
 #include "bench/verify.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/device_info.hpp"
 
@@ -219,6 +220,20 @@ TEST_P(Fa3Schedule, MatchesReference) {
   s.B = 1;
   s.H = 3;
   if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
+  // The row rule, as fa-bench applies it: every case here is one the build has, unless the
+  // alternatives were left out of it (-DFA_FA3_ALTERNATIVES=OFF).
+  RowSpec row;
+  row.variant = "fa3";
+  const Tiles t = c.tiles.block_q ? c.tiles : info->default_tiles(c.d);
+  row.kernel_config = KernelConfig{t.block_q, t.block_kv};
+  row.options[kOptionFa3Schedule] = c.schedule;
+  const std::vector<Tiles> compiled = info->tile_options(c.d);
+  if (!fa3_alternatives_built() &&
+      (std::find(compiled.begin(), compiled.end(), t) == compiled.end() ||
+       info->row_rule(s, row).find("FA_FA3_ALTERNATIVES") != std::string::npos))
+    GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
+  if (const std::string r = info->row_rule(s, row); !r.empty())
+    FAIL() << "the case list asks for a row the build refuses: " << r;
   LaunchOptions lo;
   lo.options[kOptionFa3Schedule] = c.schedule;
   const auto v =
@@ -248,6 +263,32 @@ std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
       for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {128, 128}});
     }
   }
+  // The alternatives scripts/fa3_tune.sh measures (bf16; kernels/fa3/fa3.hpp): the TMA-store
+  // epilogue (rows past N clipped by TMA; several tiles per warpgroup's buffer on the persistent
+  // grids) and the dynamic grid (its tile counter), on every tile that builds them.
+  for (const char* schedule :
+       {"tma-store", "persistent-tma-store", "dynamic", "dynamic-tma-store"}) {
+    const bool tiles_grid = std::string(schedule) == "tma-store";
+    for (int d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        // 192 rows (d=64's default) has no causal persistent or dynamic build.
+        const Tiles tiles = d == 64 && causal && !tiles_grid ? Tiles{128, 128} : Tiles{};
+        for (std::int64_t N : {1, 129, 1000, 4096, 16384})
+          out.push_back({schedule, d, causal, N, tiles});
+      }
+    }
+    // The 128-row tile at d=64 non-causal (causal: above).
+    out.push_back({schedule, 64, false, 1000, {128, 128}});
+    if (tiles_grid) out.push_back({schedule, 64, true, 1000, {128, 128}});
+  }
+  // 128x176 at d=128 (full, in OtherTiles): the other schedules it builds (no room for O: only
+  // the register epilogue; no dynamic build, no causal persistent one).
+  for (bool causal : {false, true}) {
+    for (std::int64_t N : {129, 1000, 16384}) {
+      if (!causal) out.push_back({"persistent", 128, causal, N, {128, 176}});
+      out.push_back({"no-overlap", 128, causal, N, {128, 176}});
+    }
+  }
   return out;
 }
 
@@ -264,6 +305,63 @@ INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_c
                            }
                            return name;
                          });
+
+// The dynamic grid's tile counter (kernels/fa3/fa3_kernel.cuh) lives in the row's workspace: the
+// launcher zeroes it before the first launch on that workspace and every launch leaves it zero.
+// Several launches on one workspace must each compute every tile; a counter left non-zero must be
+// caught by the verification (the blocks then skip tiles), and the next launch recovers.
+TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  const VariantInfo* info = find_variant("fa3");
+  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
+    GTEST_SKIP() << r;
+  Shape s;
+  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
+  s.d = 64;
+  s.causal = true;
+  s.B = 1;
+  s.H = 3;
+  if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
+  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
+  const Tiles tiles{128, 128};
+  LaunchOptions lo;
+  lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
+  auto launcher = info->make_launcher(lo);
+  Buffers b;
+  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  for (void** p : {&b.q, &b.k, &b.v, &b.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
+  const std::size_t ws = launcher->workspace_bytes(s, tiles);
+  ASSERT_GT(ws, 0u) << "the dynamic schedule declares no workspace for its counter";
+  FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
+  FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // poisoned, as the runner does
+  const std::uint64_t seed = 77;
+  FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  DeviceBuffers db{b.q, b.k, b.v, b.o, static_cast<float*>(b.lse), b.ws, ws};
+  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  bench::ReferenceSample ref(s, db, seed);
+  auto launch_and_check = [&] {
+    FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
+    FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
+    EXPECT_EQ(launcher->run(s, tiles, db, nullptr), "");
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+    return ref.check(db, {info->accuracy, info->writes_lse});
+  };
+  for (int i = 0; i < 3; ++i) {
+    const auto v = launch_and_check();
+    EXPECT_TRUE(v.passed) << "launch " << i << ": " << bench::verification_failure_reason(v);
+  }
+  // A stale counter (as if a launch had not reset it): tiles go missing, and the check sees it.
+  FA_CUDA_CHECK(cudaMemset(b.ws, 0x01, 4));
+  const auto stale = launch_and_check();
+  EXPECT_FALSE(stale.passed) << "a launch on a stale tile counter passed verification";
+  const auto after = launch_and_check();  // that launch reset the counter
+  EXPECT_TRUE(after.passed) << bench::verification_failure_reason(after);
+}
 
 // fa1 and fa2 compute the same function in different loop orders: on the same inputs their
 // outputs must agree to bf16 rounding, element by element and on average.

@@ -1,11 +1,14 @@
 // fa3: the launcher and the variant's entry points. The kernel, its algorithm and its schedule:
 // kernels/fa3/fa3_kernel.cuh; its instantiations, one head dimension per file: fa3_d64.cu,
-// fa3_d128.cu (nvcc compiles one file on one core; the 40 kernels in one file took 4 minutes).
+// fa3_d64_192.cu, fa3_d128.cu, fa3_d128_176.cu (nvcc compiles one file on one core; the 40
+// kernels in one file took 4 minutes).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <iterator>
 #include <memory>
 #include <string>
+#include <variant>
 #include <vector>
 
 #include "kernels/common/launch.hpp"
@@ -20,20 +23,41 @@ namespace {
 // 1.01-1.06x causal for N >= 4096; 0.89x causal at N=1024). 192 rows is FlashAttention-3's and
 // ThunderKittens' d=64 choice (3 consumer warpgroups, setmaxnreg 32/160); with the mask-free
 // main loop its kernels do not spill (nvcc 13.0) except the persistent causal one, not built.
+// 128x176 at d=128 is FlashAttention-3's non-causal tile (Bc = 176: 11 k-steps of P V, wgmma
+// n176 for Q K^T); its shared memory (208 KB) leaves no room for the TMA-store epilogue's O. It is
+// one of the alternatives (CMake FA_FA3_ALTERNATIVES, scripts/fa3_tune.sh).
+// Defaults: the first tile of each head dim (a one-line reorder); the schedule's grid and
+// epilogue per (d, causal): fa3::default_plan in fa3_launch.hpp.
+#if FA3_ALTERNATIVES
+using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
+                          TileShape<128, 128, 128>, TileShape<128, 128, 176>>;
+#else
 using Fa3Tiles =
     TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
+#endif
 
 class Fa3Launcher final : public Launcher {
  public:
   Fa3Launcher(fa3::Schedule schedule, const FaultInjection& fault)
       : schedule_(schedule), fault_(fault) {}
+  // The dynamic grid's tile counter (kernels/fa3/fa3_launch.hpp).
+  std::size_t workspace_bytes(const Shape& s, const Tiles& t) const override {
+    const int d = static_cast<int>(s.d);
+    const fa3::Plan plan = fa3::plan_of(schedule_, d, t.block_kv, s.causal, t.block_q / 64,
+                                        fa3::o_buffer_fits(d, t.block_q, t.block_kv));
+    return plan.grid == fa3::Grid::dynamic ? fa3::kTileCounterBytes : 0;
+  }
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
-    if (fault_.any()) {
-      if (schedule_ != fa3::Schedule::full)
-        return "fa3: fault injection is compiled for schedule=full";
-      return launch<true>(Fa3Tiles{}, s, t, b, stream);
+    // The counter must be zero before the first launch on a workspace (callers poison it); every
+    // launch leaves it zero, so later launches on the same workspace need no memset.
+    if (b.workspace && b.workspace_bytes >= fa3::kTileCounterBytes &&
+        b.workspace != zeroed_workspace_) {
+      if (cudaMemsetAsync(b.workspace, 0, fa3::kTileCounterBytes, stream) != cudaSuccess)
+        return "fa3: cannot clear the tile counter";
+      zeroed_workspace_ = b.workspace;
     }
+    if (fault_.any()) return launch<true>(Fa3Tiles{}, s, t, b, stream);
     return launch<false>(Fa3Tiles{}, s, t, b, stream);
   }
 
@@ -50,7 +74,33 @@ class Fa3Launcher final : public Launcher {
 
   fa3::Schedule schedule_;
   FaultInjection fault_;
+  const void* zeroed_workspace_ = nullptr;
 };
+
+// The option's values (kFa3Schedules, fa3.hpp) and the schedules they select.
+struct NamedSchedule {
+  const char* name;
+  fa3::Schedule schedule;
+  bool alternative;  // compiled for bf16 only
+};
+constexpr NamedSchedule kSchedules[] = {
+    {kFa3Schedules[0], fa3::Schedule::full, false},
+    {kFa3Schedules[1], fa3::Schedule::no_pingpong, false},
+    {kFa3Schedules[2], fa3::Schedule::no_overlap, false},
+    {kFa3Schedules[3], fa3::Schedule::persistent, false},
+    {kFa3Schedules[4], fa3::Schedule::tma_store, true},
+    {kFa3Schedules[5], fa3::Schedule::persistent_tma_store, true},
+    {kFa3Schedules[6], fa3::Schedule::dynamic, true},
+    {kFa3Schedules[7], fa3::Schedule::dynamic_tma_store, true},
+};
+static_assert(std::size(kSchedules) == std::size(kFa3Schedules));
+
+const NamedSchedule* schedule_named(const std::string& name) {
+  for (const NamedSchedule& n : kSchedules) {
+    if (name == n.name) return &n;
+  }
+  return nullptr;
+}
 
 }  // namespace
 
@@ -58,11 +108,15 @@ std::vector<Tiles> fa3_tile_options(int d) {
   return Fa3Tiles::options(d);
 }
 
+bool fa3_alternatives_built() {
+  return fa3::kAlternativesBuilt;
+}
+
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {
   fa3::Schedule schedule = fa3::Schedule::full;
-  if (o.is(kOptionFa3Schedule, std::string("no-pingpong"))) schedule = fa3::Schedule::no_pingpong;
-  if (o.is(kOptionFa3Schedule, std::string("no-overlap"))) schedule = fa3::Schedule::no_overlap;
-  if (o.is(kOptionFa3Schedule, std::string("persistent"))) schedule = fa3::Schedule::persistent;
+  for (const NamedSchedule& n : kSchedules) {
+    if (o.is(kOptionFa3Schedule, std::string(n.name))) schedule = n.schedule;
+  }
   return std::make_unique<Fa3Launcher>(schedule, o.fault);
 }
 
@@ -71,11 +125,27 @@ std::string fa3_shape_rule(const Shape&) {
 }
 
 std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
-  const OptionValue* schedule = row.option(kOptionFa3Schedule);
-  if (s.causal && row.tiles().block_q == 192 && schedule &&
-      *schedule == OptionValue(std::string("persistent")))
-    return "unsupported: causal schedule persistent is built for 128-row tiles only (the 192-row "
-           "kernel spills); --block-q 128";
+  const OptionValue* value = row.option(kOptionFa3Schedule);
+  const std::string* name = value ? std::get_if<std::string>(value) : nullptr;
+  const NamedSchedule* n = name ? schedule_named(*name) : nullptr;
+  if (!n) return "";
+  const Tiles t = row.tiles();
+  const int d = static_cast<int>(s.d);
+  if (n->alternative && !fa3::kAlternativesBuilt)
+    return "unsupported: schedule " + *name +
+           " not compiled (configured with -DFA_FA3_ALTERNATIVES=OFF)";
+  if (n->alternative && s.dtype != DType::bf16)
+    return "unsupported: schedule " + *name + " is compiled for bf16 only (the tuning runs)";
+  const fa3::Plan plan = fa3::plan_of(n->schedule, d, t.block_kv, s.causal, t.block_q / 64,
+                                      fa3::o_buffer_fits(d, t.block_q, t.block_kv));
+  if (!fa3::grid_built(plan.grid, t.block_q, t.block_kv, s.causal))
+    return "unsupported: schedule " + *name + " has no build for the " + std::to_string(t.block_q) +
+           "x" + std::to_string(t.block_kv) + (s.causal ? " causal" : "") +
+           " tile (its kernel spills); --block-q 128 --block-kv 128";
+  if (plan.epilogue == fa3::Epilogue::tma_store && !fa3::o_buffer_fits(d, t.block_q, t.block_kv))
+    return "unsupported: schedule " + *name + " needs shared memory for O, which a " +
+           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv) +
+           " tile at d=" + std::to_string(d) + " has not left";
   return "";
 }
 

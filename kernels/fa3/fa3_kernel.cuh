@@ -23,8 +23,13 @@
 //               per-thread layout, so the same code runs unchanged)
 //               O += P V_j     wgmma m64nDk16 with P converted to 16 bits in registers as the A
 //                              operand (RS), V read MN-major from the same buffer TMA wrote
-//             then O /= l (deferred), O and lse stored from registers straight to global memory
-//             (no shared-memory / TMA-store epilogue yet).
+//             then O /= l (deferred), and the epilogue: O and lse from registers straight to
+//             global memory, or (epilogue tma_store) O through shared memory: each warpgroup
+//             writes its 64 rows into its own swizzled slice of an O buffer (after Q and the
+//             ring), fences, syncs its 128 threads (named barrier), and its first thread issues
+//             one TMA store of 64 x D without waiting for it: the store drains while the next
+//             tile's products run. That thread waits for the store to have read the slice
+//             before the slice is written again (next tile) and before the block exits.
 //   overlap   (schedule full, no-pingpong, persistent) inside a warpgroup: Q K_j+1^T and
 //             P_j V_j are issued together, the softmax of block j+1 runs while P_j V_j is still in
 //             the tensor cores (FA3 Algorithm 2); O is rescaled once P_j V_j has landed. Off
@@ -33,16 +38,28 @@
 //             products only on its turn (named barriers in a ring), so one warpgroup's softmax
 //             runs while the other's products occupy the tensor cores. Off (no-pingpong): every
 //             warpgroup issues when ready.
-//   grid      (ceil(N/Br), B*H), one tile per thread block; or (schedule=persistent: full on
-//             a persistent grid) one thread block per SM walks the tiles (query blocks of a
-//             head together, so they share K/V in L2) with a stride of the grid; the K/V ring and
+//   grid      (tiles) (ceil(N/Br), B*H), one tile per thread block; or (persistent) one
+//             thread block per SM walks a list of the tiles (heads in L2-sized sections, query
+//             blocks longest first inside one) with a stride of the grid; or (dynamic) the same
+//             list, each block's next tile the list's next untaken one: the producer takes it
+//             from an atomic counter in the workspace one tile ahead and passes index and
+//             successor to the consumers in shared memory, released with Q's full barrier; the
+//             last block to finish resets the counter. In the persistent grids the K/V ring and
 //             the ping-pong turns run on across tiles, and Q's buffer has an empty barrier too.
-//             Causal: the longest query blocks first, in both grids.
+//             Which grid and epilogue a schedule runs: fa3::plan_of (fa3_launch.hpp; the
+//             defaults: fa3::default_plan).
 //
 // HBM traffic: FA2's (profiler/io_model.cpp): Q once, K and V once per query block (causal: up to
-// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128.
+// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128, and
+// 128 x 176 at d = 128.
 #pragma once
 
+// wgmma's n = 176 (the 128x176 tile's Q K^T) is one of CuTe's "extended" shapes: without this,
+// its selector would cover 176 columns with 11 atoms of n = 16. The selector's choice for
+// n = 64, 128, 192 is the same either way (it tries the widest n that divides the tile first).
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+#endif
 // clang-format off
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/tensor.hpp>
@@ -62,6 +79,7 @@
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fa3/fa3_launch.hpp"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -112,10 +130,13 @@ struct Fa3Traits {
       SmemLayoutKV{},
       make_ordered_layout(cute::Shape<Int<D>, Int<BC>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
-  // One wgmma atom per consumer warpgroup, stacked along the query rows.
+  // One wgmma atom per consumer warpgroup, stacked along the query rows (n = Bc: with n = 176,
+  // an extended shape, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED above).
   using AtomLayout = Layout<cute::Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using MmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, cute::Shape<_64, Int<BC>, Int<D>>>(), AtomLayout{}));
+  static_assert(decltype(size<1>(typename MmaS::AtomShape_MNK{}))::value == BC,
+                "one wgmma atom covers the K/V block");
   using MmaO =
       decltype(make_tiled_mma(GMMA::rs_op_selector<E, E, float, cute::Shape<_64, Int<D>, Int<BC>>,
                                                    GMMA::Major::K, GMMA::Major::MN>(),
@@ -138,6 +159,19 @@ struct Fa3Traits {
   using TmaQ = decltype(tma_q(nullptr, 1, 1));
   using TmaKV = decltype(tma_kv(nullptr, 1, 1));
 
+  // The TMA-store epilogue's O: one 64 x D slice per consumer warpgroup (each stores its own
+  // rows, so no warpgroup waits for another), swizzled as Q; one TMA store of 64 x D each.
+  using SmemLayoutO =
+      decltype(tile_to_shape(SmemAtom{}, cute::Shape<_64, Int<D>, Int<kConsumerWarpgroups>>{}));
+  static auto tma_o(void* p, int N, int heads) {
+    Tensor g = make_tensor(
+        make_gmem_ptr(static_cast<E*>(p)), make_shape(N, Int<D>{}, heads),
+        make_stride(static_cast<std::int64_t>(D), _1{}, static_cast<std::int64_t>(N) * D));
+    return make_tma_copy(SM90_TMA_STORE{}, g, take<0, 2>(SmemLayoutO{}), cute::Shape<_64, Int<D>>{},
+                         _1{});
+  }
+  using TmaO = decltype(tma_o(nullptr, 1, 1));
+
   static constexpr std::uint32_t kBytesQ = BR * D * sizeof(E);
   static constexpr std::uint32_t kBytesKV = BC * D * sizeof(E);
 
@@ -148,8 +182,20 @@ struct Fa3Traits {
     std::uint64_t q_full, q_empty;
     std::uint64_t k_full[kStages], v_full[kStages];
     std::uint64_t k_empty[kStages], v_empty[kStages];
+    // Dynamic grid: tile n's index and its successor in slot n % 2 (the producer writes tile n's
+    // while the consumers may still read tile n-1's).
+    int tile_slot[2][2];
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  // The TMA-store kernels' shared memory: O after the rest, so the others keep their layout.
+  struct SharedStorageO {
+    SharedStorage main;
+    array_aligned<E, cosize_v<SmemLayoutO>, 1024> o;
+  };
+  static constexpr int kSmemBytesO = sizeof(SharedStorageO);
+  static constexpr bool kOBuffer = kSmemBytesO <= kMaxSmemBytes;
+  static_assert(kOBuffer == o_buffer_fits(D, BR, BC), "o_buffer_fits (fa3_launch.hpp) is wrong");
+  static_assert(kSmemBytes <= kMaxSmemBytes);
 };
 
 template <typename Traits>
@@ -163,9 +209,15 @@ struct Fa3Params {
   int heads;         // B*H
   float scale_log2;  // softmax scale * log2(e)
   int num_q_blocks;
-  int section_heads;     // persistent grid: heads whose K and V share the L2 at a time
-  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
+  int section_heads;            // persistent grid: heads whose K and V share the L2 at a time
+  FaultInjection fault;         // read only by the FAULTS instantiation (verification tests)
+  typename Traits::TmaO tma_o;  // the TMA-store epilogue's (else unset)
+  unsigned* tile_counter;  // dynamic grid: [0] tiles taken past the first wave, [1] blocks done
 };
+
+// Named barriers (cutlass numbers them after its reserved ones): the ping-pong turns use 0 .. W-1,
+// the TMA-store epilogue of consumer warpgroup w uses kEpilogueBarrier + w.
+inline constexpr int kEpilogueBarrier = 3;
 
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
 using EmptyBarrier = cutlass::arch::ClusterBarrier;
@@ -190,8 +242,13 @@ __device__ __forceinline__ void wgmma_issue(Mma& mma, TA& a, const TB& b, TC& ac
 }
 
 // The kernel's body; the two __global__ entries below choose the schedule or the fault hooks.
-template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, bool PERSISTENT>
+template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, Grid GRID,
+          Epilogue EPILOGUE>
 __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
+  constexpr bool PERSISTENT = GRID != Grid::tiles;  // one thread block per SM walks the tiles
+  constexpr bool DYNAMIC = GRID == Grid::dynamic;   // ... taking each next one from a counter
+  constexpr bool TMA_STORE = EPILOGUE == Epilogue::tma_store;
+  static_assert(!TMA_STORE || Traits::kOBuffer, "no shared memory left for O");
   using E = typename Traits::E;
   using T = typename Traits::T;
   constexpr int D = Traits::D, BR = Traits::BR, BC = Traits::BC, kStages = Traits::kStages;
@@ -211,7 +268,9 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
   // about the same length and read the K and V of a few heads. (Head after head, with the causal
   // blocks of each head longest first, the short tiles ran ahead into later heads: at N=16384,
   // d=128 DRAM read 9.5x the compulsory bytes and the row ran at 0.72 of the grid schedule,
-  // H200, 2026-11-23.)
+  // H200, 2026-11-23.) Dynamic: the same list, but a block's next tile is the list's next untaken
+  // one (an atomic counter; the first wave takes tiles 0 .. gridDim.x-1), so a block that drew
+  // short tiles takes more of them and no SM idles while tiles are left.
   const int num_tiles = PERSISTENT ? p.num_q_blocks * p.heads : 1;
   const int first_tile = PERSISTENT ? static_cast<int>(blockIdx.x) : 0;
   const int tile_stride = PERSISTENT ? static_cast<int>(gridDim.x) : 1;
@@ -279,7 +338,21 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       Tensor tKs = tma_k.partition_D(sK);  // (TMA, m, k, stage)
       Tensor tVs = tma_v.partition_D(sV);
       int it = 0;  // K/V blocks loaded so far: the ring's position and phase
-      for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+      for (int index = first_tile, n = 0; index < num_tiles; ++n) {
+        // The tile after this one: taken now, so the consumers know whether this one is their
+        // last (the ping-pong turns end with it) and the producer never waits on the counter.
+        int next = index + tile_stride;
+        if constexpr (DYNAMIC) {
+          // Into slot n % 2 at once, and read back at the end of the iteration: no register
+          // carries it through the K/V loop (the producer has 24; carried, they spilled). The
+          // slot is free: its last reader, tile n-2's consumers, released that Q before the
+          // previous iteration's q_empty wait returned. Read by the consumers after q_full
+          // (below; the arrive releases this store).
+          next = static_cast<int>(gridDim.x) + static_cast<int>(atomicAdd(p.tile_counter, 1u));
+          smem.tile_slot[n & 1][0] = index;
+          smem.tile_slot[n & 1][1] = next;
+          asm volatile("" ::: "memory");  // the stores stay before the arrive (no clobber there)
+        }
         const Tile tl = tile_at(index);
         Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
                                make_coord(tl.q_block, _0{}));
@@ -307,6 +380,18 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
           EmptyBarrier::wait(&smem.v_empty[s], free_phase);
           FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
           copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+        }
+        if constexpr (DYNAMIC) next = smem.tile_slot[n & 1][1];
+        index = next;
+      }
+      if constexpr (DYNAMIC) {
+        // This block takes no more tiles. The last block to get here resets the counter for the
+        // next launch: every block's last atomicAdd on [0] is ordered before its arrival on [1].
+        __threadfence();
+        if (atomicAdd(p.tile_counter + 1, 1u) == gridDim.x - 1) {
+          __threadfence();
+          atomicExch(p.tile_counter, 0u);
+          atomicExch(p.tile_counter + 1, 0u);
         }
       }
     }
@@ -357,9 +442,17 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
   }
 
   int it = 0;  // K/V blocks consumed so far: the ring's position and phase
-  for (int index = first_tile, n = 0; index < num_tiles; index += tile_stride, ++n) {
+  for (int index = first_tile, n = 0; DYNAMIC || index < num_tiles; ++n) {
+    int next = index + tile_stride;
+    if constexpr (DYNAMIC) {
+      // The tile comes with its Q: the producer wrote its index before Q's barrier.
+      FullBarrier::wait(&smem.q_full, n & 1);
+      asm volatile("" ::: "memory");  // the loads stay after the wait (no clobber there)
+      index = smem.tile_slot[n & 1][0];
+      next = smem.tile_slot[n & 1][1];
+    }
     const Tile tl = tile_at(index);
-    const bool last_tile = index + tile_stride >= num_tiles;
+    const bool last_tile = next >= num_tiles;
     const int num_kv = tl.num_kv;
     const int row_a = tl.q0 + row_in_tile, row_b = row_a + 8;
     const int num_masked = tl.num_masked;
@@ -410,7 +503,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       if (j == num_kv - 1) EmptyBarrier::arrive(&smem.q_empty);
     };
 
-    FullBarrier::wait(&smem.q_full, n & 1);
+    if constexpr (!DYNAMIC) FullBarrier::wait(&smem.q_full, n & 1);
     if constexpr (OVERLAP) {
       // i = 0: Q K^T alone.
       FullBarrier::wait(&smem.k_full[stage(0)], phase(0));
@@ -477,34 +570,96 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       for (; i < num_kv; ++i) step(i, std::false_type{});
     }
 
-    // Epilogue: the deferred 1/l, O and lse straight from registers (rows >= N skipped).
+    // Epilogue: the deferred 1/l, then O and lse (rows >= N skipped).
     float inv_l[2];
     softmax.finish(1.0f, inv_l);
     const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
-    softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l,
-                        row_a, row_b, N, t);
+    if constexpr (TMA_STORE) {
+      // O through shared memory: this warpgroup's 64 rows into its slice, then one TMA store
+      // (rows >= N are clipped by TMA), issued by the warpgroup's first thread and not waited
+      // for: it drains while the next tile's products run. Before the slice is written again,
+      // that thread waits until the store has read it.
+      auto& storage = *reinterpret_cast<typename Traits::SharedStorageO*>(smem_raw);
+      Tensor sO = make_tensor(make_smem_ptr(storage.o.data()), typename Traits::SmemLayoutO{});
+      Tensor sOw = sO(_, _, cwg);  // (64, D)
+      const bool issuer = ct % 128 == 0;
+      if (PERSISTENT && n > 0) {
+        if (issuer) tma_store_wait<0>();
+        cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
+      }
+      // The row laundered through an empty asm volatile: every swizzled address below depends
+      // on it, so nvcc cannot hoist them out of the persistent tile loop and keep 2 D/8 addresses
+      // live through the main loop (the 192-row persistent kernels spilled 220-232 bytes so,
+      // nvcc 13.0).
+      int r = row_in_tile - cwg * 64;
+      asm volatile("" : "+r"(r));
+#pragma unroll
+      for (int i = 0; i < DT; ++i) {
+        const int col = i * 8 + 2 * t;
+        *reinterpret_cast<std::uint32_t*>(&sOw(r, col)) =
+            sm80::pack2<T>(o[i][0] * inv_l[0], o[i][1] * inv_l[0]);
+        *reinterpret_cast<std::uint32_t*>(&sOw(r + 8, col)) =
+            sm80::pack2<T>(o[i][2] * inv_l[1], o[i][3] * inv_l[1]);
+      }
+      cutlass::arch::fence_view_async_shared();  // the writes, visible to the TMA unit
+      cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
+      if (issuer) {
+        Tensor mO = p.tma_o.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+        Tensor gO = local_tile(mO(_, _, tl.bh), cute::Shape<_64, Int<D>>{},
+                               make_coord(tl.q_block * kWG + cwg, _0{}));
+        auto tma_o = p.tma_o.get_slice(_0{});
+        Tensor tOs = tma_o.partition_S(sO);  // (TMA, m, k, warpgroup)
+        copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
+        tma_store_arrive();
+      }
+      if (t == 0) {  // the lse as OnlineSoftmax::store writes it
+        if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
+        if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);
+      }
+    } else {
+      softmax.store<T, D>(static_cast<T*>(p.o) + head_offset * D, p.lse + head_offset, o, inv_l,
+                          row_a, row_b, N, t);
+    }
     it += num_kv;
+    index = next;
+    if (DYNAMIC && last_tile) break;
+  }
+  // Shared memory must outlive the last store's read of it.
+  if constexpr (TMA_STORE) {
+    if (ct % 128 == 0) tma_store_wait<0>();
   }
 }
 
-template <typename Traits, bool CAUSAL, bool PINGPONG, bool OVERLAP, bool PERSISTENT>
+template <typename Traits, bool CAUSAL, bool PINGPONG, bool OVERLAP, Grid GRID, Epilogue EPILOGUE>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_forward_kernel(const __grid_constant__ Fa3Params<Traits> p) {
-  fa3_forward<Traits, CAUSAL, false, PINGPONG, OVERLAP, PERSISTENT>(p);
+  fa3_forward<Traits, CAUSAL, false, PINGPONG, OVERLAP, GRID, EPILOGUE>(p);
 }
 
-// The verification tests' build (kernels/common/fault.hpp), schedule full. Its own name keeps it
-// out of the SASS check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the
-// 192-row kernels spill 20-60 bytes (nvcc 13.0), which only the tests run.
-template <typename Traits, bool CAUSAL>
+// The alternatives (schedules tma-store, persistent-tma-store, dynamic, dynamic-tma-store): the
+// same body under another name, so that the SASS check (ctest sass_fa3: no spills) holds the
+// default and ablation kernels, while scripts/fa3_tune.sh reports the alternatives' spills beside
+// their speed. Made a default (fa3::default_plan), a plan runs as fa3_forward_kernel, and the
+// check then holds it too.
+template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
+__global__ void __launch_bounds__(Traits::kThreads, 1)
+    fa3_alt_kernel(const __grid_constant__ Fa3Params<Traits> p) {
+  fa3_forward<Traits, CAUSAL, false, true, true, GRID, EPILOGUE>(p);
+}
+
+// The verification tests' build (kernels/common/fault.hpp): ping-pong and overlap on, on the
+// default plan's grid and epilogue and on the dynamic TMA-store one. Its own name keeps it out of
+// the SASS check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the 192-row
+// kernels spill 20-60 bytes (nvcc 13.0), which only the tests run.
+template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_fault_kernel(const __grid_constant__ Fa3Params<Traits> p) {
-  fa3_forward<Traits, CAUSAL, true, true, true, false>(p);
+  fa3_forward<Traits, CAUSAL, true, true, true, GRID, EPILOGUE>(p);
 }
 
 // cudaFuncSetAttribute(max dynamic shared memory) once per (kernel, device).
-template <typename Traits, typename Kernel>
-cudaError_t smem_attribute_once(Kernel kernel) {
+template <typename Kernel>
+cudaError_t smem_attribute_once(Kernel kernel, int bytes) {
   static std::mutex mutex;
   static std::map<std::pair<const void*, int>, cudaError_t> done;
   int device = -1;
@@ -513,17 +668,46 @@ cudaError_t smem_attribute_once(Kernel kernel) {
   const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
   auto it = done.find(key);
   if (it == done.end() || device < 0) {
-    const cudaError_t st = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                Traits::kSmemBytes);
+    const cudaError_t st =
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
     it = done.insert_or_assign(key, st).first;
   }
   return it->second;
+}
+
+// The persistent grids' device facts, read once per device (kernels/common/per_device.hpp), not
+// on every launch.
+struct DeviceFacts {
+  cudaError_t status = cudaErrorInvalidDevice;
+  int sms = 0;
+  int l2_bytes = 0;
+};
+inline DeviceFacts device_facts() {
+  static PerDevice<DeviceFacts> facts;
+  return facts.get([] {
+    DeviceFacts f;
+    int device = 0;
+    f.status = cudaGetDevice(&device);
+    if (f.status == cudaSuccess)
+      f.status = cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device);
+    if (f.status == cudaSuccess)
+      f.status = cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device);
+    return f;
+  });
 }
 
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
                    const FaultInjection& fault) {
   using Traits = Fa3Traits<D, BR, BC, T>;
+  constexpr int kWG = Traits::kConsumerWarpgroups;
+  constexpr Plan kDefault = plan_of(Schedule::full, D, BC, CAUSAL, kWG, Traits::kOBuffer);
+  // The pinned alternatives are compiled for bf16 only (the tuning runs; fp16 rows of them say
+  // unsupported: fa3_row_rule); the default plan, whatever it is, for both types.
+  constexpr bool kAlternatives = kAlternativesBuilt && std::is_same_v<T, __nv_bfloat16>;
+  // Grids with no build (they spill: grid_built, fa3_launch.hpp); fa3_row_rule says so first.
+  constexpr bool kPersistentBuilt = grid_built(Grid::persistent, BR, BC, CAUSAL);
+  constexpr bool kDynamicBuilt = grid_built(Grid::dynamic, BR, BC, CAUSAL);
   if (s.N > INT_MAX / D || s.heads_total() > 65535)
     return "fa3: shape too large (N*d must fit 31 bits and B*H <= 65535)";
   const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
@@ -539,51 +723,93 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
                       softmax_scale_log2(s, fault),
                       static_cast<int>(q_blocks),
                       1,
-                      fault};
-  // grid: one thread block per tile, or (persistent) one per SM walking the tiles.
-  auto go = [&](auto kernel, bool persistent_grid) -> std::string {
+                      fault,
+                      {},
+                      nullptr};
+  // grid: one thread block per tile, or (persistent, dynamic) one per SM walking the tiles.
+  auto go = [&](auto kernel, Plan plan) -> std::string {
+    const bool tma_store = plan.epilogue == Epilogue::tma_store;
+    const int smem_bytes = tma_store ? Traits::kSmemBytesO : Traits::kSmemBytes;
     // Per device and per kernel: the attribute belongs to one kernel in one context. (A static
     // inside this lambda would be shared by every schedule's kernel, which all have one type:
     // only the first kernel launched got its attribute, H200 2026-11-22: "invalid argument".)
-    const cudaError_t st = smem_attribute_once<Traits>(kernel);
+    const cudaError_t st = smem_attribute_once(kernel, smem_bytes);
     if (st != cudaSuccess)
       return std::string("fa3: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
+    if (tma_store) p.tma_o = Traits::tma_o(b.o, N, heads);
     dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
-    if (persistent_grid) {
-      int device = 0, sms = 0;
-      if (cudaGetDevice(&device) != cudaSuccess ||
-          cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess)
-        return "fa3: cannot read the SM count";
+    if (plan.grid != Grid::tiles) {
+      const DeviceFacts facts = device_facts();
+      if (facts.status != cudaSuccess)
+        return std::string("fa3: cannot read the SM count and L2 size: ") +
+               cudaGetErrorString(facts.status);
       const std::int64_t tiles = q_blocks * heads;
       if (tiles > INT_MAX) return "fa3: too many tiles for the persistent grid";
-      grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, sms)));
-      int l2_bytes = 0;
-      if (cudaDeviceGetAttribute(&l2_bytes, cudaDevAttrL2CacheSize, device) != cudaSuccess)
-        return "fa3: cannot read the L2 size";
+      grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, facts.sms)));
       const std::int64_t kv_bytes_per_head = 2LL * N * D * sizeof(typename Traits::E);
       p.section_heads = static_cast<int>(std::clamp<std::int64_t>(
-          l2_bytes / 2 / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
+          facts.l2_bytes / 2 / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
     }
-    kernel<<<grid, Traits::kThreads, Traits::kSmemBytes, stream>>>(p);
+    if (plan.grid == Grid::dynamic) {
+      if (b.workspace == nullptr || b.workspace_bytes < kTileCounterBytes)
+        return "fa3: the dynamic grid needs its tile counter (workspace)";
+      p.tile_counter = static_cast<unsigned*>(b.workspace);
+    }
+    kernel<<<grid, Traits::kThreads, smem_bytes, stream>>>(p);
     return launch_status("fa3");
   };
+  constexpr auto unbuilt = [](const char* what) { return std::string("fa3: ") + what; };
   if constexpr (FAULTS) {
-    return go(fa3_fault_kernel<Traits, CAUSAL>, false);
+    if (schedule == Schedule::full)
+      return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue>, kDefault);
+    if constexpr (kAlternatives && kDynamicBuilt && Traits::kOBuffer) {
+      if (schedule == Schedule::dynamic_tma_store)
+        return go(fa3_fault_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::tma_store>,
+                  Plan{Grid::dynamic, Epilogue::tma_store});
+    }
+    return unbuilt("fault injection is compiled for schedules full and dynamic-tma-store (bf16)");
   } else {
     switch (schedule) {
-      case Schedule::persistent:
-        // 3 consumer warpgroups (160 registers each): the persistent causal kernel spills
-        // (96 bytes, nvcc 13.0), so causal persistent is compiled for 2 warpgroups only.
-        if constexpr (Traits::kConsumerWarpgroups == 3 && CAUSAL)
-          return "fa3: causal schedule persistent is compiled for 128-row tiles only";
-        else
-          return go(fa3_forward_kernel<Traits, CAUSAL, true, true, true>, true);
       case Schedule::no_pingpong:
-        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, false>, false);
+        return go(fa3_forward_kernel<Traits, CAUSAL, false, true, kDefault.grid, kDefault.epilogue>,
+                  kDefault);
       case Schedule::no_overlap:
-        return go(fa3_forward_kernel<Traits, CAUSAL, true, false, false>, false);
+        return go(fa3_forward_kernel<Traits, CAUSAL, true, false, kDefault.grid, kDefault.epilogue>,
+                  kDefault);
+      case Schedule::persistent:
+        if constexpr (kPersistentBuilt)
+          return go(
+              fa3_forward_kernel<Traits, CAUSAL, true, true, Grid::persistent, Epilogue::registers>,
+              Plan{Grid::persistent, Epilogue::registers});
+        else
+          return unbuilt("causal persistent grids are compiled for 128-row tiles only");
+      case Schedule::dynamic:
+        if constexpr (kAlternatives && kDynamicBuilt)
+          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::registers>,
+                    Plan{Grid::dynamic, Epilogue::registers});
+        else
+          return unbuilt("schedule dynamic is not compiled for this tile or type");
+      case Schedule::tma_store:
+        if constexpr (kAlternatives && Traits::kOBuffer)
+          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::tiles, Epilogue::tma_store>,
+                    Plan{Grid::tiles, Epilogue::tma_store});
+        else
+          return unbuilt("schedule tma-store is not compiled for this tile or type");
+      case Schedule::persistent_tma_store:
+        if constexpr (kAlternatives && kPersistentBuilt && Traits::kOBuffer)
+          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::persistent, Epilogue::tma_store>,
+                    Plan{Grid::persistent, Epilogue::tma_store});
+        else
+          return unbuilt("schedule persistent-tma-store is not compiled for this tile or type");
+      case Schedule::dynamic_tma_store:
+        if constexpr (kAlternatives && kDynamicBuilt && Traits::kOBuffer)
+          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::tma_store>,
+                    Plan{Grid::dynamic, Epilogue::tma_store});
+        else
+          return unbuilt("schedule dynamic-tma-store is not compiled for this tile or type");
       default:
-        return go(fa3_forward_kernel<Traits, CAUSAL, true, true, false>, false);
+        return go(fa3_forward_kernel<Traits, CAUSAL, true, true, kDefault.grid, kDefault.epilogue>,
+                  kDefault);
     }
   }
 }
