@@ -446,7 +446,10 @@ TEST(Plan, UnsupportedHeadDimHasNoModelAndNoCrash) {
     }
   }
   EXPECT_GE(unsupported, 1);
-  for (const auto& v : r.configs[0].results) EXPECT_GT(v.model.bytes(), 0) << to_string(v.spec);
+  for (const auto& v :
+       r.configs[0].results) {  // a supported head dim: every built variant modelled
+    if (v.status != Status::unsupported) EXPECT_GT(v.model.bytes(), 0) << to_string(v.spec);
+  }
 }
 
 TEST(Plan, StopsWhenInterruptedAndSaysIncomplete) {
