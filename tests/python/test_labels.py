@@ -167,9 +167,9 @@ def test_one_identity_keeps_one_label_across_files(tmp_path):
     """Console labels depend on the configuration's rows: a plain fa2 run and a run of only
     the 64x64 tiles both say "fa2". The report names rows among all its rows, so the two
     kernels are two series and neither replaces the other."""
-    default, a = model_only(tmp_path, "default", "--variants", "fa2", "--N", "1024", "--d", "64")
+    default, a = model_only(tmp_path, "default", "--variants", "fa2", "--N", "1024", "--d", "128")
     other, b = model_only(tmp_path, "other", "--variants", "fa2", "--block-q", "64",
-                          "--block-kv", "64", "--N", "1024", "--d", "64")
+                          "--block-kv", "64", "--N", "1024", "--d", "128")
     assert a == b == ["fa2"]  # what the consoles said
     res = Results.load([default, other])
     assert [r["label"] for r in res.rows] == ["fa2@128x64", "fa2@64x64"]
@@ -206,7 +206,8 @@ def timed(doc: dict, device: str = "synthetic test device (not a measurement)") 
 def sweep(tmp_path_factory) -> Path:
     """A /2 file with a tile sweep and both fa2 block orders: fa-bench's rows, made-up times."""
     folder = tmp_path_factory.mktemp("sweep")
-    path, _ = model_only(folder, "model", *SWEEP, "--N", "1024,4096", "--d", "64")
+    # d=128: fa1's and fa2's defaults are both 128x64 there (fa2's d=64 default is 256x64)
+    path, _ = model_only(folder, "model", *SWEEP, "--N", "1024,4096", "--d", "128")
     doc = schema.load_results(path)
     assert {r["default_config"] for c in doc["configs"] for r in c["results"]} == {True, False}
     out = folder / "sweep-v2.json"
@@ -251,7 +252,7 @@ def test_report_from_a_v2_tile_sweep_names_every_row(sweep):
     block = plot_block_size(res, device)
     handles = [t.get_text() for t in block.figure.legends[0].texts]
     assert [h for h in handles if h.startswith("fa")] == [
-        "fa1 d=64 N=4096", "fa2 d=64 N=4096 (blocks)", "fa2 d=64 N=4096 (heads)"]
+        "fa1 d=128 N=4096", "fa2 d=128 N=4096 (blocks)", "fa2 d=128 N=4096 (heads)"]
     time_ax = block.figure.axes[2]
     assert [len(ln.get_xdata()) for ln in time_ax.get_lines()] == [2, 2, 2]
 
