@@ -125,10 +125,8 @@ std::vector<Runner> runners(const Shape& s) {
   return out;
 }
 
-void run_grid(const Grid& g) {
-  std::string why;
-  const auto device = query_device(0, &why);
-  if (!device) GTEST_SKIP() << "no GPU: " << why;
+// The fault grids' shape: one batch, three heads.
+Shape grid_shape(const Grid& g) {
   Shape s;
   s.B = 1;
   s.H = 3;
@@ -136,15 +134,32 @@ void run_grid(const Grid& g) {
   s.d = g.d;
   s.causal = g.causal;
   s.dtype = g.dtype;
-  Device d;
+  return s;
+}
+
+void allocate_inputs(const Shape& s, Device* d) {
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-  for (void** p : {&d.q, &d.k, &d.v, &d.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
-  FA_CUDA_CHECK(cudaMalloc(&d.lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
-  const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
+  for (void** p : {&d->q, &d->k, &d->v, &d->o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  FA_CUDA_CHECK(cudaMalloc(&d->lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
+}
+
+// Fresh N(0, 1) Q, K, V from `seed`.
+void fill_inputs(const Shape& s, std::uint64_t seed, const Device& d) {
   FA_CUDA_CHECK(fill_normal(d.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
   FA_CUDA_CHECK(fill_normal(d.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
   FA_CUDA_CHECK(fill_normal(d.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
   FA_CUDA_CHECK(cudaDeviceSynchronize());
+}
+
+void run_grid(const Grid& g) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  const Shape s = grid_shape(g);
+  Device d;
+  allocate_inputs(s, &d);
+  const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
+  fill_inputs(s, seed, d);
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
   const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/s.dtype == DType::bf16);
   for (const Runner& runner : runners(s)) {
@@ -225,22 +240,11 @@ TEST_P(Fa2TileFaults, EveryTileCatchesEveryFault) {
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
-  Shape s;
-  s.B = 1;
-  s.H = 3;
-  s.N = g.N;
-  s.d = g.d;
-  s.causal = g.causal;
-  s.dtype = g.dtype;
+  const Shape s = grid_shape(g);
   Device d;
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-  for (void** p : {&d.q, &d.k, &d.v, &d.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
-  FA_CUDA_CHECK(cudaMalloc(&d.lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
+  allocate_inputs(s, &d);
   const std::uint64_t seed = 5151 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
-  FA_CUDA_CHECK(fill_normal(d.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(d.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(d.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
+  fill_inputs(s, seed, d);
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
   const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/false);
   const VariantInfo& info = *find_variant("fa2");
