@@ -304,6 +304,22 @@ def torch_isfinite_all(t) -> bool:
     return bool(t.isfinite().all().item())
 
 
+def time_calls(torch, call, flush, args) -> list[float]:
+    """Warm-up calls, then one CUDA-event sample per call, the L2 flushed before each."""
+    for _ in range(args.warmup):
+        call()
+    start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    samples = []
+    for _ in range(args.repetitions):
+        flush.zero_()  # evict the inputs and outputs from L2: every sample starts cold
+        start.record()
+        call()
+        stop.record()
+        stop.synchronize()
+        samples.append(start.elapsed_time(stop))
+    return samples
+
+
 def run_backend(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, args) -> dict:
     """kwargs for make_result: status, reason, verification, samples_ms."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
@@ -322,17 +338,7 @@ def run_backend(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, 
                           f"{verification['tolerance']:.3e}" if verification["all_finite"]
                           else f"{verification['nonfinite_count']} non-finite output elements")
                 return {"status": "failed", "reason": reason, "verification": verification}
-            for _ in range(args.warmup):
-                call()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            samples = []
-            for _ in range(args.repetitions):
-                flush.zero_()  # evict Q, K, V and O from L2: every sample starts cold
-                start.record()
-                call()
-                stop.record()
-                stop.synchronize()
-                samples.append(start.elapsed_time(stop))
+            samples = time_calls(torch, call, flush, args)
     except RuntimeError as e:  # backend not available for this shape / build / GPU
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         torch.cuda.synchronize()
@@ -360,17 +366,7 @@ def run_backend_backward(torch, sdpa_kernel, backend, q, k, v, causal, reference
                           if verification["all_finite"]
                           else f"{verification['nonfinite_count']} non-finite gradient elements")
                 return {"status": "failed", "reason": reason, "verification": verification}
-            for _ in range(args.warmup):
-                call()
-            start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            samples = []
-            for _ in range(args.repetitions):
-                flush.zero_()
-                start.record()
-                call()
-                stop.record()
-                stop.synchronize()
-                samples.append(start.elapsed_time(stop))
+            samples = time_calls(torch, call, flush, args)
     except RuntimeError as e:  # backend without a backward for this shape / build / GPU
         first = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
         torch.cuda.synchronize()
