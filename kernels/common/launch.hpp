@@ -25,7 +25,6 @@
 #include <vector>
 
 #include "kernels/common/fault.hpp"
-#include "kernels/common/per_device.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/registry.hpp"
 
@@ -103,21 +102,6 @@ inline std::string launch_status(const char* variant) {
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) {
     return std::string(variant) + " launch: " + cudaGetErrorString(e);
   }
-  return "";
-}
-
-// Raises Kernel's dynamic shared-memory limit to `bytes`, once per device (the attribute belongs
-// to the device's context); "" or "<who>: cudaFuncSetAttribute: <error>". The kernel is a template
-// argument so that every kernel has its own flag (a flag keyed on the pointer's type is shared by
-// every kernel of one signature: only the first got its limit, H200 2026-11-23).
-template <auto Kernel>
-std::string set_max_dynamic_smem(int bytes, const char* who) {
-  static PerDevice<cudaError_t> attr;
-  const cudaError_t status = attr.get([&] {
-    return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-  });
-  if (status != cudaSuccess)
-    return std::string(who) + ": cudaFuncSetAttribute: " + cudaGetErrorString(status);
   return "";
 }
 

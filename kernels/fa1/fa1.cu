@@ -24,6 +24,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fa1/fa1.hpp"
 
 namespace fa {
@@ -175,8 +176,14 @@ std::string launch_fa1(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
                        const FaultInjection& fault = {}) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = fa1_smem_bytes<D, BR, BC>();
-  constexpr auto kernel = fa1_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
-  if (std::string e = set_max_dynamic_smem<kernel>(kSmem, "fa1"); !e.empty()) return e;
+  auto kernel = fa1_forward_kernel<D, BR, BC, CAUSAL, T, FAULTS>;
+  static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
+  const cudaError_t attr_status = attr.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
+  if (attr_status != cudaSuccess) {
+    return std::string("fa1: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_status);
+  }
   if (s.heads_total() > 0x7fffffff) return "fa1: too many heads for one grid";
   float* state = static_cast<float*>(b.workspace);
   const std::int64_t rows = s.heads_total() * s.N;

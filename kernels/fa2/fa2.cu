@@ -33,6 +33,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
 
 namespace fa {
@@ -214,8 +215,14 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
                        bool heads_fastest, const FaultInjection& fault = {}) {
   constexpr int kThreads = BR / WR * 32;
   constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
-  constexpr auto kernel = fa2_forward_kernel<D, BR, BC, WR, CAUSAL, T, FAULTS>;
-  if (std::string e = set_max_dynamic_smem<kernel>(kSmem, "fa2"); !e.empty()) return e;
+  auto kernel = fa2_forward_kernel<D, BR, BC, WR, CAUSAL, T, FAULTS>;
+  static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
+  const cudaError_t attr_status = attr.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
+  if (attr_status != cudaSuccess) {
+    return std::string("fa2: cudaFuncSetAttribute: ") + cudaGetErrorString(attr_status);
+  }
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
   if (q_blocks == 0) return "";
   const std::int64_t y_extent = heads_fastest ? q_blocks : s.heads_total();

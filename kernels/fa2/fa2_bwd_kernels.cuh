@@ -57,6 +57,7 @@
 #include "kernels/common/fault.hpp"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
 
 namespace fa {
@@ -464,6 +465,21 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_bwd_dq_kernel(const Fa2BwdPa
   }
 }
 
+// cudaFuncSetAttribute once per device and kernel; "" or the error line. The kernel is a template
+// argument so that each kernel has its own flag: keyed on the pointer's type, every kernel of
+// one signature shared a flag and only the first got its attribute (H200, 2026-11-23: every
+// later kernel above 48 KiB failed to launch with "invalid argument").
+template <auto Kernel>
+std::string set_smem(int bytes) {
+  static PerDevice<cudaError_t> attr;
+  const cudaError_t status = attr.get([&] {
+    return cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+  });
+  if (status != cudaSuccess)
+    return std::string("fa2 backward: cudaFuncSetAttribute: ") + cudaGetErrorString(status);
+  return "";
+}
+
 dim3 bwd_grid(bool heads_fastest, std::int64_t blocks, std::int64_t heads) {
   return heads_fastest ? dim3(static_cast<unsigned>(heads), static_cast<unsigned>(blocks))
                        : dim3(static_cast<unsigned>(blocks), static_cast<unsigned>(heads));
@@ -512,9 +528,8 @@ std::string launch_fa2_bwd(const Shape& s, const BackwardBuffers& b, cudaStream_
     constexpr int kSmem = fa2_bwd_smem_bytes<D, BR, BC, false>();
     constexpr auto dq_kernel = fa2_bwd_dq_kernel<D, kDqBr, kDqBc, CAUSAL, T, FAULTS>;
     constexpr int kDqSmem = fa2_bwd_dq_smem_bytes<D, kDqBr, kDqBc>();
-    if (std::string e = set_max_dynamic_smem<kernel>(kSmem, "fa2 backward"); !e.empty()) return e;
-    if (std::string e = set_max_dynamic_smem<dq_kernel>(kDqSmem, "fa2 backward"); !e.empty())
-      return e;
+    if (std::string e = set_smem<kernel>(kSmem); !e.empty()) return e;
+    if (std::string e = set_smem<dq_kernel>(kDqSmem); !e.empty()) return e;
     phases.begin("D = rowsum(dO o O)");
     fa2_bwd_prepass_kernel<D, T, false><<<prepass_blocks, 256, 0, stream>>>(p);
     phases.end();
@@ -531,7 +546,7 @@ std::string launch_fa2_bwd(const Shape& s, const BackwardBuffers& b, cudaStream_
   }
   constexpr auto kernel = fa2_bwd_kernel<D, BR, BC, CAUSAL, T, FAULTS, true>;
   constexpr int kSmem = fa2_bwd_smem_bytes<D, BR, BC, true>();
-  if (std::string e = set_max_dynamic_smem<kernel>(kSmem, "fa2 backward"); !e.empty()) return e;
+  if (std::string e = set_smem<kernel>(kSmem); !e.empty()) return e;
   phases.begin("D = rowsum(dO o O), dQ accumulator zeroed");
   fa2_bwd_prepass_kernel<D, T, true><<<prepass_blocks, 256, 0, stream>>>(p);
   phases.end();

@@ -32,6 +32,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fp8/fp8.hpp"
 
 namespace fa {
@@ -385,8 +386,13 @@ std::string launch_attention(const Shape& s, const Workspace& w, const DeviceBuf
                              cudaStream_t stream, const FaultInjection& fault) {
   constexpr int kThreads = BR / 16 * 32;
   constexpr int kSmem = BR * D + 4 * BC * D;
-  constexpr auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL, FAULTS>;
-  if (std::string e = set_max_dynamic_smem<kernel>(kSmem, "fp8"); !e.empty()) return e;
+  auto kernel = fp8_forward_kernel<D, BR, BC, CAUSAL, FAULTS>;
+  static PerDevice<cudaError_t> attr_once;  // per device: the attribute belongs to its context
+  const cudaError_t attr = attr_once.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
+  if (attr != cudaSuccess)
+    return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(attr);
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
   if (q_blocks == 0) return "";
   if (s.heads_total() > 65535) return "fp8: grid too large (B*H must be <= 65535)";
