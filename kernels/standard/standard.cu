@@ -17,7 +17,11 @@
 // of their own, the given O and lse untouched), as a training step's forward leaves P for its
 // backward. The timed backward is then, each pass through HBM:
 //   pass 1  dP = dO V^T             cuBLAS, dP (N x N, input type) into the dS buffer
-//   pass 2  D = rowsum(dO o O)      a kernel, one warp per row, fp32 (O: the given forward output)
+//   pass 2  D = rowsum(dO o O)      a kernel, one warp per row, fp32. O: this forward's own (the
+//                                   scratch O of prepare_backward), the O that P produced, so that
+//                                   sum_j dS_ij = 0 holds to rounding on each row. With the given O
+//                                   (fa2's) a causal row of 2-3 keys failed its dQ check on the
+//                                   H200 (1.18x and 1.41x its tolerance, 2026-11-23).
 //   pass 3  dS = P o (dP - D)       a kernel, one thread block per row, in place over dP; causal:
 //                                   keys past the diagonal not read, written 0
 //   pass 4  dQ = scale dS K         cuBLAS
@@ -450,9 +454,9 @@ class StandardLauncher final : public Launcher {
     if (rows > 0x7fffffff) return "standard: too many rows for one grid";
     phase_begin("D = rowsum(dO o O)");
     if (s.dtype == DType::bf16) {
-      launch_rowsum<__nv_bfloat16>(s, b, D, rows, stream);
+      launch_rowsum<__nv_bfloat16>(s, b.d_o, ws + l.o, D, rows, stream);
     } else {
-      launch_rowsum<__half>(s, b, D, rows, stream);
+      launch_rowsum<__half>(s, b.d_o, ws + l.o, D, rows, stream);
     }
     phase_end();
     phase_begin("dS = P o (dP - D)");
@@ -491,11 +495,11 @@ class StandardLauncher final : public Launcher {
   }
 
   template <typename T>
-  static void launch_rowsum(const Shape& s, const BackwardBuffers& b, float* D, std::int64_t rows,
-                            cudaStream_t stream) {
+  static void launch_rowsum(const Shape& s, const void* d_o, const void* o, float* D,
+                            std::int64_t rows, cudaStream_t stream) {
     const auto blocks = static_cast<unsigned>((rows + 7) / 8);
     rowsum_do_o_kernel<T><<<blocks, 256, 0, stream>>>(
-        static_cast<const T*>(b.d_o), static_cast<const T*>(b.o), D, rows, static_cast<int>(s.d));
+        static_cast<const T*>(d_o), static_cast<const T*>(o), D, rows, static_cast<int>(s.d));
   }
 
   template <typename T>
