@@ -143,7 +143,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa1", "fa2", "fa3", "fp8"}) {
+  for (const char* variant : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
         if (!find_variant(variant)->supports_dtype(t)) continue;
@@ -403,33 +403,69 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
 
 // FP8 against the bars at sequence lengths where they apply: RMSE <= 1e-2 on N(0,1)
 // inputs, and <= 2.4e-2 (the FlashAttention-3 paper's per-tensor FP8 baseline) on its outlier
-// inputs. (Short sequences are judged against a plain FP8 implementation instead: see
-// docs/accuracy.md.)
+// inputs; both kernels (fp8: wgmma on sm_90a, fp8-sm89: mma.sync), both scale granularities.
+// (Short sequences are judged against a plain FP8 implementation instead: docs/accuracy.md.)
 TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto device = query_device(0, &why);
-  if (auto r = find_variant("fp8")->unsupported_on_device(device->cc_major, device->cc_minor);
-      !r.empty()) {
-    GTEST_SKIP() << r;
-  }
-  for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
-    const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
-    for (std::int64_t N : {1000, 4096}) {
-      for (bool causal : {false, true}) {
-        for (int d : {64, 128}) {
-          Shape s;
-          s.N = N;
-          s.d = d;
-          s.B = 1;
-          s.H = 3;
-          s.causal = causal;
-          const auto v = run_and_check("fp8", s, 99 + N, false, {}, nullptr, inputs);
-          EXPECT_TRUE(v.all_finite);
-          EXPECT_LE(v.rmse, bar) << (inputs == Inputs::outliers ? "outliers" : "normal")
-                                 << " N=" << N << " causal=" << causal << " d=" << d
-                                 << " (plain fp8 " << v.baseline_rmse << ")";
+  int ran = 0;
+  for (const char* variant : {"fp8", "fp8-sm89"}) {
+    if (!find_variant(variant)->unsupported_on_device(device->cc_major, device->cc_minor).empty())
+      continue;
+    for (const char* scale : {"block", "head"}) {
+      LaunchOptions lo;
+      lo.options[kOptionFp8Scale] = std::string(scale);
+      for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
+        const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
+        for (std::int64_t N : {1000, 4096}) {
+          for (bool causal : {false, true}) {
+            for (int d : {64, 128}) {
+              Shape s;
+              s.N = N;
+              s.d = d;
+              s.B = 1;
+              s.H = 3;
+              s.causal = causal;
+              const auto v = run_and_check(variant, s, 99 + N, false, {}, nullptr, inputs, lo);
+              ++ran;
+              EXPECT_TRUE(v.all_finite);
+              EXPECT_TRUE(v.passed) << variant << " " << scale << " N=" << N << ": "
+                                    << bench::verification_failure_reason(v);
+              EXPECT_LE(v.rmse, bar)
+                  << variant << " scale=" << scale << " "
+                  << (inputs == Inputs::outliers ? "outliers" : "normal") << " N=" << N
+                  << " causal=" << causal << " d=" << d << " (plain fp8 " << v.baseline_rmse << ")";
+            }
+          }
         }
+      }
+    }
+  }
+  if (ran == 0) GTEST_SKIP() << "no fp8 kernel runs on this device";
+}
+
+// The four input families (--inputs) through both FP8 kernels: the verification rule passes.
+TEST(Fp8, PassesOnEveryInputFamily) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto device = query_device(0, &why);
+  for (const char* variant : {"fp8", "fp8-sm89"}) {
+    if (!find_variant(variant)->unsupported_on_device(device->cc_major, device->cc_minor).empty())
+      continue;
+    for (Inputs inputs : {Inputs::normal, Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
+      for (bool causal : {false, true}) {
+        Shape s;
+        s.N = 1000;
+        s.d = 128;
+        s.B = 1;
+        s.H = 3;
+        s.causal = causal;
+        const auto v =
+            run_and_check(variant, s, 7 + static_cast<int>(inputs), false, {}, nullptr, inputs);
+        EXPECT_TRUE(v.passed) << variant << " inputs " << static_cast<int>(inputs)
+                              << " causal=" << causal << ": "
+                              << bench::verification_failure_reason(v);
       }
     }
   }
