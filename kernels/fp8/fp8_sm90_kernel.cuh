@@ -152,8 +152,30 @@ struct Traits {
   using TmaK = decltype(tma_k(nullptr, 1, 1));
   using TmaV = decltype(tma_v(nullptr, 128, 1));
 
-  static constexpr std::uint32_t kBytesQ = BR * D;
-  static constexpr std::uint32_t kBytesKV = BC * D;
+  // expect-tx counts: box elements x sizeof(E) (1 byte: E4M3; a count copied from the bf16 kernel
+  // would be 2x too large and the full barriers would never complete). Each tile is one TMA box
+  // (CuTe's bits per TMA instruction == the tile), and the complete_tx of a box that runs past N
+  // (zero fill) still counts the whole box, so these are the bytes every load delivers.
+  static constexpr std::uint32_t kBytesQ = BR * D * sizeof(E);
+  static constexpr std::uint32_t kBytesKV = BC * D * sizeof(E);
+  static_assert(sizeof(E) == 1 && cute::sizeof_bits_v<E> == 8);
+  template <typename Tma>
+  static constexpr std::uint32_t kBytesPerTma =
+      decltype(size(typename Tma::Traits::SrcLayout{}))::value / 8;
+  static_assert(kBytesPerTma<TmaQ> == kBytesQ && kBytesQ == cosize_v<SmemLayoutQ> * sizeof(E),
+                "Q: one TMA box must fill Q's buffer with exactly kBytesQ");
+  static_assert(kBytesPerTma<TmaK> == kBytesKV &&
+                    kBytesKV * kStages == cosize_v<SmemLayoutK> * sizeof(E),
+                "K: one TMA box per stage of exactly kBytesKV");
+  static_assert(kBytesPerTma<TmaV> == kBytesKV &&
+                    kBytesKV * kStages == cosize_v<SmemLayoutV> * sizeof(E),
+                "V: one TMA box per stage of exactly kBytesKV");
+  // TMA box limits (<= 256 per dimension) and V8's padding: every V box lies inside [0, Npad).
+  static_assert(BR <= 256 && BC <= 256 && D <= 256 && kPad % BC == 0);
+  // setmaxnreg: the producer's registers pay for the consumers' (launch bounds give
+  // 65536 / kThreads each, rounded down to 8; setmaxnreg.inc would wait forever otherwise).
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
+  static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0);
 
   struct SharedStorage {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
@@ -216,6 +238,16 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   if (N % BC != 0) first_masked = min(first_masked, total_kv - 1);
   const int num_masked = FAULTS ? num_kv : num_kv - min(first_masked, num_kv);
 
+  // Barrier protocol (checked against fa3_kernel.cuh and its PTX, 2026-11-23):
+  //   full barriers: 1 arrival (the producer's arrive_and_expect_tx) + the box's bytes;
+  //   empty barriers: kConsumerThreads arrivals (every thread of every consumer warpgroup arrives
+  //     once per block: K after its Q K^T, V after its P V);
+  //   block i (the i-th loaded, j = num_kv-1-i) uses stage i % kStages, consumer parity
+  //     (i / kStages) & 1, producer parity that ^ 1 (the first round passes); producer and
+  //     consumers run i over the same [0, num_kv) (both from num_kv below);
+  //   ping-pong: named barrier w (CUTLASS adds its reserved ids) counts 256 = warpgroup w's sync
+  //     + its predecessor's arrive; kWG (2 or 3) turns per round, num_kv + 1 turns per warpgroup,
+  //     the last warpgroup opens the first turn and skips its last arrive.
   if (threadIdx.x == 0) {
     FullBarrier::init(&smem.q_full, 1);
     for (int s = 0; s < kStages; ++s) {
@@ -472,6 +504,19 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
                softmax_scale_log2(s, fault),
                static_cast<int>(q_blocks),
                fault};
+  // With NDEBUG, CuTe's make_tma_copy only prints when cuTensorMapEncodeTiled fails (its assert is
+  // compiled out) and leaves the descriptor zeroed: a kernel launched with it would wait on its
+  // full barriers forever. Refuse to launch instead.
+  auto encoded = [](const auto* desc) {
+    const auto* bytes = reinterpret_cast<const unsigned char*>(desc);
+    for (std::size_t i = 0; i < sizeof(*desc); ++i) {
+      if (bytes[i] != 0) return true;
+    }
+    return false;
+  };
+  if (!encoded(p.tma_q.get_tma_descriptor()) || !encoded(p.tma_k.get_tma_descriptor()) ||
+      !encoded(p.tma_v.get_tma_descriptor()))
+    return "fp8: TMA descriptor encoding failed (cuTensorMapEncodeTiled: see stderr)";
   auto kernel = FAULTS ? fp8_sm90_fault_kernel<Tr, CAUSAL> : fp8_sm90_forward_kernel<Tr, CAUSAL>;
   const cudaError_t st = smem_attribute_once<Tr>(kernel);
   if (st != cudaSuccess) return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
