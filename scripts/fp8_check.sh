@@ -46,7 +46,7 @@ if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gp
   exit 1
 fi
 bin=$build/bin/fa-bench
-if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fp8 ' | grep -q 'built for sm_90a'; then
+if ! "$bin" --list-variants 2>/dev/null | grep -A12 -E '^fp8( |$)' | grep -q 'built for sm_90a'; then
   echo "fp8_check: error: fp8 (sm_90a) was not built ($bin --list-variants)" >&2
   exit 1
 fi

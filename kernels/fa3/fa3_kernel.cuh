@@ -641,24 +641,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   fa3_forward<Traits, CAUSAL, true, true, true, GRID, EPILOGUE>(p);
 }
 
-// cudaFuncSetAttribute(max dynamic shared memory) once per (kernel, device).
-template <typename Kernel>
-cudaError_t smem_attribute_once(Kernel kernel, int bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, cudaError_t> done;
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) device = -1;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  auto it = done.find(key);
-  if (it == done.end() || device < 0) {
-    const cudaError_t st =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    it = done.insert_or_assign(key, st).first;
-  }
-  return it->second;
-}
-
 // The persistent grids' device facts, read once per device (kernels/common/per_device.hpp), not
 // on every launch.
 struct DeviceFacts {

@@ -149,7 +149,10 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
     for (int e = 0; e < E; ++e) m = fmaxf(m, fabsf(x[r][e]));
   }
   __shared__ float red[8];
-  if (lane == 0) red[warp] = warp_max(m);
+  // Every lane takes part in the shuffles (a full-mask __shfl_xor_sync called by lane 0 alone
+  // waits for the other 31 forever: the H200 hang of 2026-11-23, found with cuda-gdb).
+  m = warp_max(m);
+  if (lane == 0) red[warp] = m;
   __syncthreads();
   float amax;
   if constexpr (HEAD_SCALE) {

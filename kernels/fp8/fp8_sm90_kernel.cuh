@@ -57,6 +57,7 @@ namespace fa::fp8::sm90 {
 
 using namespace cute;
 using hopper::smem_attribute_once;
+using hopper::wait_barrier;
 using hopper::wgmma_issue;
 
 // The A operand of 8-bit wgmma from registers (CuTe's GMMA::ALayout_64x32: (thread, value) ->
@@ -292,13 +293,13 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
         const int j = num_kv - 1 - i;
         const int s = i % kStages;
         const std::uint32_t free_phase = ((i / kStages) & 1) ^ 1;  // first round: free
-        EmptyBarrier::wait(&smem.k_empty[s], free_phase);
+        wait_barrier(&smem.k_empty[s], free_phase, "k_empty", s);
         FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kBytesKV);
         copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
         int v_block = j;
         if constexpr (FAULTS)
           v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
-        EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+        wait_barrier(&smem.v_empty[s], free_phase, "v_empty", s);
         FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kBytesKV);
         copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
       }
@@ -410,9 +411,9 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     }
   };
 
-  FullBarrier::wait(&smem.q_full, 0);
+  wait_barrier(&smem.q_full, 0, "q_full", 0);
   // i = 0: Q K^T alone.
-  FullBarrier::wait(&smem.k_full[stage(0)], phase(0));
+  wait_barrier(&smem.k_full[stage(0)], phase(0), "k_full", stage(0));
   turn_begin();
   wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
   turn_end(false);
@@ -425,8 +426,8 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     softmax_block(block_of(0), std::false_type{});
   convert_p();
   auto step = [&](int i, auto masked) {
-    FullBarrier::wait(&smem.k_full[stage(i)], phase(i));
-    FullBarrier::wait(&smem.v_full[stage(i - 1)], phase(i - 1));
+    wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
+    wait_barrier(&smem.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
     turn_begin();
     wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
     wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
@@ -445,7 +446,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   for (; i < num_masked; ++i) step(i, std::true_type{});
   for (; i < num_kv; ++i) step(i, std::false_type{});
   const int last = num_kv - 1;
-  FullBarrier::wait(&smem.v_full[stage(last)], phase(last));
+  wait_barrier(&smem.v_full[stage(last)], phase(last), "v_full", stage(last));
   turn_begin();
   wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
   turn_end(true);
@@ -518,7 +519,7 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
       !encoded(p.tma_v.get_tma_descriptor()))
     return "fp8: TMA descriptor encoding failed (cuTensorMapEncodeTiled: see stderr)";
   auto kernel = FAULTS ? fp8_sm90_fault_kernel<Tr, CAUSAL> : fp8_sm90_forward_kernel<Tr, CAUSAL>;
-  const cudaError_t st = smem_attribute_once<Tr>(kernel);
+  const cudaError_t st = smem_attribute_once(kernel, Tr::kSmemBytes);
   if (st != cudaSuccess) return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
   kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads)), Tr::kThreads,
            Tr::kSmemBytes, stream>>>(p);
