@@ -13,6 +13,7 @@
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
 #include "bench/version.hpp"
+#include "kernels/common/fill.hpp"
 #include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 
@@ -180,9 +181,13 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
       "(heads interleaved) | both");
   app.add_option("--seed", o.seed, "seed of the random inputs");
   app.add_option("--inputs", o.inputs,
-                 "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001))");
+                 "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001)) | uniform "
+                 "(uniform(-3,3)) | heavy (N(0,1)*exp(N(0,1)))");
   app.add_flag("--fp8-prequantized", o.fp8_prequantized,
                "fp8: quantise once, time the attention kernel alone");
+  app.add_option("--fp8-scale", o.fp8_scale,
+                 "fp8 quantisation scales: block (per block of rows, one pass; default) | head "
+                 "(per batch and head: an amax pass first) | both (one row each)");
   app.add_option("--fa3-schedule", o.fa3_schedule,
                  "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent | "
                  "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
@@ -388,8 +393,11 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
       o.extra_metrics.push_back(m);
     }
   }
-  if (o.inputs != "normal" && o.inputs != "outliers") {
-    throw BadInput{fmt::format("--inputs: '{}' (accepted: normal, outliers)", o.inputs)};
+  if (Inputs dist; !parse_inputs(o.inputs, &dist)) {
+    throw BadInput{fmt::format("--inputs: '{}' (accepted: {})", o.inputs, inputs_names())};
+  }
+  if (o.fp8_scale != "block" && o.fp8_scale != "head" && o.fp8_scale != "both") {
+    throw BadInput{fmt::format("--fp8-scale: '{}' (accepted: block, head, both)", o.fp8_scale)};
   }
   if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
   if (app.count("--repetitions") && o.repetitions < 1) {

@@ -27,8 +27,9 @@ struct Options {
   std::vector<Direction> directions{Direction::forward};
   std::string fa2_order = "blocks";  // --fa2-order: blocks | heads | both (thread-block order)
   std::uint64_t seed = 1234;
-  std::string inputs = "normal";  // normal | outliers (kernels/common/fill.hpp)
+  std::string inputs = "normal";  // normal | outliers | uniform | heavy (kernels/common/fill.hpp)
   bool fp8_prequantized = false;
+  std::string fp8_scale = "block";  // --fp8-scale: block | head | both (fp8's quantisation scales)
   std::string fa3_schedule = "full";  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
   std::string cudnn_stats = "on";     // --cudnn-stats: on | off | both (the cudnn forward's lse)
   std::string fa2_dq = "atomic";      // --fa2-dq: atomic | separate | both (fa2 backward's dQ)

@@ -52,6 +52,9 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
   } else if (decl.name == kOptionDq) {
     if (o.fa2_dq != "separate") wanted.emplace_back(std::string(kDqAtomic));
     if (o.fa2_dq != "atomic") wanted.emplace_back(std::string(kDqSeparate));
+  } else if (decl.name == kOptionFp8Scale) {
+    if (o.fp8_scale != "head") wanted.emplace_back(std::string("block"));
+    if (o.fp8_scale != "block") wanted.emplace_back(std::string("head"));
   } else if (decl.name == kOptionStats) {
     if (o.cudnn_stats != "off") wanted.emplace_back(true);
     if (o.cudnn_stats != "on") wanted.emplace_back(false);

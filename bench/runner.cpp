@@ -126,6 +126,8 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   v.peer = info.peer;
   model::ModelOptions mo;
   mo.fp8_quantisation_timed = info.quantisation_timed(row.spec.options);
+  const OptionValue* fp8_scale = row.spec.option(kOptionFp8Scale);
+  mo.fp8_amax_pass = fp8_scale && *fp8_scale == OptionValue(std::string("head"));
   mo.direction = row.spec.direction;
   mo.writes_lse = info.row_writes_lse(row.spec.options);
   if (const OptionValue* dq = row.spec.option(kOptionDq))
@@ -426,7 +428,8 @@ std::string backward_forward_pass(const RunContext& ctx, const Shape& s, ConfigI
 
 void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
   const Shape& s = c.shape;
-  const Inputs dist = ctx.o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
+  Inputs dist = Inputs::normal;
+  parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
   if (!(in->d_o.allocate(in->qkv_bytes) && in->bwd_o.allocate(in->qkv_bytes) &&
         in->bwd_lse.allocate(in->lse_bytes) && in->dq.allocate(in->qkv_bytes) &&
         in->dk.allocate(in->qkv_bytes) && in->dv.allocate(in->qkv_bytes))) {
@@ -464,7 +467,8 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
                  nullptr,   0};
   if (!in->ok) return;
-  const Inputs dist = ctx.o.inputs == "outliers" ? Inputs::outliers : Inputs::normal;
+  Inputs dist = Inputs::normal;
+  parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
   const cudaStream_t stream = ctx.stream;
   FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
   FA_CUDA_CHECK(fill_normal(in->k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));

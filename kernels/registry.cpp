@@ -119,27 +119,62 @@ const std::vector<VariantInfo>& variant_registry() {
          "block per SM walks the tiles), tma-store (O through shared memory and a TMA store), "
          "persistent-tma-store, dynamic (a persistent grid fed by an atomic tile counter), "
          "dynamic-tma-store"}};
+    // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).
+    const std::vector<OptionDecl> fp8_options = {
+        {kOptionPrequantized,
+         {false, true},
+         "true: Q, K, V quantised once outside the timed region (--fp8-prequantized)"},
+        {kOptionFp8Scale,
+         {std::string("block"), std::string("head")},
+         "quantisation scales (--fp8-scale): block (Q per 64 rows, K and V per 128 keys, one pass "
+         "over the inputs; the default, chosen by the CPU emulation in docs/accuracy.md) or head "
+         "(one per batch and head: an amax pass first)"}};
     r.push_back(VariantInfo{
         "fp8",
         Algorithm::fp8,
-        "FP8 (E4M3) forward: Q, K, V quantised per (batch, head) (amax pass + quantise pass, timed "
-        "with the variant unless --fp8-prequantized), P quantised as E4M3(256 P), fp32 "
-        "accumulation and softmax, bf16 output",
+        "FP8 (E4M3) forward on sm_90a: Q, K (Hadamard-rotated) and V quantised in one pass (scales "
+        "per block of rows or per head; timed with the variant unless --fp8-prequantized), both "
+        "products on FP8 wgmma, P quantised as E4M3(256 P) in registers, fp32 softmax, bf16 "
+        "output; descales folded into the softmax scale and the epilogue",
+        "fa3's: grid over (query blocks x batch*heads); a producer warp loads Q8 once and K8/V8 "
+        "blocks through a 2-stage ring (last block first); consumer warpgroups of 64 query rows "
+        "(2 at d=128, 3 at d=64) loop over K/V blocks, ping-pong and intra-warpgroup overlap",
+        "sm_90a: TMA, wgmma e4m3 (S from shared memory, P V with P8 in registers and V8 K-major "
+        "[d][N] written by the quantise pass with its keys permuted to match P's registers), "
+        "setmaxnreg; CuTe (nvidia-cutlass). Elsewhere: fp8-sm89",
+        {64, 128},
+        {DType::bf16},
+        fp8_tile_options,
+        [](const LaunchOptions& o) { return make_fp8_launcher(o); },
+        90,
+        AccuracyRule::fp8_rmse,
+        /*writes_lse=*/true,
+        /*peer=*/false,
+        /*model_tiles=*/Tiles{},
+        fp8_build_status,
+        fp8_shape_rule});
+    r.back().max_compute_capability = 90;  // sm_90a code only (wgmma, setmaxnreg)
+    r.back().pipeline.stages = 2;          // K/V ring
+    r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
+    r.back().options = fp8_options;
+    r.back().quantisation = Quantisation::timed;
+    r.push_back(VariantInfo{
+        "fp8-sm89",
+        Algorithm::fp8,
+        "FP8 (E4M3) forward, the portable kernel (sm_89+): the same quantisation pass as fp8, "
+        "P quantised as E4M3(256 P), fp32 accumulation and softmax, bf16 output",
         "as fa2: grid over (query blocks x batch*heads), K/V loop inside, deferred 1/l",
         "mma.sync m16n8k32 e4m3 (FP8 tensor cores, sm_89+), V stored transposed with permuted "
         "keys so P never leaves registers",
         {64, 128},
         {DType::bf16},
-        fp8_tile_options,
-        [](const LaunchOptions& o) { return make_fp8_launcher(o); },
+        fp8_sm89_tile_options,
+        [](const LaunchOptions& o) { return make_fp8_sm89_launcher(o); },
         89,
         AccuracyRule::fp8_rmse,
         /*writes_lse=*/true});
     r.back().pipeline.stages = 2;  // cp.async double buffering
-    r.back().options = {{kOptionPrequantized,
-                         {false, true},
-                         "true: Q, K, V quantised once outside the timed region "
-                         "(--fp8-prequantized)"}};
+    r.back().options = fp8_options;
     r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{
         "cudnn",

@@ -84,6 +84,7 @@ inline constexpr const char* kOptionStats = "stats";  // bool: the forward write
 inline constexpr const char* kOptionDq = "dq";
 inline constexpr const char* kDqAtomic = "dq-atomic";
 inline constexpr const char* kDqSeparate = "dq-separate";
+inline constexpr const char* kOptionFp8Scale = "fp8_scale";  // "block" | "head" (fp8 scales)
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.

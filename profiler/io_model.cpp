@@ -110,17 +110,18 @@ IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
   return m;
 }
 
-// kernels/fp8/fp8.cu: the fa2 pattern on 1-byte Q, K, V; when the quantisation is timed, an amax
-// pass reads Q, K, V and a quantise pass reads them again and writes the 1-byte copies (V
-// transposed, padded to a multiple of 128 keys).
-IoModel fp8_model(const Shape& s, Tiles t, bool quantisation_timed) {
+// kernels/fp8/: the fa2 pattern on 1-byte Q, K, V; when the quantisation is timed
+// (kernels/fp8/fp8_quant.cu), the quantise pass reads Q, K, V and writes the 1-byte copies (V
+// transposed, padded to a multiple of 128 keys), after an amax pass that reads them too with
+// per-head scales (--fp8-scale head; per-block scales need none).
+IoModel fp8_model(const Shape& s, Tiles t, bool quantisation_timed, bool amax_pass) {
   IoModel m = fa2_model(s, t, 1.0);
   if (quantisation_timed) {
     const double e = static_cast<double>(element_bytes(s.dtype));
     const double heads = static_cast<double>(s.heads_total());
     const double nd = heads * s.N * s.d;
     const double npad = static_cast<double>((s.N + 127) / 128 * 128);
-    add(m, "Q, K, V read (amax pass)", false, 3 * nd * e);
+    if (amax_pass) add(m, "Q, K, V read (amax pass)", false, 3 * nd * e);
     add(m, "Q, K, V read (quantise pass)", false, 3 * nd * e);
     add(m, "Q8, K8, V8^T written (quantise pass)", true, 2 * nd + heads * s.d * npad);
   }
@@ -359,7 +360,7 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = fa1_model(shape, tiles, options.fa1);
       break;
     case Algorithm::fp8:
-      m = fp8_model(shape, tiles, options.fp8_quantisation_timed);
+      m = fp8_model(shape, tiles, options.fp8_quantisation_timed, options.fp8_amax_pass);
       break;
   }
   if (!options.writes_lse) {  // no "lse written" term, and none in the compulsory bytes

@@ -63,6 +63,7 @@ struct ModelOptions {
   Direction direction = Direction::forward;
   Fa1StateBytes fa1;
   bool fp8_quantisation_timed = true;  // false with --fp8-prequantized
+  bool fp8_amax_pass = false;          // --fp8-scale head: an amax pass before the quantise pass
   bool writes_lse = true;    // false: the row writes no log-sum-exp (cudnn stats=false, cudnn-fp8)
   bool dq_separate = false;  // fa2 backward, option dq = dq-separate (a dQ kernel, no atomics)
 };

@@ -36,7 +36,7 @@ DIRECTIONS = ("forward", "backward")
 BLOCK_ORDERS = ("blocks", "heads", "")
 CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # with the GPU: what makes a configuration unique
 L2_MODES = ("cold", "warm")
-INPUTS = ("normal", "outliers")
+INPUTS = ("normal", "outliers", "uniform", "heavy")  # --inputs (kernels/common/fill.hpp)
 DEVICE_REQUIRED = ("index", "name", "uuid", "compute_capability", "sm_count", "memory_bytes",
                    "l2_bytes")
 PLACEMENT_BASES = ("counters", "compulsory")

@@ -42,8 +42,8 @@ TEST(Cli, TheReadmeCommandParses) {
   const auto out = parse({"--N", "4096", "--d", "64", "--variants", "all"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.N, std::vector<std::int64_t>{4096});
-  EXPECT_EQ(out.options.variants,
-            (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8", "cudnn"}));
+  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8",
+                                                            "fp8-sm89", "cudnn"}));
   EXPECT_TRUE(out.options.cold_l2);
   const auto plan = make_plan(out.options);
   ASSERT_EQ(plan.size(), 1u);
@@ -180,6 +180,19 @@ TEST(Plan, RowSpecsArePlannedOnce) {
   plan_rows(o, 64, &twice);
   ASSERT_EQ(once.size(), twice.size());
   for (std::size_t i = 0; i < once.size(); ++i) EXPECT_EQ(once[i].spec, twice[i].spec);
+  // --fp8-scale: block (default), head, or both (one row each), for both FP8 kernels.
+  o.variants = {"fp8", "fp8-sm89"};
+  o.block_q = {};
+  rows.clear();
+  plan_rows(o, 64, &rows);
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(option_of(rows[0], "fp8_scale"), "block");
+  EXPECT_EQ(option_of(rows[1], "fp8_scale"), "block");
+  o.fp8_scale = "both";
+  rows.clear();
+  plan_rows(o, 64, &rows);
+  ASSERT_EQ(rows.size(), 4u);
+  EXPECT_EQ(option_of(rows[1], "fp8_scale"), "head");
   // The cudnn-fp8 peer quantises outside the timed region by declaration, not by being a peer.
   EXPECT_FALSE(find_variant("cudnn-fp8")->quantisation_timed({}));
   EXPECT_FALSE(find_variant("fa2")->quantisation_timed({}));
@@ -388,15 +401,27 @@ TEST(Cli, DuplicateValuesAreDroppedOnce) {
   EXPECT_EQ(parse({"--d", "64:128,64"}).exit_code, kExitBadInput);  // a range is not a list item
 }
 
+TEST(Cli, InputFamiliesAndFp8Scale) {
+  for (const char* fam : {"normal", "outliers", "uniform", "heavy"}) {
+    const auto out = parse({"--inputs", fam, "--fp8-scale", "head"});
+    ASSERT_EQ(out.action, ParseOutcome::Action::run) << fam << ": " << out.output;
+    EXPECT_EQ(out.options.inputs, fam);
+    EXPECT_EQ(out.options.fp8_scale, "head");
+  }
+  expect_bad({"--inputs", "cauchy"},
+             "--inputs: 'cauchy' (accepted: normal, outliers, uniform, heavy)");
+  expect_bad({"--fp8-scale", "tensor"}, "--fp8-scale: 'tensor' (accepted: block, head, both)");
+}
+
 TEST(Cli, AllCombinesWithNames) {
   auto out = parse({"--variants", "all,fa2"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
-  EXPECT_EQ(out.options.variants,
-            (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8", "cudnn"}));
+  EXPECT_EQ(out.options.variants, (std::vector<std::string>{"standard", "fa1", "fa2", "fa3", "fp8",
+                                                            "fp8-sm89", "cudnn"}));
   out = parse({"--variants", "fp8,all,cudnn-fp8"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   EXPECT_EQ(out.options.variants, (std::vector<std::string>{"fp8", "standard", "fa1", "fa2", "fa3",
-                                                            "cudnn", "cudnn-fp8"}));
+                                                            "fp8-sm89", "cudnn", "cudnn-fp8"}));
   expect_bad({"--variants", "all,fa9"}, "unknown variant 'fa9'");
   expect_bad({"--variants", "fa2,,fa1"}, "--variants: empty name in 'fa2,,fa1'");
 }

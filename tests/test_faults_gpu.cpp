@@ -115,7 +115,8 @@ struct Runner {
 };
 std::vector<Runner> runners(const Shape& s) {
   std::vector<Runner> out;
-  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8"}) out.push_back({name, {}, name});
+  for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"})
+    out.push_back({name, {}, name});
   // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
   if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
     LaunchOptions lo;

@@ -116,9 +116,15 @@ TEST(IoModel, Fp8IsFa2OnOneByteInputsPlusQuantisation) {
   EXPECT_DOUBLE_EQ(attention.bytes_written, fa2.bytes_written);
   const auto timed = model::io_model(Algorithm::fp8, s, t, 233472);
   const double nd = 256.0 * 64;
-  // amax and quantise passes read Q, K, V twice in bf16; write Q8, K8 and V8^T (256 keys, no pad).
-  EXPECT_DOUBLE_EQ(timed.bytes_read - attention.bytes_read, 2 * 3 * nd * 2);
+  // Per-block scales (the default): one pass reads Q, K, V in bf16 and writes Q8, K8 and V8^T
+  // (256 keys, no pad).
+  EXPECT_DOUBLE_EQ(timed.bytes_read - attention.bytes_read, 3 * nd * 2);
   EXPECT_DOUBLE_EQ(timed.bytes_written - attention.bytes_written, 3 * nd);
+  // Per-head scales: an amax pass reads them once more.
+  model::ModelOptions head;
+  head.fp8_amax_pass = true;
+  const auto timed_head = model::io_model(Algorithm::fp8, s, t, 233472, head);
+  EXPECT_DOUBLE_EQ(timed_head.bytes_read - attention.bytes_read, 2 * 3 * nd * 2);
 }
 
 TEST(IoModel, StandardScalesAsNSquared) {

@@ -3,10 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <ostream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bench/verify.hpp"
@@ -22,6 +26,28 @@ namespace {
 bool have_gpu(std::string* why) {
   return query_device(0, why).has_value();
 }
+
+// Watchdog: a kernel that never finishes (a deadlocked barrier) must fail its test within seconds,
+// not stall the whole run. True once `stream` has no work left (or reports an error, which the
+// caller's synchronisation then returns), false when `seconds` pass first.
+bool stream_finishes_within(cudaStream_t stream, double seconds) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+  for (;;) {
+    if (cudaStreamQuery(stream) != cudaErrorNotReady) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+// FA_TEST_KERNEL_TIMEOUT_S (default 10): every run here takes milliseconds.
+double kernel_timeout_s() {
+  const char* env = std::getenv("FA_TEST_KERNEL_TIMEOUT_S");
+  const double v = env ? std::atof(env) : 0.0;
+  return v > 0 ? v : 10.0;
+}
+
+// Exit code of a test binary whose kernel hung (the same as timeout(1)'s).
+constexpr int kHangExitCode = 124;
 
 struct Buffers {
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *ws = nullptr;
@@ -65,6 +91,20 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   if (!skip_launch) {
     const std::string err = launcher->run(s, tiles, db, nullptr);
     EXPECT_EQ(err, "");
+    if (!stream_finishes_within(nullptr, kernel_timeout_s())) {
+      // A hung kernel cannot be stopped and its context is lost: report and end the process
+      // (gtest's own output would never come).
+      const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
+      std::fprintf(stderr,
+                   "FAILED %s.%s: kernel did not finish in %g s (hang): variant %s N=%lld d=%lld "
+                   "B=%lld H=%lld causal=%d tiles %dx%d\n",
+                   test ? test->test_suite_name() : "?", test ? test->name() : "?",
+                   kernel_timeout_s(), variant.c_str(), static_cast<long long>(s.N),
+                   static_cast<long long>(s.d), static_cast<long long>(s.B),
+                   static_cast<long long>(s.H), s.causal ? 1 : 0, tiles.block_q, tiles.block_kv);
+      std::fflush(stderr);
+      std::_Exit(kHangExitCode);
+    }
   }
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   if (output) {
@@ -143,7 +183,7 @@ TEST_P(VariantMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> all_cases() {
   std::vector<Case> cases;
-  for (const char* variant : {"standard", "fa1", "fa2", "fa3", "fp8"}) {
+  for (const char* variant : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"}) {
     for (int d : {64, 128}) {
       for (DType t : {DType::bf16, DType::fp16}) {
         if (!find_variant(variant)->supports_dtype(t)) continue;
@@ -403,36 +443,88 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
 
 // FP8 against the bars at sequence lengths where they apply: RMSE <= 1e-2 on N(0,1)
 // inputs, and <= 2.4e-2 (the FlashAttention-3 paper's per-tensor FP8 baseline) on its outlier
-// inputs. (Short sequences are judged against a plain FP8 implementation instead: see
-// docs/accuracy.md.)
+// inputs; both kernels (fp8: wgmma on sm_90a, fp8-sm89: mma.sync), both scale granularities.
+// (Short sequences are judged against a plain FP8 implementation instead: docs/accuracy.md.)
 TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const auto device = query_device(0, &why);
-  if (auto r = find_variant("fp8")->unsupported_on_device(device->cc_major, device->cc_minor);
-      !r.empty()) {
-    GTEST_SKIP() << r;
-  }
-  for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
-    const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
-    for (std::int64_t N : {1000, 4096}) {
-      for (bool causal : {false, true}) {
-        for (int d : {64, 128}) {
-          Shape s;
-          s.N = N;
-          s.d = d;
-          s.B = 1;
-          s.H = 3;
-          s.causal = causal;
-          const auto v = run_and_check("fp8", s, 99 + N, false, {}, nullptr, inputs);
-          EXPECT_TRUE(v.all_finite);
-          EXPECT_LE(v.rmse, bar) << (inputs == Inputs::outliers ? "outliers" : "normal")
-                                 << " N=" << N << " causal=" << causal << " d=" << d
-                                 << " (plain fp8 " << v.baseline_rmse << ")";
+  int ran = 0;
+  for (const char* variant : {"fp8", "fp8-sm89"}) {
+    if (!find_variant(variant)->unsupported_on_device(device->cc_major, device->cc_minor).empty())
+      continue;
+    for (const char* scale : {"block", "head"}) {
+      LaunchOptions lo;
+      lo.options[kOptionFp8Scale] = std::string(scale);
+      for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
+        const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
+        for (std::int64_t N : {1000, 4096}) {
+          for (bool causal : {false, true}) {
+            for (int d : {64, 128}) {
+              Shape s;
+              s.N = N;
+              s.d = d;
+              s.B = 1;
+              s.H = 3;
+              s.causal = causal;
+              const auto v = run_and_check(variant, s, 99 + N, false, {}, nullptr, inputs, lo);
+              ++ran;
+              EXPECT_TRUE(v.all_finite);
+              EXPECT_TRUE(v.passed) << variant << " " << scale << " N=" << N << ": "
+                                    << bench::verification_failure_reason(v);
+              EXPECT_LE(v.rmse, bar)
+                  << variant << " scale=" << scale << " "
+                  << (inputs == Inputs::outliers ? "outliers" : "normal") << " N=" << N
+                  << " causal=" << causal << " d=" << d << " (plain fp8 " << v.baseline_rmse << ")";
+            }
+          }
         }
       }
     }
   }
+  if (ran == 0) GTEST_SKIP() << "no fp8 kernel runs on this device";
+}
+
+// The four input families (--inputs) through both FP8 kernels: the verification rule passes.
+TEST(Fp8, PassesOnEveryInputFamily) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto device = query_device(0, &why);
+  for (const char* variant : {"fp8", "fp8-sm89"}) {
+    if (!find_variant(variant)->unsupported_on_device(device->cc_major, device->cc_minor).empty())
+      continue;
+    for (Inputs inputs : {Inputs::normal, Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
+      for (bool causal : {false, true}) {
+        Shape s;
+        s.N = 1000;
+        s.d = 128;
+        s.B = 1;
+        s.H = 3;
+        s.causal = causal;
+        const auto v =
+            run_and_check(variant, s, 7 + static_cast<int>(inputs), false, {}, nullptr, inputs);
+        EXPECT_TRUE(v.passed) << variant << " inputs " << static_cast<int>(inputs)
+                              << " causal=" << causal << ": "
+                              << bench::verification_failure_reason(v);
+      }
+    }
+  }
+}
+
+// The watchdog's negative: work that outlasts the timeout is reported, and the same stream is
+// then seen to finish.
+TEST(Watchdog, ReportsAStreamThatDoesNotFinishInTime) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  cudaStream_t stream = nullptr;
+  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  EXPECT_TRUE(stream_finishes_within(stream, 1.0));  // idle
+  FA_CUDA_CHECK(cudaLaunchHostFunc(
+      stream, [](void*) { std::this_thread::sleep_for(std::chrono::milliseconds(1500)); },
+      nullptr));
+  EXPECT_FALSE(stream_finishes_within(stream, 0.2));
+  EXPECT_TRUE(stream_finishes_within(stream, 30.0));
+  FA_CUDA_CHECK(cudaStreamDestroy(stream));
 }
 
 // fa2 with thread blocks walking heads first computes the same thing.

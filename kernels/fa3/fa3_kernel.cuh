@@ -81,6 +81,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/per_device.hpp"
 #include "kernels/fa3/fa3_launch.hpp"
+#include "kernels/hopper/sm90_common.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "kernels/fa3: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
@@ -89,6 +90,8 @@
 namespace fa::fa3 {
 
 using namespace cute;
+using hopper::smem_attribute_once;
+using hopper::wgmma_issue;
 
 template <typename T>
 struct CuteElement;
@@ -221,25 +224,6 @@ inline constexpr int kEpilogueBarrier = 3;
 
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
 using EmptyBarrier = cutlass::arch::ClusterBarrier;
-
-// Issues one warpgroup's product acc (+)= A B over the K modes of A and B as one wgmma batch
-// (committed, not waited for). A_REGS: A is a register fragment (P), not shared-memory
-// descriptors.
-template <bool ZERO_INIT, bool A_REGS, typename Mma, typename TA, typename TB, typename TC>
-__device__ __forceinline__ void wgmma_issue(Mma& mma, TA& a, const TB& b, TC& acc) {
-  warpgroup_fence_operand(acc);
-  if constexpr (A_REGS) warpgroup_fence_operand(a);
-  warpgroup_arrive();
-  if constexpr (ZERO_INIT) mma.accumulate_ = GMMA::ScaleOut::Zero;
-  CUTE_UNROLL
-  for (int k = 0; k < size<2>(a); ++k) {
-    cute::gemm(mma, a(_, _, k), b(_, _, k), acc);
-    mma.accumulate_ = GMMA::ScaleOut::One;
-  }
-  warpgroup_commit_batch();
-  warpgroup_fence_operand(acc);
-  if constexpr (A_REGS) warpgroup_fence_operand(a);
-}
 
 // The kernel's body; the two __global__ entries below choose the schedule or the fault hooks.
 template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, Grid GRID,
@@ -655,24 +639,6 @@ template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_fault_kernel(const __grid_constant__ Fa3Params<Traits> p) {
   fa3_forward<Traits, CAUSAL, true, true, true, GRID, EPILOGUE>(p);
-}
-
-// cudaFuncSetAttribute(max dynamic shared memory) once per (kernel, device).
-template <typename Kernel>
-cudaError_t smem_attribute_once(Kernel kernel, int bytes) {
-  static std::mutex mutex;
-  static std::map<std::pair<const void*, int>, cudaError_t> done;
-  int device = -1;
-  if (cudaGetDevice(&device) != cudaSuccess) device = -1;
-  const std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(reinterpret_cast<const void*>(kernel), device);
-  auto it = done.find(key);
-  if (it == done.end() || device < 0) {
-    const cudaError_t st =
-        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
-    it = done.insert_or_assign(key, st).first;
-  }
-  return it->second;
 }
 
 // The persistent grids' device facts, read once per device (kernels/common/per_device.hpp), not

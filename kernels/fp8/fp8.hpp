@@ -1,13 +1,20 @@
 #pragma once
 
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "kernels/variant.hpp"
 
 namespace fa {
+// fp8: the sm_90a kernel (wgmma, TMA, warp specialisation: kernels/fp8/fp8_sm90_kernel.cuh);
+// fp8-sm89: the portable mma.sync kernel (sm_89 and later: kernels/fp8/fp8.cu). Options of both:
+// prequantized true: quantise once in prepare(), so run() times the attention kernel alone;
+// fp8_scale block | head; o.fault: verification tests only.
 std::vector<Tiles> fp8_tile_options(int d);  // default first
-// Option prequantized true: quantise once in prepare(), so run() times the attention kernel alone;
-// o.fault: verification tests only.
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o = {});
+std::string fp8_build_status();
+std::string fp8_shape_rule(const Shape& s);
+std::vector<Tiles> fp8_sm89_tile_options(int d);  // default first
+std::unique_ptr<Launcher> make_fp8_sm89_launcher(const LaunchOptions& o = {});
 }  // namespace fa

@@ -1,0 +1,171 @@
+#!/usr/bin/env bash
+# Issue 16 (fp8 on sm_90a: FP8 wgmma) on an H200: builds fa-bench and the GPU tests with CuTe and
+# the cudnn-frontend headers, runs the fp8 GPU tests (correctness of fp8 and fp8-sm89 against the
+# fp64 reference, both scale granularities, the four input families, fault injection),
+# compute-sanitizer memcheck and racecheck on the new kernel, then the tables:
+#   fa-bench --N 1024,2048,4096,8192,16384 --d 64,128 --causal both
+#            --variants fa3,fp8,cudnn,cudnn-fp8                         (fp8 with its quantisation)
+#   the same --variants fp8 --fp8-prequantized                          (attention alone)
+#   --N 4096 --d 128 --variants fp8,fp8-sm89 --inputs normal|outliers|uniform|heavy (accuracy)
+# and prints TFLOP/s, fp8/fa3, fp8-prequantized/cudnn-fp8 and the relative RMSE.
+#   scripts/fp8_check.sh OUTDIR
+# FP8_CHECK_STEPS picks steps (default "tests memcheck racecheck table prequantized inputs");
+# FP8_CHECK_BUILD_ONLY=1 builds and stops. Result files: OUTDIR/fp8-table.json (commit it as
+# tests/data/h200-fp8-hopper-<date>.json), fp8-prequantized.json, fp8-inputs-<family>.json.
+# Exit codes: 0 every step green; 1 the build failed or fp8 (sm_90a) was not built; 3 a step
+# failed (see the summary and its log; a hung step says HANG and the test that was running).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+out=${1:?usage: scripts/fp8_check.sh OUTDIR}
+mkdir -p "$out"
+build=${FA_BUILD_DIR:-build}
+export PATH="$PATH:/usr/local/cuda/bin"
+
+scripts/cudnn_frontend.sh >"$out/cudnn-frontend.log" 2>&1 ||
+  echo "fp8_check: warning: no cudnn-frontend headers (the cudnn rows will say unsupported): $out/cudnn-frontend.log" >&2
+cutlass=${FA_CUTLASS_INCLUDE:-}
+if [ -z "$cutlass" ]; then
+  cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
+fi
+if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
+  mkdir -p "$build/_deps/cutlass"
+  python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass" &&
+    cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
+fi
+if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
+  echo "fp8_check: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
+  exit 1
+fi
+export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass"
+if [ -f "$build/CMakeCache.txt" ]; then
+  cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" >"$out/configure.log" 2>&1
+fi
+if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
+  echo "fp8_check: build failed: $out/build.log" >&2
+  tail -20 "$out/build.log" >&2
+  exit 1
+fi
+bin=$build/bin/fa-bench
+if ! "$bin" --list-variants 2>/dev/null | grep -A12 -E '^fp8( |$)' | grep -q 'built for sm_90a'; then
+  echo "fp8_check: error: fp8 (sm_90a) was not built ($bin --list-variants)" >&2
+  exit 1
+fi
+if [ -n "${FP8_CHECK_BUILD_ONLY:-}" ]; then
+  echo "fp8_check: built ($build); FP8_CHECK_BUILD_ONLY set: stopping before the GPU steps"
+  exit 0
+fi
+
+summary=()
+failed=0
+# Every step runs under timeout(1): FP8_CHECK_STEP_TIMEOUT seconds (default 240), then KILL 10 s
+# later; rc 124 (or 137) is a hang. The GPU tests have their own watchdog as well: a kernel that
+# does not finish in FA_TEST_KERNEL_TIMEOUT_S (default 10 s) ends the binary with rc 124 and a
+# "kernel did not finish" line naming the test and shape.
+step_timeout=${FP8_CHECK_STEP_TIMEOUT:-240}
+step() {  # name, command...
+  local name=$1 t0=$SECONDS
+  shift
+  echo "fp8_check: step $name (timeout ${step_timeout} s): $out/$name.log" >&2
+  timeout -k 10 "$step_timeout" "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  [ "$rc" -eq 0 ] || failed=1
+  local note=""
+  if [ "$rc" -eq 124 ] || [ "$rc" -eq 137 ]; then
+    # gtest logs: the test that was running is the last [ RUN ] line.
+    local running
+    running=$(grep -E '^\[ RUN      \] ' "$out/$name.log" 2>/dev/null | tail -1 | sed 's/^\[ RUN      \] //')
+    note="HANG or timeout after $((SECONDS - t0)) s${running:+; running: $running}"
+    grep -h 'kernel did not finish' "$out/$name.log" 2>/dev/null | head -1 | sed 's/^/fp8_check: /' >&2
+    echo "fp8_check: step $name: $note" >&2
+  fi
+  summary+=("$(printf '%-22s rc=%-3s %4ss  %s  %s' "$name" "$rc" $((SECONDS - t0)) "$out/$name.log" "$note")")
+}
+steps=" ${FP8_CHECK_STEPS:-tests memcheck racecheck table prequantized inputs} "
+want() { [[ "$steps" == *" $1 "* ]]; }
+want tests && step gpu-tests-fp8 "$build/bin/fa_tests_gpu" \
+  --gtest_filter='Watchdog.*:AllVariants/*fp8*:Fp8.*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_bf16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096'
+# The roofline ceilings once, outside the sanitizers (cached).
+timeout -k 10 "$step_timeout" "$bin" --N 128 --d 64 --variants fp8 --no-counters --repetitions 1 \
+  >"$out/ceilings.log" 2>&1 || echo "fp8_check: warning: the ceilings run failed (rc $?): $out/ceilings.log" >&2
+want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
+  --kernel-name kns=fp8_sm90_forward_kernel \
+  "$bin" --N 1000 --d 64,128 --causal both --variants fp8 --batch 1 --heads 2 --warmup 0 \
+  --repetitions 1 --no-counters --fp8-scale both
+want racecheck && step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
+  --kernel-name kns=fp8_sm90_forward_kernel \
+  "$bin" --N 300 --d 64,128 --causal both --variants fp8 --batch 1 --heads 1 --warmup 0 \
+  --repetitions 1 --no-counters
+N=${FP8_CHECK_N:-1024,2048,4096,8192,16384}
+want table && step table "$bin" --N "$N" --d 64,128 --causal both \
+  --variants fa3,fp8,cudnn,cudnn-fp8 --no-counters --json "$out/fp8-table.json"
+want prequantized && step prequantized "$bin" --N "$N" --d 64,128 --causal both \
+  --variants fp8 --fp8-prequantized --no-counters --json "$out/fp8-prequantized.json"
+for fam in normal outliers uniform heavy; do
+  want inputs && step "inputs-$fam" "$bin" --N 4096 --d 128 --variants fp8,fp8-sm89 \
+    --fp8-scale both --inputs "$fam" --no-counters --json "$out/fp8-inputs-$fam.json"
+done
+
+echo "== TFLOP/s (fa-bench median, same run; fp8 with its quantisation, fp8-pq: --fp8-prequantized) =="
+python3 - "$out" <<'PY'
+import json, os, sys
+out = sys.argv[1]
+
+def load(name):
+    try:
+        return json.load(open(os.path.join(out, name)))
+    except (OSError, ValueError):
+        return None
+
+def rows_of(doc, tag=""):
+    res = {}
+    for c in (doc or {}).get("configs", []):
+        for r in c["results"]:
+            opts = r.get("options") or {}
+            lab = r["variant"] + tag
+            if opts.get("fp8_scale", "block") != "block":
+                lab += "~" + opts["fp8_scale"]
+            t = (r.get("derived") or {}).get("tflops_convention") if r["status"] == "ok" else None
+            v = r.get("verification") or {}
+            res.setdefault((c["d"], c["causal"], c["N"], c.get("inputs")), {})[lab] = (
+                t, r["status"], v.get("passed"), v.get("rmse"), v.get("baseline_rmse"))
+    return res
+
+table = rows_of(load("fp8-table.json"))
+for k, v in rows_of(load("fp8-prequantized.json"), "-pq").items():
+    table.setdefault(k, {}).update(v)
+labels = ["fa3", "fp8", "fp8-pq", "cudnn", "cudnn-fp8"]
+print(f"{'d':>4} {'causal':>6} {'N':>6} " + " ".join(f"{l:>10}" for l in labels) +
+      f" {'fp8/fa3':>8} {'pq/cudnn8':>9} {'fp8 RMSE':>9}")
+bad = []
+for key in sorted(table):
+    v = table[key]
+    cells = []
+    for l in labels:
+        t, st, ok, _, _ = v.get(l, (None, "-", None, None, None))
+        cells.append(f"{t:10.1f}" if t else f"{st[:10]:>10}")
+        if l in v and (st != "ok" or ok is False):
+            bad.append(f"d={key[0]} causal={int(key[1])} N={key[2]} {l}")
+    get = lambda l: v.get(l, (None,))[0]
+    r1 = f"{get('fp8') / get('fa3'):.2f}x" if get("fp8") and get("fa3") else "-"
+    r2 = f"{get('fp8-pq') / get('cudnn-fp8'):.2f}x" if get("fp8-pq") and get("cudnn-fp8") else "-"
+    rm = v.get("fp8", (None,) * 5)[3]
+    print(f"{key[0]:>4} {int(key[1]):>6} {key[2]:>6} " + " ".join(cells) +
+          f" {r1:>8} {r2:>9} {rm if rm is not None else float('nan'):9.2e}")
+print(f"rows not ok or failing verification: {len(bad)}" + (": " + ", ".join(bad[:8]) if bad else ""))
+print()
+print("== accuracy, N=4096 d=128 non-causal: relative RMSE (plain per-head FP8 in brackets) ==")
+for fam in ("normal", "outliers", "uniform", "heavy"):
+    rows = rows_of(load(f"fp8-inputs-{fam}.json"))
+    cells = []
+    for key, v in sorted(rows.items()):
+        for lab, (t, st, ok, rm, base) in sorted(v.items()):
+            if rm is not None:
+                cells.append(f"{lab} {rm:.2e} ({base:.2e}){'' if ok else ' FAIL'}")
+    print(f"{fam:>9}: " + ("; ".join(cells) if cells else "no result"))
+PY
+echo
+grep -E '^\[  PASSED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|^\[  FAILED  \] ' "$out/gpu-tests-fp8.log" 2>/dev/null |
+  sed 's/^/gpu-tests: /'
+grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null | sed 's/^/sanitizer: /'
+printf '%s\n' "${summary[@]}"
+[ "$failed" -eq 0 ] || exit 3
