@@ -456,10 +456,12 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
 
   // Epilogue: l sums 256 P (exact power of two back out), O in units of the last block's
   // (block 0's) V descale.
+  // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well (without
+  // it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on |V| < 3).
   softmax.l[0] *= 1.0f / kPScale;
   softmax.l[1] *= 1.0f / kPScale;
   float inv_l[2];
-  softmax.finish(amax_v(block_of(last)) / kE4m3Max, inv_l);
+  softmax.finish(amax_v(block_of(last)) / kE4m3Max / kPScale, inv_l);
   const std::int64_t head_offset = static_cast<std::int64_t>(bh) * N;
   softmax.store<__nv_bfloat16, D>(p.o + head_offset * D, p.lse + head_offset, o, inv_l, row_a,
                                   row_b, N, t);
