@@ -456,8 +456,8 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
 
   // Epilogue: l sums 256 P (exact power of two back out), O in units of the last block's
   // (block 0's) V descale.
-  // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well (without
-  // it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on |V| < 3).
+  // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well
+  // (without it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on |V| < 3).
   softmax.l[0] *= 1.0f / kPScale;
   softmax.l[1] *= 1.0f / kPScale;
   float inv_l[2];
