@@ -474,10 +474,7 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   FA_CUDA_CHECK(fill_normal(in->k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
   FA_CUDA_CHECK(fill_normal(in->v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
-  const bool fp8_rows = std::any_of(c.results.begin(), c.results.end(), [](const VariantResult& v) {
-    return v.algorithm == Algorithm::fp8 && v.status != Status::unsupported;
-  });
-  if (has_rows(c, Direction::forward)) in->reference.emplace(s, in->buffers, c.seed, fp8_rows);
+  if (has_rows(c, Direction::forward)) in->reference.emplace(s, in->buffers, c.seed);
   if (has_rows(c, Direction::backward)) prepare_backward_inputs(ctx, c, in);
 }
 
@@ -581,8 +578,8 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
   if (dir == Direction::backward) {
     row.verification = in.bwd_reference->check(run.bwd, worst);
   } else {
-    row.verification = in.reference->check(
-        run.buffers, {run.info->accuracy, run.info->row_writes_lse(row.spec.options)});
+    row.verification =
+        in.reference->check(run.buffers, ReferenceSample::rule_for(*run.info, row.spec.options));
   }
   return "";
 }

@@ -4,17 +4,20 @@
 // row, so a late causal row (|O| ~ 0.03) is held to its own size, not to the first rows' (|O| ~ 1):
 //   same precision  max_c |O - ref| <= 2 x (the plain same-precision row's max error)
 //                                      + one ulp of the dtype at the row's largest |ref|
-//   fp8             rms_c(O - ref) / rms_c(ref) <= 2 x max(the plain per-head FP8 row's, the
-//                   median row's) + 2^-8, and over all sampled rows <= 1.5 x the plain FP8
-//                   figure + 2^-9
+//   fp8             rms_c(O - ref) / rms_c(ref) <= 2 x max(the modelled FP8 row's, the median
+//                   row's) + 2^-8, where the model quantises as the variant does (its
+//                   Fp8Scheme: rotation, scale blocks), and over all sampled rows <= 1.5 x the
+//                   plain per-head FP8 figure + 2^-9
 //   lse (all)       |lse - ref| <= 2 x (the plain row's lse error) + 5 x its error scale
-//                                  + 1e-5 max(1, |ref|)   (fp8: the first two terms x 4)
+//                                  + 1e-5 max(1, |ref|)   (fp8: the modelled row's)
 // and every output element finite, and Q, K, V unchanged by the run.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -29,18 +32,20 @@ namespace fa::bench {
 // from the inputs as they are before any variant runs.
 class ReferenceSample {
  public:
-  // Copies the sampled heads' inputs from the device and computes the reference rows, and the
-  // plain-FP8 baseline when `fp8_baseline` (an fp8 row will be checked against it).
-  ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed,
-                  bool fp8_baseline = true);
+  // Copies the sampled heads' inputs from the device and computes the reference rows (the FP8
+  // baselines follow at the first fp8 check that needs them).
+  ReferenceSample(const Shape& shape, const DeviceBuffers& inputs, std::uint64_t seed);
   // The same from host inputs: `heads(bh)` gives head bh's inputs (CPU tests of the rule).
   ReferenceSample(const Shape& shape, const std::function<reference::Head(std::int64_t bh)>& heads,
-                  std::uint64_t seed, bool fp8_baseline = true);
+                  std::uint64_t seed);
 
   struct Rule {
     AccuracyRule accuracy = AccuracyRule::same_precision;
     bool check_lse = false;  // the variant writes the log-sum-exp: judged per row
+    Fp8Scheme fp8_scheme{};  // fp8 rows: how the variant quantises (the modelled baseline's)
   };
+  // The rule a row of `info` with these option values is judged by.
+  static Rule rule_for(const VariantInfo& info, const OptionValues& values);
   // Checks a variant's output now in `o` (and `lse`), and that Q, K, V are unchanged.
   Verification check(const DeviceBuffers& outputs, const Rule& rule) const;
 
@@ -63,20 +68,28 @@ class ReferenceSample {
     std::vector<double> lse;        // rows
     std::vector<double> plain_err;  // rows: max_c |plain - ref| (same precision)
     std::vector<double> plain_lse_err, plain_lse_scale;  // rows
-    std::vector<double> fp8_rel;                        // rows: rms_c(plain FP8 - ref) / rms_c(ref)
-    std::vector<double> fp8_lse_err, fp8_lse_scale;     // rows
     std::vector<std::uint16_t> q_bits, k_bits, v_bits;  // the inputs, to check they are unchanged
   };
-  void build(const std::function<reference::Head(std::int64_t)>& heads, std::uint64_t seed,
-             bool fp8_baseline);
+  // What an FP8 computation of one scheme (reference::fp8_row) makes of the sampled rows.
+  struct Fp8Baseline {
+    std::vector<std::vector<double>> rel;        // [head][row]: rms_c(FP8 - ref) / rms_c(ref)
+    std::vector<std::vector<double>> lse_err;    // [head][row]
+    std::vector<std::vector<double>> lse_scale;  // [head][row]
+    double max_abs_error = 0, rmse = 0, relative_rmse = 0;
+    double typical_row_relative = 0;  // median over the sampled rows of rel
+    double typical_lse_error = 0;     // median over the sampled rows of lse_err
+  };
+  void build(const std::function<reference::Head(std::int64_t)>& heads, std::uint64_t seed);
+  reference::Head head_inputs(const HeadSample& hs) const;
+  // The baseline of `scheme`, computed at its first use (every fp8 check needs the plain one and
+  // its variant's), then kept.
+  const Fp8Baseline& fp8_baseline(const Fp8Scheme& scheme) const;
+  Fp8Baseline compute_fp8_baseline(const Fp8Scheme& scheme) const;
   Shape shape_;
-  bool fp8_baseline_ = false;
   std::vector<HeadSample> heads_;
-  double baseline_max_abs_error_ = 0, baseline_rmse_ = 0;          // plain same-precision
-  double fp8_baseline_max_abs_error_ = 0, fp8_baseline_rmse_ = 0;  // plain per-head FP8
-  double fp8_baseline_relative_rmse_ = 0;
-  double fp8_typical_row_relative_ = 0;  // median over sampled rows of the plain FP8 row's figure
-  double fp8_typical_lse_error_ = 0;     // median over sampled rows of the plain FP8 lse error
+  double baseline_max_abs_error_ = 0, baseline_rmse_ = 0;  // plain same-precision
+  mutable std::mutex fp8_mutex_;
+  mutable std::map<Fp8Scheme, Fp8Baseline> fp8_baselines_;
 };
 
 // The backward pass's check (docs/accuracy.md, "Backward"): dQ on sampled query rows, dK and dV

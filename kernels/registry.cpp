@@ -5,6 +5,7 @@
 #include "kernels/fa2/fa2.hpp"
 #include "kernels/fa3/fa3.hpp"
 #include "kernels/fp8/fp8.hpp"
+#include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
@@ -157,6 +158,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 2;          // K/V ring
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
     r.back().options = fp8_options;
+    r.back().fp8_scheme = fp8::scheme;
     r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{
         "fp8-sm89",
@@ -175,6 +177,7 @@ const std::vector<VariantInfo>& variant_registry() {
         /*writes_lse=*/true});
     r.back().pipeline.stages = 2;  // cp.async double buffering
     r.back().options = fp8_options;
+    r.back().fp8_scheme = fp8::scheme;
     r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{
         "cudnn",

@@ -17,6 +17,7 @@
 #include <variant>
 #include <vector>
 
+#include "kernels/fp8_scheme.hpp"
 #include "kernels/common/fault.hpp"
 #include "kernels/problem.hpp"
 
@@ -213,6 +214,9 @@ struct VariantInfo {
   std::vector<OptionDecl> options;
   // Where its FP8 quantisation runs (none for 16-bit variants).
   Quantisation quantisation = Quantisation::none;
+  // FP8 variants: how a row with these option values quantises (the verification models the
+  // same scheme, bench/verify.hpp); null: plain per-head FP8 (kPlainFp8).
+  Fp8Scheme (*fp8_scheme)(const OptionValues&) = nullptr;
   // The rest of a tiled kernel's configuration, fixed in its code (its tiles come from
   // tile_options): the sm_80 kernels keep two tile buffers in flight (cp.async double buffering).
   KernelConfig pipeline{};

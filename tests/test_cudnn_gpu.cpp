@@ -306,7 +306,7 @@ ForwardRun run_forward(const std::string& variant, const Shape& s, const LaunchO
   if (r.error.empty()) r.error = launcher->run(s, {}, db, nullptr);
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   if (!r.error.empty()) return r;
-  r.v = ref.check(db, {info->accuracy, info->row_writes_lse(lo.options)});
+  r.v = ref.check(db, bench::ReferenceSample::rule_for(*info, lo.options));
   std::vector<float> host(rows);
   FA_CUDA_CHECK(cudaMemcpy(host.data(), lse.ptr, rows * 4, cudaMemcpyDeviceToHost));
   r.lse_untouched = std::all_of(host.begin(), host.end(), [](float x) { return std::isnan(x); });

@@ -89,7 +89,7 @@ bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   if (nf && nf->zero_output)
     FA_CUDA_CHECK(cudaMemset(d.o, 0, static_cast<std::size_t>(s.qkv_elements()) * 2));
-  return ref.check(db, {info.accuracy, info.writes_lse});
+  return ref.check(db, bench::ReferenceSample::rule_for(info, lo.options));
 }
 
 struct Grid {
@@ -162,7 +162,7 @@ void run_grid(const Grid& g) {
   const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
   fill_inputs(s, seed, d);
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
-  const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/s.dtype == DType::bf16);
+  const bench::ReferenceSample ref(s, inputs, seed);
   for (const Runner& runner : runners(s)) {
     const char* name = runner.label.c_str();
     const VariantInfo& info = *find_variant(runner.variant);
@@ -247,7 +247,7 @@ TEST_P(Fa2TileFaults, EveryTileCatchesEveryFault) {
   const std::uint64_t seed = 5151 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
   fill_inputs(s, seed, d);
   const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
-  const bench::ReferenceSample ref(s, inputs, seed, /*fp8_baseline=*/false);
+  const bench::ReferenceSample ref(s, inputs, seed);
   const VariantInfo& info = *find_variant("fa2");
   const auto tiles = info.tile_options(g.d);
   ASSERT_GE(tiles.size(), 2u) << "fa2 compiles more than one tile at d=" << g.d;

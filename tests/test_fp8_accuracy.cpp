@@ -56,23 +56,6 @@ Inputs3 make_inputs(Inputs family, int d, std::uint64_t seed) {
   return in;
 }
 
-// x <- H S x for one row (normalised Walsh-Hadamard after the fixed signs).
-void rotate(double* x, int d) {
-  for (int i = 0; i < d; ++i) {
-    if (flip_sign(i)) x[i] = -x[i];
-  }
-  for (int len = 1; len < d; len <<= 1) {
-    for (int i = 0; i < d; i += 2 * len) {
-      for (int j = i; j < i + len; ++j) {
-        const double a = x[j], b = x[j + len];
-        x[j] = a + b;
-        x[j + len] = a - b;
-      }
-    }
-  }
-  for (int i = 0; i < d; ++i) x[i] /= std::sqrt(static_cast<double>(d));
-}
-
 // Quantises t ([heads][N][d]) in place to E4M3 values; returns the descale (amax / 448) of every
 // row.
 std::vector<double> quantise(std::vector<double>& t, int d, Gran gran, int block_rows) {
@@ -123,8 +106,8 @@ Emulated emulate(const Inputs3& in, const std::vector<double>& ref, Gran gran, b
   Inputs3 x = in;
   if (rotated) {
     for (std::int64_t r = 0; r < static_cast<std::int64_t>(kHeads) * kN; ++r) {
-      rotate(&x.q[r * d], d);
-      rotate(&x.k[r * d], d);
+      reference::rotate_hadamard(&x.q[r * d], d);
+      reference::rotate_hadamard(&x.k[r * d], d);
     }
   }
   const std::vector<double> dq = quantise(x.q, d, gran, kQScaleRows);

@@ -111,7 +111,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
     output->resize(static_cast<std::size_t>(s.qkv_elements()));
     FA_CUDA_CHECK(cudaMemcpy(output->data(), b.o, bytes, cudaMemcpyDeviceToHost));
   }
-  return ref.check(db, {info->accuracy, info->writes_lse});
+  return ref.check(db, bench::ReferenceSample::rule_for(*info, launch_options.options));
 }
 
 struct Case {
@@ -389,7 +389,7 @@ TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
     FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
     EXPECT_EQ(launcher->run(s, tiles, db, nullptr), "");
     FA_CUDA_CHECK(cudaDeviceSynchronize());
-    return ref.check(db, {info->accuracy, info->writes_lse});
+    return ref.check(db, bench::ReferenceSample::rule_for(*info, lo.options));
   };
   for (int i = 0; i < 3; ++i) {
     const auto v = launch_and_check();

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <map>
 #include <memory>
@@ -14,6 +15,8 @@
 
 #include "bench/verify.hpp"
 #include "kernels/common/fault.hpp"
+#include "kernels/common/fill_sample.hpp"
+#include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/reference/reference.hpp"
 
 namespace fa {
@@ -80,13 +83,15 @@ Emulated emulate(const Shape& s, const std::vector<reference::Head>& heads,
   const std::int64_t last_block_first = (s.N - 1) / br * br;
   for (std::int64_t bh : ref.sampled_heads()) {
     const auto& h = heads[static_cast<std::size_t>(bh)];
-    const auto scales = reference::fp8_scales(h);
+    const reference::Fp8Head quantised = rule == AccuracyRule::fp8_rmse
+                                             ? reference::fp8_quantise(h, fp8::scheme({}))
+                                             : reference::Fp8Head{};
     for (std::int64_t row : ref.sampled_rows(bh)) {
       std::vector<double> exact(d), plain(d), faulty(d);
       const double lse_exact = reference::attention_row(h, row, s.causal, s.scale(), exact.data());
       const double lse_plain =
           rule == AccuracyRule::fp8_rmse
-              ? reference::plain_fp8_row(h, scales, row, s.causal, s.scale(), plain.data()).lse
+              ? reference::fp8_row(h, quantised, row, s.causal, s.scale(), plain.data()).lse
               : reference::plain_lowp_row(h, row, s.causal, s.scale(), s.dtype, plain.data()).lse;
       const double lse_faulty = faulty_row(h, row, s.causal, s.scale(), f, bc, faulty.data());
       std::vector<double> out(d);
@@ -113,7 +118,7 @@ bench::Verification judge(const bench::ReferenceSample& ref, const Emulated& e, 
   const bench::ReferenceSample::LseAt lse = [&](std::int64_t bh, std::int64_t row) {
     return e.lse.at({bh, row});
   };
-  return ref.judge(o, &lse, nonfinite, {rule, true});
+  return ref.judge(o, &lse, nonfinite, {rule, true, fp8::scheme({})});
 }
 
 struct Case {
@@ -137,7 +142,7 @@ TEST_P(RuleCatchesFaults, AtN4096) {
   for (std::int64_t bh = 0; bh < s.heads_total(); ++bh)
     heads.push_back(random_head(s.N, s.d, s.dtype, 100 + bh));
   const bench::ReferenceSample ref(
-      s, [&](std::int64_t bh) { return heads[static_cast<std::size_t>(bh)]; }, 7, c.fp8);
+      s, [&](std::int64_t bh) { return heads[static_cast<std::size_t>(bh)]; }, 7);
   const AccuracyRule rule = c.fp8 ? AccuracyRule::fp8_rmse : AccuracyRule::same_precision;
   const int br = 128, bc = c.fp8 ? 128 : 64;  // fa2's and fp8's default tiles
   const int blocks = static_cast<int>(s.N / bc);
@@ -195,7 +200,7 @@ TEST(RuleCatchesFaults, AllZeroOutputAtN32768) {
   s.d = 64;
   std::vector<reference::Head> heads{random_head(s.N, s.d, s.dtype, 5)};
   const bench::ReferenceSample ref(
-      s, [&](std::int64_t) { return heads[0]; }, 3, /*fp8_baseline=*/false);
+      s, [&](std::int64_t) { return heads[0]; }, 3);
   Emulated zero;
   for (std::int64_t row : ref.sampled_rows(0)) {
     zero.o[{0, row}] = std::vector<double>(static_cast<std::size_t>(s.d), 0.0);
@@ -205,6 +210,116 @@ TEST(RuleCatchesFaults, AllZeroOutputAtN32768) {
   const auto v = judge(ref, zero, AccuracyRule::same_precision);
   EXPECT_FALSE(v.passed);
   EXPECT_GT(v.worst_row_ratio, 10.0);
+}
+
+// What the FP8 kernels compute for one row, emulated: the scheme's E4M3 inputs (`quantised`),
+// fp32 scores, and the online softmax over blocks of `bc` keys, P rounded to E4M3 as 256 P
+// against the running maximum (not the row's), the accumulator rescaled as the maximum grows.
+// Its roundings of P are other draws than the modelled baseline's; its Q, K, V roundings the same.
+double online_fp8_row(const reference::Head& h, const reference::Fp8Head& f, std::int64_t row,
+                      bool causal, double scale, int bc, double* out) {
+  const std::int64_t N = h.N, d = h.d;
+  std::vector<float> s(static_cast<std::size_t>(N), -INFINITY), acc(static_cast<std::size_t>(d));
+  for (std::int64_t k = 0; k < N && !(causal && k > row); ++k) {
+    float dot = 0;
+    for (std::int64_t c = 0; c < d; ++c) dot += f.q8[row * d + c] * f.k8[k * d + c];
+    s[k] = static_cast<float>(dot * (f.q_descale[row] * f.k_descale[k] * scale));
+  }
+  float m = -INFINITY, l = 0;
+  for (std::int64_t j0 = 0; j0 < N; j0 += bc) {
+    const std::int64_t j1 = std::min<std::int64_t>(N, j0 + bc);
+    float mb = m;
+    for (std::int64_t k = j0; k < j1; ++k) mb = std::max(mb, s[k]);
+    if (mb == -INFINITY) continue;
+    const float a = m == -INFINITY ? 0.0f : std::exp(m - mb);
+    l *= a;
+    for (float& x : acc) x *= a;
+    m = mb;
+    for (std::int64_t k = j0; k < j1; ++k) {
+      if (s[k] == -INFINITY) continue;
+      const float p = std::exp(s[k] - m);
+      l += p;
+      const float w = static_cast<float>(reference::round_to_e4m3(256.0 * p) * f.v_descale[k]);
+      for (std::int64_t c = 0; c < d; ++c) acc[c] += w * f.v8[k * d + c];
+    }
+  }
+  for (std::int64_t c = 0; c < d; ++c) out[c] = reference::round_to(acc[c] / 256.0 / l, DType::bf16);
+  return m + std::log(l);
+}
+
+// An honest FP8 kernel passes the fp8 rule on every input family. Held to a plain per-head FP8
+// computation instead (the rule before 2026-11-24), rows ruled by a few keys failed by chance:
+// their error is mostly the rounding of Q and K in those keys' scores, and the plain baseline
+// rounds other values (no rotation, other scales), so its row figure is an independent draw. The
+// figure under both baselines is printed (docs/accuracy.md, "FP8").
+TEST(Fp8RowRule, AnHonestKernelPassesOnEveryInputFamily) {
+  auto family_name = [](Inputs f) {
+    return f == Inputs::normal ? "normal"
+                               : (f == Inputs::outliers ? "outliers"
+                                                        : (f == Inputs::uniform ? "uniform" : "heavy"));
+  };
+  const fp8::Scale grans[] = {fp8::Scale::block, fp8::Scale::head};
+  for (Inputs family : {Inputs::normal, Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
+    for (bool causal : {false, true}) {
+      for (fp8::Scale gran : grans) {
+        Shape s;
+        s.B = 1;
+        s.H = 3;
+        s.N = 1000;
+        s.d = 128;
+        s.causal = causal;
+        std::vector<reference::Head> heads(static_cast<std::size_t>(s.heads_total()));
+        const std::uint64_t seed = 31 + static_cast<std::uint64_t>(family);
+        for (std::size_t bh = 0; bh < heads.size(); ++bh) {
+          auto& h = heads[bh];
+          h.N = s.N;
+          h.d = s.d;
+          for (int t = 0; t < 3; ++t) {
+            auto& v = t == 0 ? h.q : (t == 1 ? h.k : h.v);
+            v.resize(static_cast<std::size_t>(s.N * s.d));
+            for (std::size_t i = 0; i < v.size(); ++i)
+              v[i] = reference::round_to(
+                  sample_input(seed * 3 + static_cast<std::uint64_t>(t), bh * v.size() + i, family),
+                  DType::bf16);
+          }
+        }
+        const bench::ReferenceSample ref(
+            s, [&](std::int64_t bh) { return heads[static_cast<std::size_t>(bh)]; }, seed);
+        OptionValues options;
+        options[kOptionFp8Scale] = std::string(fp8::scale_name(gran));
+        const Fp8Scheme scheme = fp8::scheme(options);
+        Emulated e;
+        for (std::int64_t bh : ref.sampled_heads()) {
+          const auto& h = heads[static_cast<std::size_t>(bh)];
+          const reference::Fp8Head quantised = reference::fp8_quantise(h, scheme);
+          for (std::int64_t row : ref.sampled_rows(bh)) {
+            std::vector<double> out(static_cast<std::size_t>(s.d));
+            e.lse[{bh, row}] =
+                online_fp8_row(h, quantised, row, s.causal, s.scale(), 128, out.data());
+            e.o[{bh, row}] = out;
+          }
+        }
+        const auto o = [&](std::int64_t bh, std::int64_t row, std::int64_t c) {
+          return e.o.at({bh, row})[static_cast<std::size_t>(c)];
+        };
+        const bench::ReferenceSample::LseAt lse = [&](std::int64_t bh, std::int64_t row) {
+          return e.lse.at({bh, row});
+        };
+        const auto v = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, scheme});
+        const auto plain = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, kPlainFp8});
+        std::printf("fp8 rule, %s inputs, causal %d, %s scales: worst row %.2f, lse %.2f of the "
+                    "tolerance (against plain FP8: row %.2f, lse %.2f); relative RMSE %.3g "
+                    "(plain per-head %.3g)\n",
+                    family_name(family), causal, fp8::scale_name(gran), v.worst_row_ratio,
+                    v.lse_worst_row_ratio.value_or(0), plain.worst_row_ratio,
+                    plain.lse_worst_row_ratio.value_or(0), v.relative_rmse.value_or(0),
+                    v.baseline_relative_rmse.value_or(0));
+        EXPECT_TRUE(v.passed) << family_name(family) << " causal=" << causal << " "
+                              << fp8::scale_name(gran) << ": "
+                              << bench::verification_failure_reason(v);
+      }
+    }
+  }
 }
 
 TEST(VerificationRows, CoverEveryBlockEdgeAndThePartialLastBlock) {

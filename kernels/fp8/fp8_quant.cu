@@ -241,6 +241,24 @@ const char* scale_name(Scale s) {
   return s == Scale::head ? "head" : "block";
 }
 
+Scale scale_option(const OptionValues& values) {
+  const auto it = values.find(kOptionFp8Scale);
+  if (it == values.end()) return kDefaultScale;
+  if (it->second == OptionValue{std::string("head")}) return Scale::head;
+  if (it->second == OptionValue{std::string("block")}) return Scale::block;
+  return kDefaultScale;
+}
+
+Fp8Scheme scheme(const OptionValues& values) {
+  Fp8Scheme s;
+  s.rotated = true;
+  if (scale_option(values) == Scale::block) {
+    s.q_rows = kQScaleRows;
+    s.kv_rows = kKvScaleRows;
+  }
+  return s;
+}
+
 std::size_t workspace_bytes(const Shape& s) {
   const std::int64_t heads = s.heads_total();
   const std::int64_t bytes8 = 2 * heads * s.N * s.d + heads * s.d * padded(s.N);
@@ -264,10 +282,7 @@ Workspace carve(const Shape& s, void* base) {
 }
 
 QuantisingLauncher::QuantisingLauncher(const LaunchOptions& o)
-    : prequantized_(o.is(kOptionPrequantized, true)),
-      scale_(o.is(kOptionFp8Scale, std::string("head"))
-                 ? Scale::head
-                 : (o.is(kOptionFp8Scale, std::string("block")) ? Scale::block : kDefaultScale)) {}
+    : prequantized_(o.is(kOptionPrequantized, true)), scale_(scale_option(o.options)) {}
 
 std::string QuantisingLauncher::prepare(const Shape& s, const Tiles&, const DeviceBuffers& b,
                                         cudaStream_t stream) {

@@ -22,6 +22,11 @@ namespace fa::fp8 {
 enum class Scale { block, head };
 constexpr Scale kDefaultScale = Scale::block;
 const char* scale_name(Scale s);
+// The granularity a row with these option values asks for.
+Scale scale_option(const OptionValues& values);
+// The quantisation of this pass as data (rotated Q and K; scale blocks of 64 Q rows and 128 keys,
+// or one per head): what the verification models for the fp8 variants.
+Fp8Scheme scheme(const OptionValues& values);
 
 // The workspace: E4M3 copies and their amax per scale block (with Scale::head every block of a
 // head holds the head's amax, so the attention kernels read one layout).

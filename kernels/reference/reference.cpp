@@ -9,6 +9,8 @@
 #include <limits>
 #include <thread>
 
+#include "kernels/fp8/fp8_layout.hpp"
+
 namespace fa::reference {
 namespace {
 
@@ -120,22 +122,62 @@ double round_to_e4m3(double x) {
   return static_cast<double>(__half2float(__half(h)));
 }
 
-Fp8Scales fp8_scales(const Head& h) {
-  auto amax = [](const std::vector<double>& v) {
-    double m = 1e-30;
-    for (double x : v) m = std::max(m, std::abs(x));
-    return m;
-  };
-  return {448.0 / amax(h.q), 448.0 / amax(h.k), 448.0 / amax(h.v)};
+void rotate_hadamard(double* x, std::int64_t d) {
+  for (std::int64_t i = 0; i < d; ++i) {
+    if (fp8::flip_sign(static_cast<int>(i))) x[i] = -x[i];
+  }
+  for (std::int64_t len = 1; len < d; len <<= 1) {
+    for (std::int64_t i = 0; i < d; i += 2 * len) {
+      for (std::int64_t j = i; j < i + len; ++j) {
+        const double a = x[j], b = x[j + len];
+        x[j] = a + b;
+        x[j + len] = a - b;
+      }
+    }
+  }
+  const double norm = 1.0 / std::sqrt(static_cast<double>(d));
+  for (std::int64_t i = 0; i < d; ++i) x[i] *= norm;
 }
 
-PlainLse plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row, bool causal,
-                       double scale, double* out) {
+namespace {
+
+// One tensor [N][d] scaled by 448 / amax per block of `block_rows` rows (0: all N) and rounded to
+// E4M3, rotated first when `rotate`.
+void quantise_tensor(std::vector<double> t, std::int64_t N, std::int64_t d, bool rotate,
+                     std::int64_t block_rows, std::vector<float>* out,
+                     std::vector<double>* descale) {
+  if (rotate && d > 0 && (d & (d - 1)) == 0) {
+    for (std::int64_t r = 0; r < N; ++r) rotate_hadamard(&t[r * d], d);
+  }
+  out->resize(static_cast<std::size_t>(N * d));
+  descale->resize(static_cast<std::size_t>(N));
+  const std::int64_t span = block_rows > 0 ? block_rows : std::max<std::int64_t>(N, 1);
+  for (std::int64_t r0 = 0; r0 < N; r0 += span) {
+    const std::int64_t r1 = std::min(N, r0 + span);
+    double amax = 1e-30;  // an all-zero block keeps a finite scale, as the kernels' does
+    for (std::int64_t i = r0 * d; i < r1 * d; ++i) amax = std::max(amax, std::abs(t[i]));
+    const double sc = 448.0 / amax;
+    for (std::int64_t r = r0; r < r1; ++r) {
+      (*descale)[r] = amax / 448.0;
+      for (std::int64_t c = 0; c < d; ++c)
+        (*out)[r * d + c] = static_cast<float>(round_to_e4m3(t[r * d + c] * sc));
+    }
+  }
+}
+
+}  // namespace
+
+Fp8Head fp8_quantise(const Head& h, const Fp8Scheme& scheme) {
+  Fp8Head f;
+  quantise_tensor(h.q, h.N, h.d, scheme.rotated, scheme.q_rows, &f.q8, &f.q_descale);
+  quantise_tensor(h.k, h.N, h.d, scheme.rotated, scheme.kv_rows, &f.k8, &f.k_descale);
+  quantise_tensor(h.v, h.N, h.d, /*rotate=*/false, scheme.kv_rows, &f.v8, &f.v_descale);
+  return f;
+}
+
+PlainLse fp8_row(const Head& h, const Fp8Head& f, std::int64_t row, bool causal, double scale,
+                 double* out) {
   const std::int64_t d = h.d;
-  const double sq = scales.q, sk = scales.k, sv = scales.v;
-  std::vector<float> q8(d);
-  for (std::int64_t c = 0; c < d; ++c)
-    q8[c] = static_cast<float>(round_to_e4m3(h.q[row * d + c] * sq));
   std::vector<float> s(h.N);
   float m = -std::numeric_limits<float>::infinity();
   for (std::int64_t k = 0; k < h.N; ++k) {
@@ -144,9 +186,8 @@ PlainLse plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row,
       continue;
     }
     float acc = 0.0f;
-    for (std::int64_t c = 0; c < d; ++c)
-      acc += q8[c] * static_cast<float>(round_to_e4m3(h.k[k * d + c] * sk));
-    s[k] = static_cast<float>(acc / (sq * sk) * scale);
+    for (std::int64_t c = 0; c < d; ++c) acc += f.q8[row * d + c] * f.k8[k * d + c];
+    s[k] = static_cast<float>(acc * (f.q_descale[row] * f.k_descale[k] * scale));
     m = std::max(m, s[k]);
   }
   float l = 0.0f;
@@ -155,11 +196,10 @@ PlainLse plain_fp8_row(const Head& h, const Fp8Scales& scales, std::int64_t row,
     if (std::isinf(s[k])) continue;
     const float p = std::exp(s[k] - m);
     l += p;
-    const float p8 = static_cast<float>(round_to_e4m3(256.0 * p));
-    for (std::int64_t c = 0; c < d; ++c)
-      acc[c] += p8 * static_cast<float>(round_to_e4m3(h.v[k * d + c] * sv));
+    const float w = static_cast<float>(round_to_e4m3(256.0 * p) * f.v_descale[k]);
+    for (std::int64_t c = 0; c < d; ++c) acc[c] += w * f.v8[k * d + c];
   }
-  for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c] / (256.0 * sv) / l, DType::bf16);
+  for (std::int64_t c = 0; c < d; ++c) out[c] = round_to(acc[c] / 256.0 / l, DType::bf16);
   return lse_against_exact(h, row, causal, scale, s);
 }
 

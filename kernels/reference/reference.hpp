@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "kernels/fp8_scheme.hpp"
 #include "kernels/problem.hpp"
 
 namespace fa::reference {
@@ -40,17 +41,23 @@ struct PlainLse {
 PlainLse plain_lowp_row(const Head& head, std::int64_t row, bool causal, double scale, DType dtype,
                         double* out);
 
-// Per-head FP8 scales, 448/amax of Q, K and V.
-struct Fp8Scales {
-  double q = 1, k = 1, v = 1;
+// One head quantised by an FP8 scheme: E4M3 values (after the rotation, if any) and each row's
+// descale (amax / 448 of its scale block).
+struct Fp8Head {
+  std::vector<float> q8, k8, v8;                        // each N*d
+  std::vector<double> q_descale, k_descale, v_descale;  // each N
 };
-Fp8Scales fp8_scales(const Head& head);
+Fp8Head fp8_quantise(const Head& head, const Fp8Scheme& scheme);
 
-// Attention as a plain FP8 implementation computes it: Q, K, V scaled per head (`scales`) and
-// rounded to E4M3, fp32 scores and softmax, P rounded to E4M3 as 256 P, fp32 sum of P V, output
-// rounded to bf16. No rotation, no finer scales: the baseline of the fp8 rule (docs/accuracy.md).
-PlainLse plain_fp8_row(const Head& head, const Fp8Scales& scales, std::int64_t row, bool causal,
-                       double scale, double* out);
+// x <- H S x for one row of d values (d a power of two): the rotation of Fp8Scheme::rotated.
+void rotate_hadamard(double* x, std::int64_t d);
+
+// Attention as an FP8 implementation of `scheme` computes it (`quantised` = fp8_quantise(head,
+// scheme)): fp32 scores of the E4M3 Q, K times their descales, softmax in fp32 against the row's
+// maximum, P rounded to E4M3 as 256 P, fp32 sum of P V times V's descale per key, output rounded
+// to bf16. The lse is judged against `head`'s exact scores.
+PlainLse fp8_row(const Head& head, const Fp8Head& quantised, std::int64_t row, bool causal,
+                 double scale, double* out);
 
 // Rounds x to the nearest E4M3 value (saturating at 448).
 double round_to_e4m3(double x);
