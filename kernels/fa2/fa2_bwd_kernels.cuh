@@ -24,7 +24,8 @@
 //               with them), so their loads overlap the dQ product below and its atomics;
 //               each warp takes 16 query rows (and d/(warps*16/Br) columns) of
 //               dQ_i += dS K_j and adds them to the fp32 accumulator in HBM with atomics
-//               (sm_90: one red.global.add.v2.f32 per two elements; sm_80: one per element)
+//               (sm_90: one red.global.add.v4.f32 per four elements, lane pairs trading
+//               halves by shuffles; sm_80: one per element)
 //             epilogue: dK *= scale; dK, dV written once.
 //   convert   dQ = scale * accumulator, rounded to the input type.
 //
@@ -169,14 +170,33 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Adds two adjacent fp32 values (8-byte aligned) to the accumulator: one vector reduction on
-// sm_90 (atomicAdd on float2, compiled to red.global.add.v2.f32), two scalar ones before.
-__device__ inline void accumulate2(float* addr, float a, float b) {
+// Adds one 16x8 accumulator tile of the mma layout (this lane: rows row_a and row_b = row_a + 8,
+// columns col0 + 2t, +1) to the row-major accumulator (`ld` floats per row). sm_90: lanes t and
+// t^1 trade halves with two shuffles, so that each issues one red.global.add.v4.f32 of four
+// adjacent columns (even t: row_a's columns col0 + 2t .. +3; odd t: row_b's col0 + 2t - 2 .. +1):
+// half the reductions of two v2 per lane, the same bytes. Every lane of the warp must call it.
+__device__ inline void accumulate_tile(float* acc, std::int64_t row_a, std::int64_t row_b,
+                                       int col0, const float (&c)[4], int t, std::int64_t N,
+                                       int ld) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  atomicAdd(reinterpret_cast<float2*>(addr), make_float2(a, b));
+  const bool odd = t & 1;
+  const float give0 = odd ? c[0] : c[2], give1 = odd ? c[1] : c[3];
+  const float got0 = __shfl_xor_sync(0xffffffffu, give0, 1);
+  const float got1 = __shfl_xor_sync(0xffffffffu, give1, 1);
+  const std::int64_t row = odd ? row_b : row_a;
+  const int col = col0 + 2 * (t & ~1);
+  const float4 v = odd ? make_float4(got0, got1, c[2], c[3]) : make_float4(c[0], c[1], got0, got1);
+  if (row < N) atomicAdd(reinterpret_cast<float4*>(acc + row * ld + col), v);
 #else
-  atomicAdd(addr, a);
-  atomicAdd(addr + 1, b);
+  const int col = col0 + 2 * t;  // sm_80: scalar reductions
+  if (row_a < N) {
+    atomicAdd(acc + row_a * ld + col, c[0]);
+    atomicAdd(acc + row_a * ld + col + 1, c[1]);
+  }
+  if (row_b < N) {
+    atomicAdd(acc + row_b * ld + col, c[2]);
+    atomicAdd(acc + row_b * ld + col + 1, c[3]);
+  }
 #endif
 }
 
@@ -194,6 +214,7 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
   // The dQ product: BR/16 row groups of 16 query rows, the warps of a row group splitting d.
   constexpr int kRowGroups = BR / 16, kColGroups = kWarps / kRowGroups;
   constexpr int kDqCols = D / kColGroups;
+  constexpr int kDqChunk = CAUSAL ? kDqCols : 16;  // dQ columns summed before their reductions
   static_assert(BR <= BC && kWarps % kRowGroups == 0 && kDqCols % 16 == 0, "bwd tile shape");
   static_assert(BC >= 64, "the dS tile's swizzle needs 64 columns");
 
@@ -303,27 +324,29 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
       float* acc_h = p.dq_accum + head_offset;
       std::uint32_t af[BC / 16][4];
       load_a_fragments<BC>(af, sdS, row_group * 16, lane);
-      float dq[kDqCols / 8][4];
-#pragma unroll
-      for (int i = 0; i < kDqCols / 8; ++i) dq[i][0] = dq[i][1] = dq[i][2] = dq[i][3] = 0.0f;
-#pragma unroll
-      for (int kc = 0; kc < BC / 16; ++kc) {
-#pragma unroll
-        for (int dp = 0; dp < kDqCols / 16; ++dp) {
-          std::uint32_t b[4];
-          ldmatrix_x4_trans(b,
-                            smem_u32(sK + swz<D>(kc * 16 + (lane & 15),
-                                                 col_group * kDqCols + dp * 16 + (lane >> 4) * 8)));
-          mma_16816<T>(dq[2 * dp], af[kc], b[0], b[1]);
-          mma_16816<T>(dq[2 * dp + 1], af[kc], b[2], b[3]);
-        }
-      }
       const std::int64_t row_a = q0 + row_group * 16 + g, row_b = row_a + 8;
+      // kDqChunk columns at a time, each chunk sent to the accumulator once it is summed over
+      // the block's keys. H200, N = 4096, d = 128, 64x128 (docs/perf-notes.md "Backward, v4"):
+      // chunks of 16 (8 accumulator registers beside dK and dV) ran the non-causal kernel 2%
+      // faster than the whole width, the causal one 16% slower (its spill grew to 56 bytes).
 #pragma unroll
-      for (int i = 0; i < kDqCols / 8; ++i) {
-        const int col = col_group * kDqCols + i * 8 + 2 * t;
-        if (row_a < N) accumulate2(acc_h + row_a * D + col, dq[i][0], dq[i][1]);
-        if (row_b < N) accumulate2(acc_h + row_b * D + col, dq[i][2], dq[i][3]);
+      for (int c0 = 0; c0 < kDqCols; c0 += kDqChunk) {
+        float dq[kDqChunk / 8][4] = {};
+#pragma unroll
+        for (int kc = 0; kc < BC / 16; ++kc) {
+#pragma unroll
+          for (int dp = 0; dp < kDqChunk / 16; ++dp) {
+            std::uint32_t b[4];
+            ldmatrix_x4_trans(
+                b, smem_u32(sK + swz<D>(kc * 16 + (lane & 15),
+                                        col_group * kDqCols + c0 + dp * 16 + (lane >> 4) * 8)));
+            mma_16816<T>(dq[2 * dp], af[kc], b[0], b[1]);
+            mma_16816<T>(dq[2 * dp + 1], af[kc], b[2], b[3]);
+          }
+        }
+#pragma unroll
+        for (int i = 0; i < kDqChunk / 8; ++i)
+          accumulate_tile(acc_h, row_a, row_b, col_group * kDqCols + c0 + i * 8, dq[i], t, N, D);
       }
     }
     // The next iteration's barrier orders these reads of sdS before its writes.
