@@ -15,36 +15,13 @@
 # Exit codes: 0 every step green; 1 the build failed or fp8 (sm_90a) was not built; 3 a step
 # failed (see the summary and its log; a hung step says HANG and the test that was running).
 set -uo pipefail
-cd "$(dirname "$0")/.."
+# shellcheck source=scripts/fa3_check.sh
+source "$(dirname "$0")/fa3_check.sh"  # fa3_build (cd's to the repository root); sets build, bin
 out=${1:?usage: scripts/fp8_check.sh OUTDIR}
 mkdir -p "$out"
-build=${FA_BUILD_DIR:-build}
-export PATH="$PATH:/usr/local/cuda/bin"
-
-scripts/cudnn_frontend.sh >"$out/cudnn-frontend.log" 2>&1 ||
-  echo "fp8_check: warning: no cudnn-frontend headers (the cudnn rows will say unsupported): $out/cudnn-frontend.log" >&2
-cutlass=${FA_CUTLASS_INCLUDE:-}
-if [ -z "$cutlass" ]; then
-  cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
-fi
-if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
-  mkdir -p "$build/_deps/cutlass"
-  python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass" &&
-    cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
-fi
-if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
-  echo "fp8_check: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
-  exit 1
-fi
-export FA_CMAKE_ARGS="${FA_CMAKE_ARGS:-} -DFA_CUTLASS_INCLUDE=$cutlass"
-if [ -f "$build/CMakeCache.txt" ]; then
-  cmake -S . -B "$build" -DFA_CUTLASS_INCLUDE="$cutlass" >"$out/configure.log" 2>&1
-fi
-if ! FA_BUILD_TESTS=ON FA_BUILD_DIR=$build scripts/build.sh fa-bench fa_tests_gpu >"$out/build.log" 2>&1; then
-  echo "fp8_check: build failed: $out/build.log" >&2
-  tail -20 "$out/build.log" >&2
-  exit 1
-fi
+# CuTe and cudnn-frontend headers, then fa-bench and fa_tests_gpu (fp8's sm_90a kernel needs the
+# same CuTe as fa3).
+fa3_build "$out" || exit 1
 bin=$build/bin/fa-bench
 if ! "$bin" --list-variants 2>/dev/null | grep -A12 -E '^fp8( |$)' | grep -q 'built for sm_90a'; then
   echo "fp8_check: error: fp8 (sm_90a) was not built ($bin --list-variants)" >&2

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
   // The dQ product: BR/16 row groups of 16 query rows, the warps of a row group splitting d.
   constexpr int kRowGroups = BR / 16, kColGroups = kWarps / kRowGroups;
   constexpr int kDqCols = D / kColGroups;
-  constexpr int kDqChunk = CAUSAL ? kDqCols : 16;  // dQ columns summed before their reductions
+  constexpr int kDqChunk = CAUSAL ? kDqCols : 32;  // dQ columns summed before their reductions
   static_assert(BR <= BC && kWarps % kRowGroups == 0 && kDqCols % 16 == 0, "bwd tile shape");
   static_assert(BC >= 64, "the dS tile's swizzle needs 64 columns");
 

@@ -348,20 +348,20 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
         Tensor tVg = tma_v.partition_S(gV);
         // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
-        EmptyBarrier::wait(&smem.q_empty, (n & 1) ^ 1);
+        hopper::wait_barrier(&smem.q_empty, (n & 1) ^ 1, "q_empty", 0);
         FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
         copy(p.tma_q.with(smem.q_full), tQg, tQs);
         for (int i = 0; i < tl.num_kv; ++i, ++it) {
           const int j = tl.num_kv - 1 - i;  // last block first (see tile_at)
           const int s = it % kStages;
           const std::uint32_t free_phase = ((it / kStages) & 1) ^ 1;  // first round: free
-          EmptyBarrier::wait(&smem.k_empty[s], free_phase);
+          hopper::wait_barrier(&smem.k_empty[s], free_phase, "k_empty", s);
           FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kBytesKV);
           copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
           int v_block = j;
           if constexpr (FAULTS)
             v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
-          EmptyBarrier::wait(&smem.v_empty[s], free_phase);
+          hopper::wait_barrier(&smem.v_empty[s], free_phase, "v_empty", s);
           FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
           copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
         }
@@ -430,7 +430,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     int next = index + tile_stride;
     if constexpr (DYNAMIC) {
       // The tile comes with its Q: the producer wrote its index before Q's barrier.
-      FullBarrier::wait(&smem.q_full, n & 1);
+      hopper::wait_barrier(&smem.q_full, n & 1, "q_full", 0);
       asm volatile("" ::: "memory");  // the loads stay after the wait (no clobber there)
       index = smem.tile_slot[n & 1][0];
       next = smem.tile_slot[n & 1][1];
@@ -487,10 +487,10 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       if (j == num_kv - 1) EmptyBarrier::arrive(&smem.q_empty);
     };
 
-    if constexpr (!DYNAMIC) FullBarrier::wait(&smem.q_full, n & 1);
+    if constexpr (!DYNAMIC) hopper::wait_barrier(&smem.q_full, n & 1, "q_full", 0);
     if constexpr (OVERLAP) {
       // i = 0: Q K^T alone.
-      FullBarrier::wait(&smem.k_full[stage(0)], phase(0));
+      hopper::wait_barrier(&smem.k_full[stage(0)], phase(0), "k_full", stage(0));
       turn_begin();
       wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
       turn_end(false);
@@ -504,8 +504,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       convert_p();
       // i: Q K_i^T and P_i-1 V_i-1 issued together; the softmax of i runs while P V does.
       auto step = [&](int i, auto masked) {
-        FullBarrier::wait(&smem.k_full[stage(i)], phase(i));
-        FullBarrier::wait(&smem.v_full[stage(i - 1)], phase(i - 1));
+        hopper::wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
+        hopper::wait_barrier(&smem.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
         turn_begin();
         wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
@@ -524,7 +524,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       for (; i < num_masked; ++i) step(i, std::true_type{});
       for (; i < num_kv; ++i) step(i, std::false_type{});
       const int last = num_kv - 1;
-      FullBarrier::wait(&smem.v_full[stage(last)], phase(last));
+      hopper::wait_barrier(&smem.v_full[stage(last)], phase(last), "v_full", stage(last));
       turn_begin();
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
       turn_end(last_tile);
@@ -533,7 +533,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       EmptyBarrier::arrive(&smem.v_empty[stage(last)]);
     } else {
       auto step = [&](int i, auto masked) {
-        FullBarrier::wait(&smem.k_full[stage(i)], phase(i));
+        hopper::wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
         turn_begin();
         wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
         turn_end(last_tile && i == num_kv - 1);
@@ -543,7 +543,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         softmax_block(block_of(i), masked);
         rescale_o();
         convert_p();
-        FullBarrier::wait(&smem.v_full[stage(i)], phase(i));
+        hopper::wait_barrier(&smem.v_full[stage(i)], phase(i), "v_full", stage(i));
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i)), tOrO);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
