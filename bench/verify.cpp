@@ -209,7 +209,8 @@ reference::Head ReferenceSample::head_inputs(const HeadSample& hs) const {
   head.d = shape_.d;
   auto load = [&](const std::vector<std::uint16_t>& bits, std::vector<double>& dst) {
     dst.resize(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i) dst[i] = half_bits_to_double(bits[i], shape_.dtype);
+    for (std::size_t i = 0; i < bits.size(); ++i)
+      dst[i] = half_bits_to_double(bits[i], shape_.dtype);
   };
   load(hs.q_bits, head.q);
   load(hs.k_bits, head.k);
@@ -268,7 +269,8 @@ ReferenceSample::Fp8Baseline ReferenceSample::compute_fp8_baseline(const Fp8Sche
 const ReferenceSample::Fp8Baseline& ReferenceSample::fp8_baseline(const Fp8Scheme& scheme) const {
   const std::lock_guard<std::mutex> lock(fp8_mutex_);
   auto it = fp8_baselines_.find(scheme);
-  if (it == fp8_baselines_.end()) it = fp8_baselines_.emplace(scheme, compute_fp8_baseline(scheme)).first;
+  if (it == fp8_baselines_.end())
+    it = fp8_baselines_.emplace(scheme, compute_fp8_baseline(scheme)).first;
   return it->second;
 }
 

@@ -68,7 +68,7 @@ class ReferenceSample {
     std::vector<double> lse;        // rows
     std::vector<double> plain_err;  // rows: max_c |plain - ref| (same precision)
     std::vector<double> plain_lse_err, plain_lse_scale;  // rows
-    std::vector<std::uint16_t> q_bits, k_bits, v_bits;  // the inputs, to check they are unchanged
+    std::vector<std::uint16_t> q_bits, k_bits, v_bits;   // the inputs, to check they are unchanged
   };
   // What an FP8 computation of one scheme (reference::fp8_row) makes of the sampled rows.
   struct Fp8Baseline {

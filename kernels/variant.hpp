@@ -17,8 +17,8 @@
 #include <variant>
 #include <vector>
 
-#include "kernels/fp8_scheme.hpp"
 #include "kernels/common/fault.hpp"
+#include "kernels/fp8_scheme.hpp"
 #include "kernels/problem.hpp"
 
 // The CUDA runtime's stream handle, declared as cuda_runtime_api.h declares it (cudaStream_t is

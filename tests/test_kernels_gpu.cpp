@@ -5,8 +5,8 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <cmath>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
@@ -42,7 +42,8 @@ class Watchdog {
   Watchdog(double seconds, std::function<void()> on_timeout)
       : thread_([this, seconds, f = std::move(on_timeout)] {
           std::unique_lock<std::mutex> lock(mutex_);
-          if (!done_.wait_for(lock, std::chrono::duration<double>(seconds), [&] { return disarmed_; }))
+          if (!done_.wait_for(lock, std::chrono::duration<double>(seconds),
+                              [&] { return disarmed_; }))
             f();
         }) {}
   ~Watchdog() { disarm(); }

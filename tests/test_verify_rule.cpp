@@ -243,7 +243,8 @@ double online_fp8_row(const reference::Head& h, const reference::Fp8Head& f, std
       for (std::int64_t c = 0; c < d; ++c) acc[c] += w * f.v8[k * d + c];
     }
   }
-  for (std::int64_t c = 0; c < d; ++c) out[c] = reference::round_to(acc[c] / 256.0 / l, DType::bf16);
+  for (std::int64_t c = 0; c < d; ++c)
+    out[c] = reference::round_to(acc[c] / 256.0 / l, DType::bf16);
   return m + std::log(l);
 }
 
@@ -254,9 +255,10 @@ double online_fp8_row(const reference::Head& h, const reference::Fp8Head& f, std
 // figure under both baselines is printed (docs/accuracy.md, "FP8").
 TEST(Fp8RowRule, AnHonestKernelPassesOnEveryInputFamily) {
   auto family_name = [](Inputs f) {
-    return f == Inputs::normal ? "normal"
-                               : (f == Inputs::outliers ? "outliers"
-                                                        : (f == Inputs::uniform ? "uniform" : "heavy"));
+    return f == Inputs::normal
+               ? "normal"
+               : (f == Inputs::outliers ? "outliers"
+                                        : (f == Inputs::uniform ? "uniform" : "heavy"));
   };
   const fp8::Scale grans[] = {fp8::Scale::block, fp8::Scale::head};
   for (Inputs family : {Inputs::normal, Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
@@ -307,13 +309,14 @@ TEST(Fp8RowRule, AnHonestKernelPassesOnEveryInputFamily) {
         };
         const auto v = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, scheme});
         const auto plain = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, kPlainFp8});
-        std::printf("fp8 rule, %s inputs, causal %d, %s scales: worst row %.2f, lse %.2f of the "
-                    "tolerance (against plain FP8: row %.2f, lse %.2f); relative RMSE %.3g "
-                    "(plain per-head %.3g)\n",
-                    family_name(family), causal, fp8::scale_name(gran), v.worst_row_ratio,
-                    v.lse_worst_row_ratio.value_or(0), plain.worst_row_ratio,
-                    plain.lse_worst_row_ratio.value_or(0), v.relative_rmse.value_or(0),
-                    v.baseline_relative_rmse.value_or(0));
+        std::printf(
+            "fp8 rule, %s inputs, causal %d, %s scales: worst row %.2f, lse %.2f of the "
+            "tolerance (against plain FP8: row %.2f, lse %.2f); relative RMSE %.3g "
+            "(plain per-head %.3g)\n",
+            family_name(family), causal, fp8::scale_name(gran), v.worst_row_ratio,
+            v.lse_worst_row_ratio.value_or(0), plain.worst_row_ratio,
+            plain.lse_worst_row_ratio.value_or(0), v.relative_rmse.value_or(0),
+            v.baseline_relative_rmse.value_or(0));
         EXPECT_TRUE(v.passed) << family_name(family) << " causal=" << causal << " "
                               << fp8::scale_name(gran) << ": "
                               << bench::verification_failure_reason(v);

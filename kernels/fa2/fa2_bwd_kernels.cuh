@@ -175,9 +175,8 @@ __global__ void __launch_bounds__(256)
 // t^1 trade halves with two shuffles, so that each issues one red.global.add.v4.f32 of four
 // adjacent columns (even t: row_a's columns col0 + 2t .. +3; odd t: row_b's col0 + 2t - 2 .. +1):
 // half the reductions of two v2 per lane, the same bytes. Every lane of the warp must call it.
-__device__ inline void accumulate_tile(float* acc, std::int64_t row_a, std::int64_t row_b,
-                                       int col0, const float (&c)[4], int t, std::int64_t N,
-                                       int ld) {
+__device__ inline void accumulate_tile(float* acc, std::int64_t row_a, std::int64_t row_b, int col0,
+                                       const float (&c)[4], int t, std::int64_t N, int ld) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   const bool odd = t & 1;
   const float give0 = odd ? c[0] : c[2], give1 = odd ? c[1] : c[3];

@@ -212,7 +212,7 @@ struct Fa3Params {
   int heads;         // B*H
   float scale_log2;  // softmax scale * log2(e)
   int num_q_blocks;
-  int section_heads;            // persistent grid: heads whose K and V share the L2 at a time
+  int section_heads;            // persistent grids: heads whose K and V share the L2 at a time
   FaultInjection fault;         // read only by the FAULTS instantiation (verification tests)
   typename Traits::TmaO tma_o;  // the TMA-store epilogue's (else unset)
   unsigned* tile_counter;  // dynamic grid: [0] tiles taken past the first wave, [1] blocks done
@@ -247,7 +247,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
   const int total_kv = (N + BC - 1) / BC;
   // Tiles (query block, batch*head) this thread block computes: its own (grid over tiles), or,
   // persistent, every gridDim.x-th of one list. The list walks the heads in sections of
-  // section_heads (their K and V fit in half the L2) and, inside a section, the query blocks
+  // section_heads (their K and V fit in a share of the L2: 1/2 causal, 1/16 non-causal, set by
+  // the launcher) and, inside a section, the query blocks
   // longest first (causal), the section's heads interleaved: the tiles in flight at once have
   // about the same length and read the K and V of a few heads. (Head after head, with the causal
   // blocks of each head longest first, the short tiles ran ahead into later heads: at N=16384,
@@ -713,8 +714,16 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
       if (tiles > INT_MAX) return "fa3: too many tiles for the persistent grid";
       grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, facts.sms)));
       const std::int64_t kv_bytes_per_head = 2LL * N * D * sizeof(typename Traits::E);
+      // The K and V of a section's heads may take this share of the L2. Non-causal, 1/16 (1 head
+      // of d=128 at N >= 4096, 3 of d=64 at N=4096): the 132 tiles in flight then read the K/V of
+      // one to three heads and DRAM fell to the compulsory bytes; with 1/2 (12 heads at N=4096,
+      // d=128) it read 2.5x them. H200, fa3 non-causal N 4096/8192/16384, fa3/cudnn d=64
+      // 0.91/0.92/0.92 -> 0.93/0.95/0.96, d=128 0.95/0.98/1.00 -> 1.01/1.02/1.02 (1/4, 1/8 and
+      // 1/32 between; docs/perf-notes.md "Sixth step"). Causal keeps 1/2, as tuned: there the
+      // section's heads interleave so that the tiles in flight have about the same length.
+      constexpr std::int64_t kL2Share = CAUSAL ? 2 : 16;
       p.section_heads = static_cast<int>(std::clamp<std::int64_t>(
-          facts.l2_bytes / 2 / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
+          facts.l2_bytes / kL2Share / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
     }
     if (plan.grid == Grid::dynamic) {
       if (b.workspace == nullptr || b.workspace_bytes < kTileCounterBytes)
