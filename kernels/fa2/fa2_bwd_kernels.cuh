@@ -326,8 +326,8 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
       const std::int64_t row_a = q0 + row_group * 16 + g, row_b = row_a + 8;
       // kDqChunk columns at a time, each chunk sent to the accumulator once it is summed over
       // the block's keys. H200, N = 4096, d = 128, 64x128 (docs/perf-notes.md "Backward, v4"):
-      // chunks of 16 (8 accumulator registers beside dK and dV) ran the non-causal kernel 2%
-      // faster than the whole width, the causal one 16% slower (its spill grew to 56 bytes).
+      // without the mask, chunks of 32 ran 5% faster than the whole width (16: 2%); with it,
+      // chunks of 16 ran 16% slower (its spill grew to 56 bytes), so causal keeps the width.
 #pragma unroll
       for (int c0 = 0; c0 < kDqCols; c0 += kDqChunk) {
         float dq[kDqChunk / 8][4] = {};
