@@ -72,6 +72,24 @@ double half_bits_to_double(std::uint16_t bits, DType dtype) {
   return static_cast<double>(__half2float(__half(raw)));
 }
 
+namespace {
+
+// 16-bit elements of `dtype` as doubles.
+std::vector<double> to_doubles(const std::vector<std::uint16_t>& bits, DType dtype) {
+  std::vector<double> out(bits.size());
+  for (std::size_t i = 0; i < bits.size(); ++i) out[i] = half_bits_to_double(bits[i], dtype);
+  return out;
+}
+
+// Head bh of a [B*H][N][d] device tensor (`head_elems` = N*d elements each), as doubles.
+std::vector<double> load_head(const void* base, std::int64_t bh, std::int64_t head_elems,
+                              DType dtype) {
+  return to_doubles(
+      copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems), dtype);
+}
+
+}  // namespace
+
 // The sampled heads of a forward or backward sample (each head sample has bh and rows).
 template <typename HeadSamples>
 std::vector<std::int64_t> heads_of(const HeadSamples& heads) {
@@ -133,16 +151,9 @@ ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::u
         reference::Head head;
         head.N = s.N;
         head.d = s.d;
-        auto load = [&](const void* base, std::vector<double>& dst) {
-          const auto bits =
-              copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems);
-          dst.resize(bits.size());
-          for (std::size_t i = 0; i < bits.size(); ++i)
-            dst[i] = half_bits_to_double(bits[i], s.dtype);
-        };
-        load(in.q, head.q);
-        load(in.k, head.k);
-        load(in.v, head.v);
+        head.q = load_head(in.q, bh, head_elems, s.dtype);
+        head.k = load_head(in.k, bh, head_elems, s.dtype);
+        head.v = load_head(in.v, bh, head_elems, s.dtype);
         return head;
       },
       seed);
@@ -207,14 +218,9 @@ reference::Head ReferenceSample::head_inputs(const HeadSample& hs) const {
   reference::Head head;
   head.N = shape_.N;
   head.d = shape_.d;
-  auto load = [&](const std::vector<std::uint16_t>& bits, std::vector<double>& dst) {
-    dst.resize(bits.size());
-    for (std::size_t i = 0; i < bits.size(); ++i)
-      dst[i] = half_bits_to_double(bits[i], shape_.dtype);
-  };
-  load(hs.q_bits, head.q);
-  load(hs.k_bits, head.k);
-  load(hs.v_bits, head.v);
+  head.q = to_doubles(hs.q_bits, shape_.dtype);
+  head.k = to_doubles(hs.k_bits, shape_.dtype);
+  head.v = to_doubles(hs.v_bits, shape_.dtype);
   return head;
 }
 
@@ -440,18 +446,11 @@ BackwardReferenceSample::BackwardReferenceSample(const Shape& s, const BackwardB
         HeadInputs h;
         h.head.N = s.N;
         h.head.d = s.d;
-        auto load = [&](const void* base, std::vector<double>& dst) {
-          const auto bits =
-              copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems);
-          dst.resize(bits.size());
-          for (std::size_t i = 0; i < bits.size(); ++i)
-            dst[i] = half_bits_to_double(bits[i], s.dtype);
-        };
-        load(in.q, h.head.q);
-        load(in.k, h.head.k);
-        load(in.v, h.head.v);
-        load(in.d_o, h.d_o);
-        load(in.o, h.o);
+        h.head.q = load_head(in.q, bh, head_elems, s.dtype);
+        h.head.k = load_head(in.k, bh, head_elems, s.dtype);
+        h.head.v = load_head(in.v, bh, head_elems, s.dtype);
+        h.d_o = load_head(in.d_o, bh, head_elems, s.dtype);
+        h.o = load_head(in.o, bh, head_elems, s.dtype);
         h.lse.resize(static_cast<std::size_t>(s.N));
         FA_CUDA_CHECK(
             cudaMemcpy(h.lse.data(), in.lse + bh * s.N, h.lse.size() * 4, cudaMemcpyDeviceToHost));

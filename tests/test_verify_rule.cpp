@@ -106,7 +106,9 @@ Emulated emulate(const Shape& s, const std::vector<reference::Head>& heads,
   return e;
 }
 
-bench::Verification judge(const bench::ReferenceSample& ref, const Emulated& e, AccuracyRule rule) {
+// The rule's verdict on an emulated kernel; fp8 rows against `scheme` (default: our fp8's).
+bench::Verification judge(const bench::ReferenceSample& ref, const Emulated& e, AccuracyRule rule,
+                          const Fp8Scheme& scheme = fp8::scheme({})) {
   std::int64_t nonfinite = 0;
   for (const auto& [key, row] : e.o) {
     for (double x : row) nonfinite += std::isfinite(x) ? 0 : 1;
@@ -118,7 +120,7 @@ bench::Verification judge(const bench::ReferenceSample& ref, const Emulated& e, 
   const bench::ReferenceSample::LseAt lse = [&](std::int64_t bh, std::int64_t row) {
     return e.lse.at({bh, row});
   };
-  return ref.judge(o, &lse, nonfinite, {rule, true, fp8::scheme({})});
+  return ref.judge(o, &lse, nonfinite, {rule, true, scheme});
 }
 
 struct Case {
@@ -301,14 +303,8 @@ TEST(Fp8RowRule, AnHonestKernelPassesOnEveryInputFamily) {
             e.o[{bh, row}] = out;
           }
         }
-        const auto o = [&](std::int64_t bh, std::int64_t row, std::int64_t c) {
-          return e.o.at({bh, row})[static_cast<std::size_t>(c)];
-        };
-        const bench::ReferenceSample::LseAt lse = [&](std::int64_t bh, std::int64_t row) {
-          return e.lse.at({bh, row});
-        };
-        const auto v = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, scheme});
-        const auto plain = ref.judge(o, &lse, 0, {AccuracyRule::fp8_rmse, true, kPlainFp8});
+        const auto v = judge(ref, e, AccuracyRule::fp8_rmse, scheme);
+        const auto plain = judge(ref, e, AccuracyRule::fp8_rmse, kPlainFp8);
         std::printf(
             "fp8 rule, %s inputs, causal %d, %s scales: worst row %.2f, lse %.2f of the "
             "tolerance (against plain FP8: row %.2f, lse %.2f); relative RMSE %.3g "
