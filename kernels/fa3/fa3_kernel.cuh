@@ -79,8 +79,9 @@
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/online_softmax.cuh"
-#include "kernels/common/per_device.hpp"
 #include "kernels/fa3/fa3_launch.hpp"
+#include "kernels/hopper/persistent_grid.hpp"
+#include "kernels/hopper/pipeline.cuh"
 #include "kernels/hopper/sm90_common.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -90,6 +91,8 @@
 namespace fa::fa3 {
 
 using namespace cute;
+using hopper::EmptyBarrier;
+using hopper::FullBarrier;
 using hopper::smem_attribute_once;
 using hopper::wgmma_issue;
 
@@ -182,9 +185,7 @@ struct Fa3Traits {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutKV>, 1024> k;
     array_aligned<E, cosize_v<SmemLayoutKV>, 1024> v;
-    std::uint64_t q_full, q_empty;
-    std::uint64_t k_full[kStages], v_full[kStages];
-    std::uint64_t k_empty[kStages], v_empty[kStages];
+    hopper::PipelineBarriers<kStages> bar;
     // Dynamic grid: tile n's index and its successor in slot n % 2 (the producer writes tile n's
     // while the consumers may still read tile n-1's).
     int tile_slot[2][2];
@@ -218,13 +219,6 @@ struct Fa3Params {
   unsigned* tile_counter;  // dynamic grid: [0] tiles taken past the first wave, [1] blocks done
 };
 
-// Named barriers (cutlass numbers them after its reserved ones): the ping-pong turns use 0 .. W-1,
-// the TMA-store epilogue of consumer warpgroup w uses kEpilogueBarrier + w.
-inline constexpr int kEpilogueBarrier = 3;
-
-using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
-using EmptyBarrier = cutlass::arch::ClusterBarrier;
-
 // The kernel's body; the two __global__ entries below choose the schedule or the fault hooks.
 template <typename Traits, bool CAUSAL, bool FAULTS, bool PINGPONG, bool OVERLAP, Grid GRID,
           Epilogue EPILOGUE>
@@ -244,63 +238,18 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
 
   const int warpgroup = threadIdx.x / 128;
   const int N = p.N;
-  const int total_kv = (N + BC - 1) / BC;
-  // Tiles (query block, batch*head) this thread block computes: its own (grid over tiles), or,
-  // persistent, every gridDim.x-th of one list. The list walks the heads in sections of
-  // section_heads (their K and V fit in a share of the L2: 1/2 causal, 1/16 non-causal, set by
-  // the launcher) and, inside a section, the query blocks
-  // longest first (causal), the section's heads interleaved: the tiles in flight at once have
-  // about the same length and read the K and V of a few heads. (Head after head, with the causal
-  // blocks of each head longest first, the short tiles ran ahead into later heads: at N=16384,
-  // d=128 DRAM read 9.5x the compulsory bytes and the row ran at 0.72 of the grid schedule,
-  // H200, 2026-11-23.) Dynamic: the same list, but a block's next tile is the list's next untaken
-  // one (an atomic counter; the first wave takes tiles 0 .. gridDim.x-1), so a block that drew
-  // short tiles takes more of them and no SM idles while tiles are left.
-  const int num_tiles = PERSISTENT ? p.num_q_blocks * p.heads : 1;
-  const int first_tile = PERSISTENT ? static_cast<int>(blockIdx.x) : 0;
-  const int tile_stride = PERSISTENT ? static_cast<int>(gridDim.x) : 1;
-  struct Tile {
-    int q_block, bh, q0, num_kv;
-    int num_masked;  // blocks that need a mask: the first ones in the loading order (below)
-  };
-  auto tile_at = [&](int index) {
-    Tile tl;
-    int q_index = static_cast<int>(blockIdx.x);
-    tl.bh = static_cast<int>(blockIdx.y);
-    if constexpr (PERSISTENT) {
-      const int section_tiles = p.section_heads * p.num_q_blocks;
-      const int section = index / section_tiles, k = index % section_tiles;
-      const int heads_here = min(p.section_heads, p.heads - section * p.section_heads);
-      q_index = k / heads_here;
-      tl.bh = section * p.section_heads + k % heads_here;
-    }
-    tl.q_block = CAUSAL ? p.num_q_blocks - 1 - q_index : q_index;
-    tl.q0 = tl.q_block * BR;
-    tl.num_kv = total_kv;
-    if constexpr (CAUSAL) tl.num_kv = min(total_kv, (min(tl.q0 + BR, N) - 1) / BC + 1);
-    // K/V blocks are loaded and consumed last first (j = num_kv-1 ... 0), so the blocks that
-    // need a mask (the N tail, the causal diagonal: every block whose last key is past the tile's
-    // first row) lead, and the rest run a loop with no mask code. With the mask checked inside
-    // one loop, nvcc hoisted the 64 per-score comparisons of every block ahead of its wgmma issue
-    // (about 700 integer instructions per block, causal d=64: SASS, 2026-11-23); causal ran as
-    // long as non-causal. The fault build masks every block (the knobs move the edges).
-    int first_masked = CAUSAL ? (tl.q0 + 1) / BC : total_kv;
-    if (N % BC != 0) first_masked = min(first_masked, total_kv - 1);
-    tl.num_masked = FAULTS ? tl.num_kv : tl.num_kv - min(first_masked, tl.num_kv);
-    return tl;
-  };
+  // Tiles (query block, batch*head) this thread block computes (hopper::TileList): its own, or
+  // (persistent, dynamic) a share of one list, heads in sections whose K and V fit in a share of
+  // the L2 (1/2 causal, 1/16 non-causal, set by the launcher), longest query blocks first.
+  const hopper::TileList<BR, BC, CAUSAL, FAULTS, GRID, Fa3Params<Traits>> tiles(p);
+  const int num_tiles = tiles.size();
+  const int first_tile = tiles.first();
+  const int tile_stride = tiles.stride();
+  const int total_kv = tiles.total_kv;
+  auto tile_at = [&](int index) { return tiles.at(index); };
 
-  if (threadIdx.x == 0) {
-    FullBarrier::init(&smem.q_full, 1);
-    EmptyBarrier::init(&smem.q_empty, Traits::kConsumerThreads);
-    for (int s = 0; s < kStages; ++s) {
-      FullBarrier::init(&smem.k_full[s], 1);
-      FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], Traits::kConsumerThreads);
-      EmptyBarrier::init(&smem.v_empty[s], Traits::kConsumerThreads);
-    }
-    cutlass::arch::fence_barrier_init();
-  }
+  auto& bar = smem.bar;
+  if (threadIdx.x == 0) bar.init(Traits::kConsumerThreads);
   __syncthreads();
 
   // ---------------------------------------------------------------- producer: TMA loads
@@ -327,18 +276,11 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         // The tile after this one: taken now, so the consumers know whether this one is their
         // last (the ping-pong turns end with it) and the producer never waits on the counter.
         int next = index + tile_stride;
-        if constexpr (DYNAMIC) {
-          // Into slot n % 2 at once, and read back at the end of the iteration: no register
-          // carries it through the K/V loop (the producer has 24; carried, they spilled). The
-          // slot is free: its last reader, tile n-2's consumers, released that Q before the
-          // previous iteration's q_empty wait returned. Read by the consumers after q_full
-          // (below; the arrive releases this store).
-          next = static_cast<int>(gridDim.x) + static_cast<int>(atomicAdd(p.tile_counter, 1u));
-          smem.tile_slot[n & 1][0] = index;
-          smem.tile_slot[n & 1][1] = next;
-          asm volatile("" ::: "memory");  // the stores stay before the arrive (no clobber there)
-        }
-        const Tile tl = tile_at(index);
+        // Dynamic: into slot n % 2, read by the consumers after q_full (the arrive below
+        // releases the store), and read back here at the end of the tile.
+        if constexpr (DYNAMIC)
+          next = hopper::take_next_tile(p.tile_counter, smem.tile_slot, n, index);
+        const hopper::Tile tl = tile_at(index);
         Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
                                make_coord(tl.q_block, _0{}));
         Tensor gK =
@@ -349,36 +291,27 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
         Tensor tVg = tma_v.partition_S(gV);
         // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
-        hopper::wait_barrier(&smem.q_empty, (n & 1) ^ 1, "q_empty", 0);
-        FullBarrier::arrive_and_expect_tx(&smem.q_full, Traits::kBytesQ);
-        copy(p.tma_q.with(smem.q_full), tQg, tQs);
+        hopper::wait_barrier(&bar.q_empty, (n & 1) ^ 1, "q_empty", 0);
+        FullBarrier::arrive_and_expect_tx(&bar.q_full, Traits::kBytesQ);
+        copy(p.tma_q.with(bar.q_full), tQg, tQs);
         for (int i = 0; i < tl.num_kv; ++i, ++it) {
           const int j = tl.num_kv - 1 - i;  // last block first (see tile_at)
           const int s = it % kStages;
           const std::uint32_t free_phase = ((it / kStages) & 1) ^ 1;  // first round: free
-          hopper::wait_barrier(&smem.k_empty[s], free_phase, "k_empty", s);
-          FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Traits::kBytesKV);
-          copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
+          hopper::wait_barrier(&bar.k_empty[s], free_phase, "k_empty", s);
+          FullBarrier::arrive_and_expect_tx(&bar.k_full[s], Traits::kBytesKV);
+          copy(p.tma_k.with(bar.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
           int v_block = j;
           if constexpr (FAULTS)
             v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
-          hopper::wait_barrier(&smem.v_empty[s], free_phase, "v_empty", s);
-          FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Traits::kBytesKV);
-          copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+          hopper::wait_barrier(&bar.v_empty[s], free_phase, "v_empty", s);
+          FullBarrier::arrive_and_expect_tx(&bar.v_full[s], Traits::kBytesKV);
+          copy(p.tma_v.with(bar.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
         }
         if constexpr (DYNAMIC) next = smem.tile_slot[n & 1][1];
         index = next;
       }
-      if constexpr (DYNAMIC) {
-        // This block takes no more tiles. The last block to get here resets the counter for the
-        // next launch: every block's last atomicAdd on [0] is ordered before its arrival on [1].
-        __threadfence();
-        if (atomicAdd(p.tile_counter + 1, 1u) == gridDim.x - 1) {
-          __threadfence();
-          atomicExch(p.tile_counter, 0u);
-          atomicExch(p.tile_counter + 1, 0u);
-        }
-      }
+      if constexpr (DYNAMIC) hopper::release_tile_counter(p.tile_counter);
     }
     return;
   }
@@ -410,33 +343,22 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
   float(&s)[NT][4] = *reinterpret_cast<float(*)[NT][4]>(raw_pointer_cast(tSrS.data()));
   float(&o)[DT][4] = *reinterpret_cast<float(*)[DT][4]>(raw_pointer_cast(tOrO.data()));
 
-  // Ping-pong: warpgroup w issues its products only after warpgroup w-1 (cyclically) issued its
-  // own; named barrier w counts w's 128 threads (sync) and its predecessor's 128 (arrive). The
-  // last warpgroup opens the first turn and skips its very last arrive, so no barrier is left
-  // half-arrived when the block exits. Turns run on across the tiles of a persistent block.
-  auto turn_begin = [&] {
-    if constexpr (PINGPONG) cutlass::arch::NamedBarrier::sync(256, cwg);
-  };
-  auto turn_end = [&](bool last) {
-    if constexpr (PINGPONG) {
-      if (!(last && cwg == kWG - 1)) cutlass::arch::NamedBarrier::arrive(256, (cwg + 1) % kWG);
-    }
-  };
-  if constexpr (PINGPONG) {
-    if (cwg == kWG - 1) cutlass::arch::NamedBarrier::arrive(256, 0);
-  }
+  // Ping-pong (hopper::PingPong): the consumer warpgroups take turns issuing their products.
+  const hopper::PingPong<PINGPONG, kWG> turns(cwg);
+  auto turn_begin = [&] { turns.begin(); };
+  auto turn_end = [&](bool last) { turns.end(last); };
 
   int it = 0;  // K/V blocks consumed so far: the ring's position and phase
   for (int index = first_tile, n = 0; DYNAMIC || index < num_tiles; ++n) {
     int next = index + tile_stride;
     if constexpr (DYNAMIC) {
       // The tile comes with its Q: the producer wrote its index before Q's barrier.
-      hopper::wait_barrier(&smem.q_full, n & 1, "q_full", 0);
+      hopper::wait_barrier(&bar.q_full, n & 1, "q_full", 0);
       asm volatile("" ::: "memory");  // the loads stay after the wait (no clobber there)
       index = smem.tile_slot[n & 1][0];
       next = smem.tile_slot[n & 1][1];
     }
-    const Tile tl = tile_at(index);
+    const hopper::Tile tl = tile_at(index);
     const bool last_tile = next >= num_tiles;
     const int num_kv = tl.num_kv;
     const int row_a = tl.q0 + row_in_tile, row_b = row_a + 8;
@@ -484,14 +406,14 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     };
     // After the tile's last Q K^T: the producer may load the next tile's Q.
     auto release_k = [&](int j) {
-      EmptyBarrier::arrive(&smem.k_empty[stage(j)]);
-      if (j == num_kv - 1) EmptyBarrier::arrive(&smem.q_empty);
+      EmptyBarrier::arrive(&bar.k_empty[stage(j)]);
+      if (j == num_kv - 1) EmptyBarrier::arrive(&bar.q_empty);
     };
 
-    if constexpr (!DYNAMIC) hopper::wait_barrier(&smem.q_full, n & 1, "q_full", 0);
+    if constexpr (!DYNAMIC) hopper::wait_barrier(&bar.q_full, n & 1, "q_full", 0);
     if constexpr (OVERLAP) {
       // i = 0: Q K^T alone.
-      hopper::wait_barrier(&smem.k_full[stage(0)], phase(0), "k_full", stage(0));
+      hopper::wait_barrier(&bar.k_full[stage(0)], phase(0), "k_full", stage(0));
       turn_begin();
       wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
       turn_end(false);
@@ -505,8 +427,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       convert_p();
       // i: Q K_i^T and P_i-1 V_i-1 issued together; the softmax of i runs while P V does.
       auto step = [&](int i, auto masked) {
-        hopper::wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
-        hopper::wait_barrier(&smem.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
+        hopper::wait_barrier(&bar.k_full[stage(i)], phase(i), "k_full", stage(i));
+        hopper::wait_barrier(&bar.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
         turn_begin();
         wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
@@ -517,7 +439,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         softmax_block(block_of(i), masked);
         warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
         warpgroup_fence_operand(tOrO);
-        EmptyBarrier::arrive(&smem.v_empty[stage(i - 1)]);
+        EmptyBarrier::arrive(&bar.v_empty[stage(i - 1)]);
         rescale_o();
         convert_p();
       };
@@ -525,16 +447,16 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       for (; i < num_masked; ++i) step(i, std::true_type{});
       for (; i < num_kv; ++i) step(i, std::false_type{});
       const int last = num_kv - 1;
-      hopper::wait_barrier(&smem.v_full[stage(last)], phase(last), "v_full", stage(last));
+      hopper::wait_barrier(&bar.v_full[stage(last)], phase(last), "v_full", stage(last));
       turn_begin();
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
       turn_end(last_tile);
       warpgroup_wait<0>();
       warpgroup_fence_operand(tOrO);
-      EmptyBarrier::arrive(&smem.v_empty[stage(last)]);
+      EmptyBarrier::arrive(&bar.v_empty[stage(last)]);
     } else {
       auto step = [&](int i, auto masked) {
-        hopper::wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
+        hopper::wait_barrier(&bar.k_full[stage(i)], phase(i), "k_full", stage(i));
         turn_begin();
         wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
         turn_end(last_tile && i == num_kv - 1);
@@ -544,11 +466,11 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         softmax_block(block_of(i), masked);
         rescale_o();
         convert_p();
-        hopper::wait_barrier(&smem.v_full[stage(i)], phase(i), "v_full", stage(i));
+        hopper::wait_barrier(&bar.v_full[stage(i)], phase(i), "v_full", stage(i));
         wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i)), tOrO);
         warpgroup_wait<0>();
         warpgroup_fence_operand(tOrO);
-        EmptyBarrier::arrive(&smem.v_empty[stage(i)]);
+        EmptyBarrier::arrive(&bar.v_empty[stage(i)]);
       };
       int i = 0;
       for (; i < num_masked; ++i) step(i, std::true_type{});
@@ -560,43 +482,19 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     softmax.finish(1.0f, inv_l);
     const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
     if constexpr (TMA_STORE) {
-      // O through shared memory: this warpgroup's 64 rows into its slice, then one TMA store
-      // (rows >= N are clipped by TMA), issued by the warpgroup's first thread and not waited
-      // for: it drains while the next tile's products run. Before the slice is written again,
-      // that thread waits until the store has read it.
+      // O through shared memory and a TMA store per warpgroup (hopper::store_o_through_smem).
       auto& storage = *reinterpret_cast<typename Traits::SharedStorageO*>(smem_raw);
       Tensor sO = make_tensor(make_smem_ptr(storage.o.data()), typename Traits::SmemLayoutO{});
       Tensor sOw = sO(_, _, cwg);  // (64, D)
-      const bool issuer = ct % 128 == 0;
-      if (PERSISTENT && n > 0) {
-        if (issuer) tma_store_wait<0>();
-        cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
-      }
-      // The row laundered through an empty asm volatile: every swizzled address below depends
-      // on it, so nvcc cannot hoist them out of the persistent tile loop and keep 2 D/8 addresses
-      // live through the main loop (the 192-row persistent kernels spilled 220-232 bytes so,
-      // nvcc 13.0).
-      int r = row_in_tile - cwg * 64;
-      asm volatile("" : "+r"(r));
-#pragma unroll
-      for (int i = 0; i < DT; ++i) {
-        const int col = i * 8 + 2 * t;
-        *reinterpret_cast<std::uint32_t*>(&sOw(r, col)) =
-            sm80::pack2<T>(o[i][0] * inv_l[0], o[i][1] * inv_l[0]);
-        *reinterpret_cast<std::uint32_t*>(&sOw(r + 8, col)) =
-            sm80::pack2<T>(o[i][2] * inv_l[1], o[i][3] * inv_l[1]);
-      }
-      cutlass::arch::fence_view_async_shared();  // the writes, visible to the TMA unit
-      cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
-      if (issuer) {
-        Tensor mO = p.tma_o.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
-        Tensor gO = local_tile(mO(_, _, tl.bh), cute::Shape<_64, Int<D>>{},
-                               make_coord(tl.q_block * kWG + cwg, _0{}));
-        auto tma_o = p.tma_o.get_slice(_0{});
-        Tensor tOs = tma_o.partition_S(sO);  // (TMA, m, k, warpgroup)
-        copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
-        tma_store_arrive();
-      }
+      hopper::store_o_through_smem<T>(
+          sOw, o, inv_l, row_in_tile - cwg * 64, t, cwg, ct % 128 == 0, PERSISTENT && n > 0, [&] {
+            Tensor mO = p.tma_o.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+            Tensor gO = local_tile(mO(_, _, tl.bh), cute::Shape<_64, Int<D>>{},
+                                   make_coord(tl.q_block * kWG + cwg, _0{}));
+            auto tma_o = p.tma_o.get_slice(_0{});
+            Tensor tOs = tma_o.partition_S(sO);  // (TMA, m, k, warpgroup)
+            copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
+          });
       if (t == 0) {  // the lse as OnlineSoftmax::store writes it
         if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
         if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);
@@ -642,27 +540,6 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   fa3_forward<Traits, CAUSAL, true, true, true, GRID, EPILOGUE>(p);
 }
 
-// The persistent grids' device facts, read once per device (kernels/common/per_device.hpp), not
-// on every launch.
-struct DeviceFacts {
-  cudaError_t status = cudaErrorInvalidDevice;
-  int sms = 0;
-  int l2_bytes = 0;
-};
-inline DeviceFacts device_facts() {
-  static PerDevice<DeviceFacts> facts;
-  return facts.get([] {
-    DeviceFacts f;
-    int device = 0;
-    f.status = cudaGetDevice(&device);
-    if (f.status == cudaSuccess)
-      f.status = cudaDeviceGetAttribute(&f.sms, cudaDevAttrMultiProcessorCount, device);
-    if (f.status == cudaSuccess)
-      f.status = cudaDeviceGetAttribute(&f.l2_bytes, cudaDevAttrL2CacheSize, device);
-    return f;
-  });
-}
-
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
                    const FaultInjection& fault) {
@@ -706,14 +583,6 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
     if (tma_store) p.tma_o = Traits::tma_o(b.o, N, heads);
     dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
     if (plan.grid != Grid::tiles) {
-      const DeviceFacts facts = device_facts();
-      if (facts.status != cudaSuccess)
-        return std::string("fa3: cannot read the SM count and L2 size: ") +
-               cudaGetErrorString(facts.status);
-      const std::int64_t tiles = q_blocks * heads;
-      if (tiles > INT_MAX) return "fa3: too many tiles for the persistent grid";
-      grid = dim3(static_cast<unsigned>(std::min<std::int64_t>(tiles, facts.sms)));
-      const std::int64_t kv_bytes_per_head = 2LL * N * D * sizeof(typename Traits::E);
       // The K and V of a section's heads may take this share of the L2. Non-causal, 1/16 (1 head
       // of d=128 at N >= 4096, 3 of d=64 at N=4096): the 132 tiles in flight then read the K/V of
       // one to three heads and DRAM fell to the compulsory bytes; with 1/2 (12 heads at N=4096,
@@ -722,8 +591,13 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
       // 1/32 between; docs/perf-notes.md "Sixth step"). Causal keeps 1/2, as tuned: there the
       // section's heads interleave so that the tiles in flight have about the same length.
       constexpr std::int64_t kL2Share = CAUSAL ? 2 : 16;
-      p.section_heads = static_cast<int>(std::clamp<std::int64_t>(
-          facts.l2_bytes / kL2Share / std::max<std::int64_t>(kv_bytes_per_head, 1), 1, heads));
+      hopper::PersistentShape shape;
+      const std::string e =
+          hopper::persistent_shape("fa3", q_blocks * heads, heads,
+                                   2LL * N * D * sizeof(typename Traits::E), kL2Share, shape);
+      if (!e.empty()) return e;
+      grid = dim3(shape.blocks);
+      p.section_heads = shape.section_heads;
     }
     if (plan.grid == Grid::dynamic) {
       if (b.workspace == nullptr || b.workspace_bytes < kTileCounterBytes)

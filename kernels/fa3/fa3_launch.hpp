@@ -8,6 +8,7 @@
 #include <string>
 
 #include "kernels/common/fault.hpp"
+#include "kernels/hopper/plan.hpp"
 #include "kernels/problem.hpp"
 
 // CMake's FA_FA3_ALTERNATIVES: whether the pinned alternatives are compiled (bf16 only).
@@ -33,22 +34,11 @@ enum class Schedule {
   dynamic_tma_store,     // dynamic persistent grid, TMA-store epilogue
 };
 
-// Which thread block computes which tile: one per tile (tiles); one per SM walking a fixed list
-// with a stride of the grid (persistent); one per SM taking the next tile of the list from an
-// atomic counter (dynamic). The list is the same: heads in L2-sized sections, longest query blocks
-// first.
-enum class Grid { tiles, persistent, dynamic };
-// How O leaves: from registers straight to global memory, or through shared memory and one TMA
-// store per consumer warpgroup (issued, not waited for: it overlaps the next tile).
-enum class Epilogue { registers, tma_store };
-
-struct Plan {
-  Grid grid;
-  Epilogue epilogue;
-};
-
-// Dynamic shared memory one thread block may have on sm_90 (227 KB).
-inline constexpr int kMaxSmemBytes = 227 * 1024;
+using hopper::Epilogue;
+using hopper::Grid;
+using hopper::kMaxSmemBytes;
+using hopper::kTileCounterBytes;
+using hopper::Plan;
 
 // Whether a (d, br x bc) kernel has room for the TMA-store epilogue's O buffer (br x d) beside Q
 // and the two-stage K/V ring, at 16-bit elements (each buffer 1024-byte aligned; the barriers take
@@ -113,7 +103,5 @@ constexpr Plan plan_of(Schedule s, int d, int bc, bool causal, int warpgroups, b
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
 std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
                    const FaultInjection& fault);
-
-inline constexpr std::size_t kTileCounterBytes = 2 * sizeof(unsigned);
 
 }  // namespace fa::fa3
