@@ -15,6 +15,7 @@
 #include "bench/version.hpp"
 #include "kernels/common/fill.hpp"
 #include "kernels/fa3/fa3.hpp"
+#include "kernels/fp8/fp8.hpp"
 #include "kernels/registry.hpp"
 
 namespace fa::bench {
@@ -141,6 +142,18 @@ struct RawFlags {
 };
 
 // Everything starting with --benchmark_ belongs to Google Benchmark; the rest is ours.
+// A schedule flag's value: one of `accepted`, a comma list of them, or all (alone).
+void check_schedule_list(const char* flag, const std::string& value,
+                         const std::vector<std::string>& accepted) {
+  const auto values = split(value + ",", ',');  // "a," keeps a trailing empty value
+  for (const std::string& v : values) {
+    if (!(v == "all" && values.size() == 1) &&
+        std::find(accepted.begin(), accepted.end(), v) == accepted.end())
+      throw BadInput{fmt::format("{}: '{}' (accepted: {}, all, or a comma list)", flag, v,
+                                 fmt::join(accepted, ", "))};
+  }
+}
+
 std::vector<std::string> split_arguments(int argc, const char* const* argv, Options& o) {
   std::vector<std::string> ours;
   for (int i = 1; i < argc; ++i) {
@@ -192,6 +205,9 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent | "
                  "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
                  "comma list (one row each; --list-variants says what each is)");
+  app.add_option("--fp8-schedule", o.fp8_schedule,
+                 "fp8 (sm_90a) grid and epilogue: tiles (default) | persistent-tma-store | "
+                 "dynamic-tma-store | all, or a comma list (one row each)");
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");
@@ -355,16 +371,11 @@ void resolve_rows(const RawFlags& f, Options& o) {
   if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
   }
-  {  // a comma-separated list of fa3's schedules (kernels/fa3/fa3.hpp), or all
-    const std::vector<std::string> accepted(std::begin(kFa3Schedules), std::end(kFa3Schedules));
-    const auto values = split(o.fa3_schedule + ",", ',');  // "a," keeps a trailing empty value
-    for (const std::string& v : values) {
-      if (!(v == "all" && values.size() == 1) &&
-          std::find(accepted.begin(), accepted.end(), v) == accepted.end())
-        throw BadInput{fmt::format("--fa3-schedule: '{}' (accepted: {}, all, or a comma list)", v,
-                                   fmt::join(accepted, ", "))};
-    }
-  }
+  // Comma-separated lists of schedules (kernels/fa3/fa3.hpp, kernels/fp8/fp8.hpp), or all.
+  check_schedule_list("--fa3-schedule", o.fa3_schedule,
+                      {std::begin(kFa3Schedules), std::end(kFa3Schedules)});
+  check_schedule_list("--fp8-schedule", o.fp8_schedule,
+                      {std::begin(kFp8Schedules), std::end(kFp8Schedules)});
   if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
     throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
   }

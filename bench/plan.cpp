@@ -39,15 +39,18 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     if (o.fa2_order != "blocks") wanted.emplace_back(std::string("heads"));
   } else if (decl.name == kOptionPrequantized) {
     wanted.emplace_back(o.fp8_prequantized);
-  } else if (decl.name == kOptionFa3Schedule && o.fa3_schedule == "all") {
-    wanted = decl.accepted;
-  } else if (decl.name == kOptionFa3Schedule) {
-    // one value or a comma list (bench/cli.cpp checked each)
-    std::size_t begin = 0;
-    while (begin <= o.fa3_schedule.size()) {
-      const std::size_t end = std::min(o.fa3_schedule.find(',', begin), o.fa3_schedule.size());
-      wanted.emplace_back(o.fa3_schedule.substr(begin, end - begin));
-      begin = end + 1;
+  } else if (decl.name == kOptionFa3Schedule || decl.name == kOptionFp8Schedule) {
+    // all, one value or a comma list (bench/cli.cpp checked each)
+    const std::string& list = decl.name == kOptionFa3Schedule ? o.fa3_schedule : o.fp8_schedule;
+    if (list == "all") {
+      wanted = decl.accepted;
+    } else {
+      std::size_t begin = 0;
+      while (begin <= list.size()) {
+        const std::size_t end = std::min(list.find(',', begin), list.size());
+        wanted.emplace_back(list.substr(begin, end - begin));
+        begin = end + 1;
+      }
     }
   } else if (decl.name == kOptionDq) {
     if (o.fa2_dq != "separate") wanted.emplace_back(std::string(kDqAtomic));
@@ -79,6 +82,7 @@ namespace {
 // The kernel configurations of `info` at head dim d that the run asks for: the default, or those
 // --block-q / --block-kv list; none for a variant that is not tiled (or not at this d).
 std::string configs_for(const Options& o, const VariantInfo& info, int d, Direction direction,
+                        const KernelConfig* default_config,
                         std::vector<std::optional<KernelConfig>>* out) {
   const auto configs = kernel_configs_for(info, d, direction);
   if (configs.empty()) {
@@ -86,7 +90,7 @@ std::string configs_for(const Options& o, const VariantInfo& info, int d, Direct
     return "";
   }
   if (o.block_q.empty() && o.block_kv.empty()) {
-    out->push_back(configs.front());
+    out->push_back(default_config ? *default_config : configs.front());
     return "";
   }
   auto listed = [](const std::vector<int>& list, int v) {
@@ -129,16 +133,26 @@ std::vector<OptionValues> option_combinations(const Options& o, const VariantInf
 
 }  // namespace
 
-std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out) {
+std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out, const Shape* shape) {
   std::set<RowSpec> planned;
   for (const auto& name : o.variants) {
     const VariantInfo* info = find_variant(name);
     for (const Direction direction : o.directions) {
-      std::vector<std::optional<KernelConfig>> configs;
-      if (std::string e = configs_for(o, *info, d, direction, &configs); !e.empty()) return e;
       const auto compiled = kernel_configs_for(*info, d, direction);
+      // The default: the first compiled configuration, or the one the variant picks for this
+      // shape (forward rows: VariantInfo::default_tiles(Shape)).
+      const KernelConfig* default_config = compiled.empty() ? nullptr : &compiled.front();
+      if (shape && direction == Direction::forward) {
+        const Tiles t = info->default_tiles(*shape);
+        for (const KernelConfig& c : compiled) {
+          if (c.tiles() == t) default_config = &c;
+        }
+      }
+      std::vector<std::optional<KernelConfig>> configs;
+      if (std::string e = configs_for(o, *info, d, direction, default_config, &configs); !e.empty())
+        return e;
       for (const auto& config : configs) {
-        const bool is_default = !config || compiled.empty() || *config == compiled.front();
+        const bool is_default = !config || !default_config || *config == *default_config;
         for (const OptionValues& values : option_combinations(o, *info, direction)) {
           RowSpec spec{info->name, direction, config, values};
           if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});

@@ -19,7 +19,9 @@ std::vector<Shape> make_plan(const Options& options);
 struct PlannedRow {
   RowSpec spec;
   const VariantInfo* info = nullptr;
-  bool default_config = true;  // spec.kernel_config is the variant's default at this d (or none)
+  // spec.kernel_config is the variant's default for the shape (at this d when planned without a
+  // shape), or none.
+  bool default_config = true;
 };
 
 // The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized
@@ -37,8 +39,11 @@ std::vector<KernelConfig> kernel_configs_for(const VariantInfo& info, int d, Dir
 // combination of the
 // requested option values. A row of a direction the variant lacks is planned all the same (the
 // runner marks it unsupported, with the reason). A spec planned twice
-// is kept once. Returns "" or a one-line error naming the flags and the valid shapes.
-std::string plan_rows(const Options& options, int d, std::vector<PlannedRow>* out);
+// is kept once. Returns "" or a one-line error naming the flags and the valid shapes. With `shape`
+// (d == shape->d), a forward row's default tile is the one the variant picks for that shape
+// (VariantInfo::default_tiles(Shape)); without, the first at d.
+std::string plan_rows(const Options& options, int d, std::vector<PlannedRow>* out,
+                      const Shape* shape = nullptr);
 
 // --shard i/n: the indices (into make_plan) of the configurations shard `index` of `count` runs,
 // ascending. A configuration is the unit (its rows share inputs, the fp64 reference and the peer

@@ -106,9 +106,10 @@ struct MeasuredDerived {
 
 struct VariantResult {
   RowSpec spec;  // the row's identity: variant, direction, kernel configuration, option values
-  // Whether spec.kernel_config is the variant's default at this head dim (the first of
-  // VariantInfo::kernel_configs; true for a row with none): a row of another configuration is
-  // a tile sweep's. Unknown (not written) for files that do not say.
+  // Whether spec.kernel_config is the variant's default for this shape (the first of
+  // VariantInfo::kernel_configs, or VariantInfo::default_tiles(Shape) where the variant picks by
+  // more of the shape; true for a row with none): a row of another configuration is a tile
+  // sweep's. Unknown (not written) for files that do not say.
   std::optional<bool> default_config;
   Algorithm algorithm = Algorithm::standard;
   bool peer = false;

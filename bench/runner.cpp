@@ -201,7 +201,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
     c.plan_index = i;
     if (device) c.gpu = GpuId{device->uuid, device->name};
     std::vector<PlannedRow> rows;
-    plan_rows(o, static_cast<int>(c.shape.d), &rows);  // validated by the CLI
+    plan_rows(o, static_cast<int>(c.shape.d), &rows, &c.shape);  // validated by the CLI
     for (const auto& row : rows) c.results.push_back(planned_result(row, c.shape, device, smem, r));
     r.configs.push_back(std::move(c));
   }

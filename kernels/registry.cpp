@@ -107,6 +107,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 2;          // K/V ring
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
     r.back().row_rule = fa3_row_rule;
+    r.back().shape_default_tiles = fa3_shape_default_tiles;
     r.back().options = {
         {kOptionFa3Schedule,
          [] {  // as strings (a const char* would make the variant a bool)
@@ -157,7 +158,20 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().max_compute_capability = 90;  // sm_90a code only (wgmma, setmaxnreg)
     r.back().pipeline.stages = 2;          // K/V ring
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
+    r.back().row_rule = fp8_row_rule;
     r.back().options = fp8_options;
+    r.back().options.push_back(
+        {kOptionFp8Schedule,
+         [] {  // as strings (a const char* would make the variant a bool)
+           std::vector<OptionValue> v;
+           for (const char* name : kFp8Schedules) v.emplace_back(std::string(name));
+           return v;
+         }(),
+         "grid and epilogue of the sm_90a kernel (--fp8-schedule; "
+         "kernels/fp8/fp8_sm90_launch.hpp): "
+         "tiles (one thread block per tile, O from registers; the default), persistent-tma-store "
+         "(one thread block per SM walks the tiles, O through shared memory and a TMA store), "
+         "dynamic-tma-store (the same, fed by an atomic tile counter)"});
     r.back().fp8_scheme = fp8::scheme;
     r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{

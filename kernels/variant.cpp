@@ -96,6 +96,14 @@ Tiles VariantInfo::default_tiles(int d) const {
   return options.empty() ? Tiles{} : options.front();
 }
 
+Tiles VariantInfo::default_tiles(const Shape& s) const {
+  if (shape_default_tiles) {
+    const Tiles t = shape_default_tiles(s);
+    if (t.block_q != 0) return t;
+  }
+  return default_tiles(static_cast<int>(s.d));
+}
+
 const OptionDecl* VariantInfo::declared(const std::string& option) const {
   for (const auto& o : options) {
     if (o.name == option) return &o;

@@ -86,6 +86,8 @@ inline constexpr const char* kOptionDq = "dq";
 inline constexpr const char* kDqAtomic = "dq-atomic";
 inline constexpr const char* kDqSeparate = "dq-separate";
 inline constexpr const char* kOptionFp8Scale = "fp8_scale";  // "block" | "head" (fp8 scales)
+// "tiles" | "persistent-tma-store" | "dynamic-tma-store" (fp8 on sm_90a: grid and epilogue)
+inline constexpr const char* kOptionFp8Schedule = "fp8_schedule";
 
 // An option a variant declares: its name, the values it accepts (the first is the default) and
 // what it changes.
@@ -233,10 +235,16 @@ struct VariantInfo {
   // A tiled backward's own compiled tiles at head dim d, default first (null: tile_options'; its
   // kernel keeps one stage); bench/plan.cpp gives backward rows these.
   std::vector<Tiles> (*backward_tile_options)(int d) = nullptr;
+  // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
+  // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
+  Tiles (*shape_default_tiles)(const Shape& s) = nullptr;
 
   // The kernel configurations at head dim d (tile_options with the pipeline), default first.
   std::vector<KernelConfig> kernel_configs(int d) const;
   Tiles default_tiles(int d) const;  // {0, 0} when not tiled
+  // The forward default for this shape: shape_default_tiles where it names one, else
+  // default_tiles(s.d).
+  Tiles default_tiles(const Shape& s) const;
   const OptionDecl* declared(const std::string& option) const;
   // Whether a row with these option values quantises inside the timed region (IO model).
   bool quantisation_timed(const OptionValues& values) const;

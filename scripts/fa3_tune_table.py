@@ -6,8 +6,9 @@ geometric-mean ratio to cudnn over the run's N, i.e. what fa3's defaults should 
     scripts/fa3_tune_table.py RESULT.json
 
 Setting the defaults from the "winner" lines: the grid and epilogue of a schedule go into
-fa3::default_plan (kernels/fa3/fa3_launch.hpp, one line per (d, causal)); a winning tile becomes
-the first of its head dim in Fa3Tiles (kernels/fa3/fa3.cu). "full" is the current default.
+fa3::default_plan (kernels/fa3/fa3_launch.hpp, one line per (d, causal, rows of the tile)); a
+winning tile becomes the first of its head dim in Fa3Tiles (kernels/fa3/fa3.cu), or, for some
+shapes only, fa3_shape_default_tiles' choice. "full" is the current default.
 
 Exit: 0 a table was printed; 1 the file is missing or holds no fa3 row; 3 a row failed
 (status not ok, or verification failed), after printing the table.
@@ -115,8 +116,9 @@ def main(argv):
         current = next((s for s in scored if s[0].startswith("full@")), None)
         sch, tile = best.split("@")
         plan = PLANS.get(sch)
-        change = (f"default_plan({d}, {str(causal).lower()}) -> {{{plan[0]}, {plan[1]}}}" if plan
-                  else "default_plan unchanged")
+        br = tile.split("x")[0]
+        change = (f"default_plan({d}, {str(causal).lower()}, {br}) -> {{{plan[0]}, {plan[1]}}}"
+                  if plan else "default_plan unchanged")
         print(f"winner {what}: {best} {g:.3f}x cudnn over {n} N"
               + (f" (full@default: {current[0]} {current[1]:.3f}x)" if current else "")
               + f"; {change}; tile {tile}")

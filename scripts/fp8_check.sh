@@ -7,9 +7,12 @@
 #            --variants fa3,fp8,cudnn,cudnn-fp8                         (fp8 with its quantisation)
 #   the same --variants fp8 --fp8-prequantized                          (attention alone)
 #   --N 4096 --d 128 --variants fp8,fp8-sm89 --inputs normal|outliers|uniform|heavy (accuracy)
+#   --N 1024,4096,16384 --d 64,128 --causal both --variants fp8 --fp8-schedule all, with and
+#            without --fp8-prequantized                                 (fp8's grids, step schedules)
 # and prints TFLOP/s, fp8/fa3, fp8-prequantized/cudnn-fp8 and the relative RMSE.
 #   scripts/fp8_check.sh OUTDIR
-# FP8_CHECK_STEPS picks steps (default "tests memcheck racecheck table prequantized inputs");
+# FP8_CHECK_STEPS picks steps (default "tests memcheck racecheck table prequantized inputs
+# schedules"); FP8_CHECK_N and FP8_CHECK_SCHEDULE_N the table's and the schedules' N lists;
 # FP8_CHECK_BUILD_ONLY=1 builds and stops. Result files: OUTDIR/fp8-table.json (commit it as
 # tests/data/h200-fp8-hopper-<date>.json), fp8-prequantized.json, fp8-inputs-<family>.json.
 # Exit codes: 0 every step green; 1 the build failed or fp8 (sm_90a) was not built; 3 a step
@@ -57,26 +60,32 @@ step() {  # name, command...
   fi
   summary+=("$(printf '%-22s rc=%-3s %4ss  %s  %s' "$name" "$rc" $((SECONDS - t0)) "$out/$name.log" "$note")")
 }
-steps=" ${FP8_CHECK_STEPS:-tests memcheck racecheck table prequantized inputs} "
+steps=" ${FP8_CHECK_STEPS:-tests memcheck racecheck table prequantized inputs schedules} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 want tests && step gpu-tests-fp8 "$build/bin/fa_tests_gpu" \
-  --gtest_filter='Watchdog.*:AllVariants/*fp8*:Fp8.*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_bf16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096'
+  --gtest_filter='Watchdog.*:AllVariants/*fp8*:Fp8.*:Fp8Schedules.*:Fp8Dynamic.*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_bf16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096'
 # The roofline ceilings once, outside the sanitizers (cached).
 timeout -k 10 "$step_timeout" "$bin" --N 128 --d 64 --variants fp8 --no-counters --repetitions 1 \
   >"$out/ceilings.log" 2>&1 || echo "fp8_check: warning: the ceilings run failed (rc $?): $out/ceilings.log" >&2
 want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   --kernel-name kns=fp8_sm90_forward_kernel \
   "$bin" --N 1000 --d 64,128 --causal both --variants fp8 --batch 1 --heads 2 --warmup 0 \
-  --repetitions 1 --no-counters --fp8-scale both
+  --repetitions 1 --no-counters --fp8-scale both --fp8-schedule all
 want racecheck && step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
   --kernel-name kns=fp8_sm90_forward_kernel \
   "$bin" --N 300 --d 64,128 --causal both --variants fp8 --batch 1 --heads 1 --warmup 0 \
-  --repetitions 1 --no-counters
+  --repetitions 1 --no-counters --fp8-schedule all
 N=${FP8_CHECK_N:-1024,2048,4096,8192,16384}
 want table && step table "$bin" --N "$N" --d 64,128 --causal both \
   --variants fa3,fp8,cudnn,cudnn-fp8 --no-counters --json "$out/fp8-table.json"
 want prequantized && step prequantized "$bin" --N "$N" --d 64,128 --causal both \
   --variants fp8 --fp8-prequantized --no-counters --json "$out/fp8-prequantized.json"
+NS=${FP8_CHECK_SCHEDULE_N:-1024,4096,16384}
+want schedules && step schedules "$bin" --N "$NS" --d 64,128 --causal both \
+  --variants fp8 --fp8-schedule all --no-counters --json "$out/fp8-schedules.json"
+want schedules && step schedules-pq "$bin" --N "$NS" --d 64,128 --causal both \
+  --variants fp8 --fp8-schedule all --fp8-prequantized --no-counters \
+  --json "$out/fp8-schedules-pq.json"
 for fam in normal outliers uniform heavy; do
   want inputs && step "inputs-$fam" "$bin" --N 4096 --d 128 --variants fp8,fp8-sm89 \
     --fp8-scale both --inputs "$fam" --no-counters --json "$out/fp8-inputs-$fam.json"
@@ -101,6 +110,8 @@ def rows_of(doc, tag=""):
             lab = r["variant"] + tag
             if opts.get("fp8_scale", "block") != "block":
                 lab += "~" + opts["fp8_scale"]
+            if opts.get("fp8_schedule", "tiles") != "tiles":
+                lab += "~" + opts["fp8_schedule"]
             t = (r.get("derived") or {}).get("tflops_convention") if r["status"] == "ok" else None
             v = r.get("verification") or {}
             res.setdefault((c["d"], c["causal"], c["N"], c.get("inputs")), {})[lab] = (
@@ -129,6 +140,23 @@ for key in sorted(table):
     print(f"{key[0]:>4} {int(key[1]):>6} {key[2]:>6} " + " ".join(cells) +
           f" {r1:>8} {r2:>9} {rm if rm is not None else float('nan'):9.2e}")
 print(f"rows not ok or failing verification: {len(bad)}" + (": " + ", ".join(bad[:8]) if bad else ""))
+print()
+print("== fp8's schedules (TFLOP/s; pq: --fp8-prequantized; ratio to tiles in brackets) ==")
+sched = rows_of(load("fp8-schedules.json"))
+for k, v in rows_of(load("fp8-schedules-pq.json"), "-pq").items():
+    sched.setdefault(k, {}).update(v)
+names = ["", "~persistent-tma-store", "~dynamic-tma-store"]
+for tag in ("", "-pq"):
+    print(f"{'d':>4} {'causal':>6} {'N':>6} " + " ".join(f"{'fp8' + tag + n:>28}" for n in names))
+    for key in sorted(sched):
+        v = sched[key]
+        base = v.get("fp8" + tag, (None,))[0]
+        cells = []
+        for n in names:
+            t, st, ok, _, _ = v.get("fp8" + tag + n, (None, "-", None, None, None))
+            cell = f"{t:.1f}" + (f" ({t / base:.2f}x)" if base else "") if t else st[:20]
+            cells.append(f"{cell + ('' if ok is not False else ' FAIL'):>28}")
+        print(f"{key[0]:>4} {int(key[1]):>6} {key[2]:>6} " + " ".join(cells))
 print()
 print("== accuracy, N=4096 d=128 non-causal: relative RMSE (plain per-head FP8 in brackets) ==")
 for fam in ("normal", "outliers", "uniform", "heavy"):

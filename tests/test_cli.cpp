@@ -283,6 +283,59 @@ TEST(Plan, Fa3ScheduleList) {
   expect_bad({"--fa3-schedule", "full,all"}, "'all'");
 }
 
+// fa3's default tile at d=64 causal depends on N (fa3_shape_default_tiles): 128x128 up to
+// N=2048, 192x128 above and non-causal; each row is its shape's default, and --block-q still
+// picks any compiled tile.
+TEST(Plan, Fa3DefaultTileFollowsTheShape) {
+  const auto out = parse({"--variants", "fa3", "--N", "1024,2048,4096", "--d", "64", "--causal",
+                          "both", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 6u);
+  for (const ConfigResult& c : r.configs) {
+    ASSERT_EQ(c.results.size(), 1u);
+    const VariantResult& v = c.results[0];
+    const bool short_causal = c.shape.causal && c.shape.N <= 2048;
+    EXPECT_EQ(v.spec.tiles(), short_causal ? (Tiles{128, 128}) : (Tiles{192, 128}))
+        << "N=" << c.shape.N << " causal=" << c.shape.causal;
+    EXPECT_EQ(v.default_config, std::optional<bool>(true))
+        << "N=" << c.shape.N << " causal=" << c.shape.causal;
+  }
+  const RunResult pinned = plan_run(parse({"--variants", "fa3", "--N", "1024", "--d", "64",
+                                           "--causal", "on", "--block-q", "192", "--model-only"})
+                                        .options,
+                                    std::nullopt, "no GPU");
+  ASSERT_EQ(pinned.configs[0].results.size(), 1u);
+  EXPECT_EQ(pinned.configs[0].results[0].spec.tiles(), (Tiles{192, 128}));
+  EXPECT_EQ(pinned.configs[0].results[0].default_config, std::optional<bool>(false));
+}
+
+// --fp8-schedule: fp8 (sm_90a) rows per grid and epilogue, labelled by the value when several
+// run; fp8-sm89 does not declare the option (one row). Bad values are bad input, as for fa3.
+TEST(Plan, Fp8ScheduleRows) {
+  const auto out = parse({"--variants", "fp8,fp8-sm89", "--fp8-schedule", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  std::vector<std::string> labels;
+  for (const auto& v : r.configs[0].results) labels.push_back(row_label(r.configs[0], v));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fp8~tiles", "fp8~persistent-tma-store",
+                                              "fp8~dynamic-tma-store", "fp8-sm89"}));
+  const RunResult one = plan_run(
+      parse({"--variants", "fp8", "--fp8-schedule", "dynamic-tma-store", "--model-only"}).options,
+      std::nullopt, "no GPU");
+  ASSERT_EQ(one.configs[0].results.size(), 1u);
+  EXPECT_EQ(*one.configs[0].results[0].spec.option(kOptionFp8Schedule),
+            OptionValue{std::string("dynamic-tma-store")});
+  // The default is the schedule the H200 tables measured.
+  const RunResult plain =
+      plan_run(parse({"--variants", "fp8", "--model-only"}).options, std::nullopt, "no GPU");
+  EXPECT_EQ(*plain.configs[0].results[0].spec.option(kOptionFp8Schedule),
+            OptionValue{std::string("tiles")});
+  expect_bad({"--fp8-schedule", "fast"}, "--fp8-schedule");
+  expect_bad({"--fp8-schedule", "tiles,"}, "--fp8-schedule");
+  expect_bad({"--fp8-schedule", "tiles,all"}, "'all'");
+}
+
 // The alternatives' rows that have no build say unsupported with the reason: fp16 (they are
 // compiled for bf16), the TMA-store epilogue on 128x176 (no shared memory left for O), the
 // dynamic grid on 128x176 (its kernel spills); the same rows in bf16 on 128x128 are planned.

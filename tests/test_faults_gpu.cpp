@@ -105,9 +105,9 @@ void PrintTo(const Grid& g, std::ostream* os) {
       << " N=" << g.N;
 }
 
-// The variants a grid runs, each with the option values it runs with (fa3: the default schedule,
-// and also its dynamic TMA-store alternative, the one other build with the fault hooks: the new
-// epilogue and grid, kernels/fa3/fa3.hpp).
+// The variants a grid runs, each with the option values it runs with (fa3 and fp8: the default
+// schedule, and also the dynamic TMA-store one, the one other build with the fault hooks: the
+// persistent grid and the TMA-store epilogue, kernels/hopper/pipeline.cuh).
 struct Runner {
   const char* variant;
   LaunchOptions options;
@@ -122,6 +122,13 @@ std::vector<Runner> runners(const Shape& s) {
     LaunchOptions lo;
     lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
     out.push_back({"fa3", lo, "fa3~dynamic-tma-store"});
+  }
+  // fp8's dynamic grid with the TMA-store epilogue (fp8_sm90_launch.hpp), the other fp8 build
+  // with the hooks; the causal 192-row tile (d=64) has none.
+  if (s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
+    LaunchOptions lo;
+    lo.options[kOptionFp8Schedule] = std::string("dynamic-tma-store");
+    out.push_back({"fp8", lo, "fp8~dynamic-tma-store"});
   }
   return out;
 }

@@ -21,6 +21,8 @@
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
 #include "kernels/fa3/fa3.hpp"
+#include "kernels/fp8/fp8.hpp"
+#include "kernels/hopper/plan.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/device_info.hpp"
 
@@ -370,35 +372,31 @@ INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_c
                            return name;
                          });
 
-// The dynamic grid's tile counter (kernels/fa3/fa3_kernel.cuh) lives in the row's workspace: the
-// launcher zeroes it before the first launch on that workspace and every launch leaves it zero.
-// Several launches on one workspace must each compute every tile; a counter left non-zero must be
-// caught by the verification (the blocks then skip tiles), and the next launch recovers.
-TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
+// The dynamic grid's tile counter (kernels/hopper/pipeline.cuh) lives at the end of the row's
+// workspace: the launcher zeroes it before the first launch on that workspace and every launch
+// leaves it zero. Several launches on one workspace must each compute every tile; a counter left
+// non-zero must be caught by the verification (the blocks then skip tiles), and the next launch
+// recovers. s: enough tiles for several per thread block.
+void expect_counter_carries_across_launches(const std::string& variant, const char* option,
+                                            const char* schedule, const Shape& s,
+                                            const Tiles& tiles) {
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
-  const VariantInfo* info = find_variant("fa3");
+  const VariantInfo* info = find_variant(variant);
   if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
     GTEST_SKIP() << r;
-  Shape s;
-  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
-  s.d = 64;
-  s.causal = true;
-  s.B = 1;
-  s.H = 3;
   if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
-  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
-  const Tiles tiles{128, 128};
   LaunchOptions lo;
-  lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
+  lo.options[option] = std::string(schedule);
   auto launcher = info->make_launcher(lo);
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
   for (void** p : {&b.q, &b.k, &b.v, &b.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
-  ASSERT_GT(ws, 0u) << "the dynamic schedule declares no workspace for its counter";
+  ASSERT_GE(ws, hopper::kTileCounterBytes)
+      << "the dynamic schedule declares no workspace for its counter";
   FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
   FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // poisoned, as the runner does
   const std::uint64_t seed = 77;
@@ -420,11 +418,79 @@ TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
     EXPECT_TRUE(v.passed) << "launch " << i << ": " << bench::verification_failure_reason(v);
   }
   // A stale counter (as if a launch had not reset it): tiles go missing, and the check sees it.
-  FA_CUDA_CHECK(cudaMemset(b.ws, 0x01, 4));
+  FA_CUDA_CHECK(cudaMemset(static_cast<char*>(b.ws) + ws - hopper::kTileCounterBytes, 0x01, 4));
   const auto stale = launch_and_check();
   EXPECT_FALSE(stale.passed) << "a launch on a stale tile counter passed verification";
   const auto after = launch_and_check();  // that launch reset the counter
   EXPECT_TRUE(after.passed) << bench::verification_failure_reason(after);
+}
+
+TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
+  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
+  Shape s;
+  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
+  s.d = 64;
+  s.causal = true;
+  s.B = 1;
+  s.H = 3;
+  expect_counter_carries_across_launches("fa3", kOptionFa3Schedule, "dynamic-tma-store", s,
+                                         Tiles{128, 128});
+}
+
+// fp8's dynamic grid: the counter after the quantisation's workspace (fp8_sm90_launch.hpp).
+TEST(Fp8Dynamic, CounterCarriesAcrossLaunches) {
+  Shape s;
+  s.N = 16384;  // 128 query blocks x 3 heads at d=128
+  s.d = 128;
+  s.causal = true;
+  s.B = 1;
+  s.H = 3;
+  expect_counter_carries_across_launches("fp8", kOptionFp8Schedule, "dynamic-tma-store", s,
+                                         Tiles{128, 128});
+}
+
+// fp8's schedules (kFp8Schedules: the grid and the epilogue, kernels/fp8/fp8_sm90_launch.hpp),
+// each against the reference on both head dims, causal both, N from one row to several tiles per
+// thread block of the persistent grids (N=16384 with 3 heads: 384 tiles at d=128, 258 at d=64),
+// both scale granularities.
+TEST(Fp8Schedules, EveryScheduleMatchesTheReference) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  const VariantInfo* info = find_variant("fp8");
+  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
+    GTEST_SKIP() << r;
+  for (const char* schedule : kFp8Schedules) {
+    for (const char* scale : {"block", "head"}) {
+      LaunchOptions lo;
+      lo.options[kOptionFp8Schedule] = std::string(schedule);
+      lo.options[kOptionFp8Scale] = std::string(scale);
+      for (int d : {64, 128}) {
+        for (bool causal : {false, true}) {
+          for (std::int64_t N : {1, 129, 1000, 4096, 16384}) {
+            Shape s;
+            s.N = N;
+            s.d = d;
+            s.B = 1;
+            s.H = 3;
+            s.causal = causal;
+            if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
+            RowSpec row;  // the causal 192-row tile (d=64) has no persistent build: skipped
+            row.variant = "fp8";
+            const Tiles t = info->default_tiles(d);
+            row.kernel_config = KernelConfig{t.block_q, t.block_kv};
+            row.options = lo.options;
+            if (!info->row_rule(s, row).empty()) continue;
+            const auto v =
+                run_and_check("fp8", s, 500 + N + d, false, {}, nullptr, Inputs::normal, lo);
+            EXPECT_TRUE(v.passed) << schedule << " scale=" << scale << " d=" << d
+                                  << " causal=" << causal << " N=" << N << ": "
+                                  << bench::verification_failure_reason(v);
+          }
+        }
+      }
+    }
+  }
 }
 
 // fa1 and fa2 compute the same function in different loop orders: on the same inputs their

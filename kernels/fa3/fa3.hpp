@@ -22,6 +22,18 @@ inline constexpr const char* kFa3Schedules[] = {
     "full",      "no-pingpong",          "no-overlap", "persistent",
     "tma-store", "persistent-tma-store", "dynamic",    "dynamic-tma-store"};
 std::vector<Tiles> fa3_tile_options(int d);  // default first
+// The default tile where it depends on more than d (VariantInfo::shape_default_tiles): 128x128 for
+// d=64 causal at N <= 2048; {0, 0} elsewhere (the first of fa3_tile_options). Both builds (with
+// and without CuTe) plan with it.
+inline Tiles fa3_shape_default_tiles(const Shape& s) {
+  // d=64 causal at N <= 2048: 128x128 on the dynamic grid (default_plan) ran 276.9 and 338.7
+  // TFLOP/s at N = 1024 and 2048 against 219.7 and 324.8 for 192x128 on the tile grid (the
+  // default there), 1.26x and 1.04x; at N = 4096 the two tie (380.8, 387.2) and 192 rows win
+  // above (451.1 against 412.4 at 8192). H200, same run, docs/perf-notes.md "Fourth step"
+  // (tests/data/h200-fa3-tune-2026-11-23.json).
+  if (s.d == 64 && s.causal && s.N <= 2048) return Tiles{128, 128};
+  return Tiles{};
+}
 // Whether the alternatives (the four schedules above and the 128x176 tile) are compiled (CMake
 // FA_FA3_ALTERNATIVES; scripts/fa3_tune.sh turns it on).
 bool fa3_alternatives_built();

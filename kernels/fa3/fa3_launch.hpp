@@ -48,11 +48,14 @@ constexpr bool o_buffer_fits(int d, int br, int bc) {
 }
 
 // THE DEFAULTS: what `full` (and no-pingpong, no-overlap and the fault-injection build) runs, per
-// (head dim, causal); one line each. Set them from scripts/fa3_tune.sh's "winner" lines
-// (docs/perf-notes.md, "Fourth step"). Where a tile has no such build, plan_of falls back (below).
-constexpr Plan default_plan(int d, bool causal) {
-  if (d == 64 && !causal) return {Grid::dynamic, Epilogue::tma_store};      // 0.915x, 192x128
-  if (d == 64 && causal) return {Grid::tiles, Epilogue::tma_store};         // 0.827x, 192x128
+// (head dim, causal, query rows of the tile); one line each. Set them from scripts/fa3_tune.sh's
+// "winner" lines (docs/perf-notes.md, "Fourth step"). Where a tile has no such build, plan_of
+// falls back (below).
+constexpr Plan default_plan(int d, bool causal, int br) {
+  if (d == 64 && !causal) return {Grid::dynamic, Epilogue::tma_store};  // 0.915x, 192x128
+  // d=64 causal: 192 rows on the tile grid (0.827x at N=4096); the 128-row tile (the default at
+  // N <= 2048: fa3_shape_default_tiles, fa3.cu) on the dynamic grid (0.88x at N=1024).
+  if (d == 64 && causal) return {br == 128 ? Grid::dynamic : Grid::tiles, Epilogue::tma_store};
   if (d == 128 && !causal) return {Grid::persistent, Epilogue::tma_store};  // 0.972x, 128x128
   return {Grid::dynamic, Epilogue::tma_store};  // d == 128, causal: 0.971x, 128x128
 }
@@ -91,7 +94,7 @@ constexpr Plan plan_of(Schedule s, int d, int bc, bool causal, int warpgroups, b
     default:
       break;
   }
-  Plan p = default_plan(d, causal);
+  Plan p = default_plan(d, causal, 64 * warpgroups);
   if (!grid_built(p.grid, 64 * warpgroups, bc, causal)) p.grid = Grid::tiles;
   if (!o_buffer) p.epilogue = Epilogue::registers;
   return p;

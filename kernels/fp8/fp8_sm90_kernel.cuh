@@ -23,7 +23,13 @@
 //             last block's descale_v and 1/l, and stores O (bf16) and lse from registers.
 //   overlap   as fa3 (Algorithm 2): Q K_j+1^T issued with P_j V_j, softmax of j+1 meanwhile.
 //   ping-pong as fa3: the consumer warpgroups take turns issuing their products (named barriers).
-//   grid      (ceil(N/Br), B*H), one tile per thread block; causal: the longest query blocks first.
+//   grid      (schedule tiles, the default) (ceil(N/Br), B*H), one tile per thread block, causal
+//             longest query blocks first; or (persistent-tma-store, dynamic-tma-store) fa3's
+//             persistent grids: one thread block per SM walks hopper::TileList (heads in L2-sized
+//             sections, longest query blocks first), statically or from an atomic tile counter,
+//             the K/V ring and the ping-pong turns running on across tiles, and O leaves through
+//             shared memory and a TMA store that drains while the next tile runs
+//             (kernels/hopper/pipeline.cuh). Which schedule: option fp8_schedule (fp8_sm90.cu).
 #pragma once
 
 // clang-format off
@@ -47,6 +53,8 @@
 #include "kernels/fp8/fp8_layout.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/fp8/fp8_sm90_launch.hpp"
+#include "kernels/hopper/persistent_grid.hpp"
+#include "kernels/hopper/pipeline.cuh"
 #include "kernels/hopper/sm90_common.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -56,6 +64,10 @@
 namespace fa::fp8::sm90 {
 
 using namespace cute;
+using hopper::EmptyBarrier;
+using hopper::Epilogue;
+using hopper::FullBarrier;
+using hopper::Grid;
 using hopper::smem_attribute_once;
 using hopper::wait_barrier;
 using hopper::wgmma_issue;
@@ -178,15 +190,35 @@ struct Traits {
   static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
   static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0);
 
+  // The TMA-store epilogue's O (bf16): one 64 x D slice per consumer warpgroup, swizzled as
+  // fa3's 16-bit tiles; one TMA store of 64 x D each.
+  using OutE = cutlass::bfloat16_t;
+  using SmemLayoutO = decltype(tile_to_shape(GMMA::Layout_K_SW128_Atom<OutE>{},
+                                             cute::Shape<_64, Int<D>, Int<kConsumerWarpgroups>>{}));
+  static auto tma_o(void* p, int N, int heads) {
+    Tensor g = make_tensor(
+        make_gmem_ptr(static_cast<OutE*>(p)), make_shape(N, Int<D>{}, heads),
+        make_stride(static_cast<std::int64_t>(D), _1{}, static_cast<std::int64_t>(N) * D));
+    return make_tma_copy(SM90_TMA_STORE{}, g, take<0, 2>(SmemLayoutO{}), cute::Shape<_64, Int<D>>{},
+                         _1{});
+  }
+  using TmaO = decltype(tma_o(nullptr, 1, 1));
+
   struct SharedStorage {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutK>, 1024> k;
     array_aligned<E, cosize_v<SmemLayoutV>, 1024> v;
-    std::uint64_t q_full;
-    std::uint64_t k_full[kStages], v_full[kStages];
-    std::uint64_t k_empty[kStages], v_empty[kStages];
+    hopper::PipelineBarriers<kStages> bar;
+    int tile_slot[2][2];  // dynamic grid: tile n's index and successor in slot n % 2 (fa3's)
   };
   static constexpr int kSmemBytes = sizeof(SharedStorage);
+  // The TMA-store kernels' shared memory: O after the rest.
+  struct SharedStorageO {
+    SharedStorage main;
+    array_aligned<OutE, cosize_v<SmemLayoutO>, 1024> o;
+  };
+  static constexpr int kSmemBytesO = sizeof(SharedStorageO);
+  static_assert(kSmemBytesO <= hopper::kMaxSmemBytes);
 };
 
 template <typename Tr>
@@ -202,11 +234,11 @@ struct Params {
   int N, Npad, heads, q_blocks, kv_blocks;
   float scale_log2;  // softmax scale * log2(e) (times the fault's factor)
   int num_q_blocks;
-  FaultInjection fault;  // read only by the FAULTS instantiation (verification tests)
+  FaultInjection fault;     // read only by the FAULTS instantiation (verification tests)
+  int section_heads;        // persistent grids: heads whose K and V share the L2 at a time
+  typename Tr::TmaO tma_o;  // the TMA-store epilogue's (else unset)
+  unsigned* tile_counter;   // dynamic grid: hopper::kTileCounterBytes in the workspace
 };
-
-using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
-using EmptyBarrier = cutlass::arch::ClusterBarrier;
 
 __device__ __forceinline__ std::uint32_t e4m3x4(float a, float b, float c, float d) {
   const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
@@ -214,8 +246,11 @@ __device__ __forceinline__ std::uint32_t e4m3x4(float a, float b, float c, float
   return lo | (hi << 16);
 }
 
-template <typename Tr, bool CAUSAL, bool FAULTS>
+template <typename Tr, bool CAUSAL, bool FAULTS, Grid GRID, Epilogue EPILOGUE>
 __device__ __forceinline__ void forward(const Params<Tr>& p) {
+  constexpr bool PERSISTENT = GRID != Grid::tiles;
+  constexpr bool DYNAMIC = GRID == Grid::dynamic;
+  constexpr bool TMA_STORE = EPILOGUE == Epilogue::tma_store;
   using E = typename Tr::E;
   constexpr int D = Tr::D, BR = Tr::BR, BC = Tr::BC, kStages = Tr::kStages;
   constexpr int kWG = Tr::kConsumerWarpgroups;
@@ -226,39 +261,25 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
 
   const int warpgroup = threadIdx.x / 128;
   const int N = p.N;
-  const int total_kv = (N + BC - 1) / BC;
-  const int q_block =
-      CAUSAL ? p.num_q_blocks - 1 - static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x);
-  const int bh = static_cast<int>(blockIdx.y);
-  const int q0 = q_block * BR;
-  int num_kv = total_kv;
-  if constexpr (CAUSAL) num_kv = min(total_kv, (min(q0 + BR, N) - 1) / BC + 1);
+  // The tiles this thread block computes (hopper::TileList: its own, or a share of the list).
   // Blocks are loaded and consumed last first, so the ones that need a mask (N tail, diagonal)
-  // lead (fa3_kernel.cuh: tile_at); the fault build masks every block.
-  int first_masked = CAUSAL ? (q0 + 1) / BC : total_kv;
-  if (N % BC != 0) first_masked = min(first_masked, total_kv - 1);
-  const int num_masked = FAULTS ? num_kv : num_kv - min(first_masked, num_kv);
+  // lead; the fault build masks every block.
+  const hopper::TileList<BR, BC, CAUSAL, FAULTS, GRID, Params<Tr>> tiles(p);
+  const int num_tiles = tiles.size();
 
   // Barrier protocol (checked against fa3_kernel.cuh and its PTX, 2026-11-23):
   //   full barriers: 1 arrival (the producer's arrive_and_expect_tx) + the box's bytes;
   //   empty barriers: kConsumerThreads arrivals (every thread of every consumer warpgroup arrives
-  //     once per block: K after its Q K^T, V after its P V);
-  //   block i (the i-th loaded, j = num_kv-1-i) uses stage i % kStages, consumer parity
-  //     (i / kStages) & 1, producer parity that ^ 1 (the first round passes); producer and
-  //     consumers run i over the same [0, num_kv) (both from num_kv below);
-  //   ping-pong: named barrier w (CUTLASS adds its reserved ids) counts 256 = warpgroup w's sync
-  //     + its predecessor's arrive; kWG (2 or 3) turns per round, num_kv + 1 turns per warpgroup,
-  //     the last warpgroup opens the first turn and skips its last arrive.
-  if (threadIdx.x == 0) {
-    FullBarrier::init(&smem.q_full, 1);
-    for (int s = 0; s < kStages; ++s) {
-      FullBarrier::init(&smem.k_full[s], 1);
-      FullBarrier::init(&smem.v_full[s], 1);
-      EmptyBarrier::init(&smem.k_empty[s], Tr::kConsumerThreads);
-      EmptyBarrier::init(&smem.v_empty[s], Tr::kConsumerThreads);
-    }
-    cutlass::arch::fence_barrier_init();
-  }
+  //     once per block: K after its Q K^T, V after its P V; Q after the tile's last Q K^T);
+  //   the i-th block loaded since the launch (it, running on across a persistent block's tiles)
+  //     uses stage it % kStages, consumer parity (it / kStages) & 1, producer parity that ^ 1
+  //     (the first round passes); Q of a block's n-th tile: consumer parity n & 1, producer
+  //     (n & 1) ^ 1; producer and consumers walk the same tiles and the same [0, num_kv);
+  //   ping-pong (hopper::PingPong): named barrier w counts 256 = warpgroup w's sync + its
+  //     predecessor's arrive; the last warpgroup opens the first turn and skips its very last
+  //     arrive (the block's last tile).
+  auto& bar = smem.bar;
+  if (threadIdx.x == 0) bar.init(Tr::kConsumerThreads);
   __syncthreads();
 
   // ---------------------------------------------------------------- producer: TMA loads
@@ -277,32 +298,46 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       auto tma_q = p.tma_q.get_slice(_0{});
       auto tma_k = p.tma_k.get_slice(_0{});
       auto tma_v = p.tma_v.get_slice(_0{});
-      Tensor gQ =
-          local_tile(mQ(_, _, bh), cute::Shape<Int<BR>, Int<D>>{}, make_coord(q_block, _0{}));
-      Tensor gK = local_tile(mK(_, _, bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
-      Tensor gV = local_tile(mV(_, _, bh), cute::Shape<Int<D>, Int<BC>>{}, make_coord(_0{}, _));
-      Tensor tQg = tma_q.partition_S(gQ);
       Tensor tQs = tma_q.partition_D(sQ);
-      Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
       Tensor tKs = tma_k.partition_D(sK);  // (TMA, m, k, stage)
-      Tensor tVg = tma_v.partition_S(gV);
       Tensor tVs = tma_v.partition_D(sV);
-      FullBarrier::arrive_and_expect_tx(&smem.q_full, Tr::kBytesQ);
-      copy(p.tma_q.with(smem.q_full), tQg, tQs);
-      for (int i = 0; i < num_kv; ++i) {
-        const int j = num_kv - 1 - i;
-        const int s = i % kStages;
-        const std::uint32_t free_phase = ((i / kStages) & 1) ^ 1;  // first round: free
-        wait_barrier(&smem.k_empty[s], free_phase, "k_empty", s);
-        FullBarrier::arrive_and_expect_tx(&smem.k_full[s], Tr::kBytesKV);
-        copy(p.tma_k.with(smem.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
-        int v_block = j;
-        if constexpr (FAULTS)
-          v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, total_kv) / BC);
-        wait_barrier(&smem.v_empty[s], free_phase, "v_empty", s);
-        FullBarrier::arrive_and_expect_tx(&smem.v_full[s], Tr::kBytesKV);
-        copy(p.tma_v.with(smem.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+      int it = 0;  // K/V blocks loaded so far: the ring's position and phase
+      for (int index = tiles.first(), n = 0; index < num_tiles; ++n) {
+        int next = index + tiles.stride();
+        if constexpr (DYNAMIC)
+          next = hopper::take_next_tile(p.tile_counter, smem.tile_slot, n, index);
+        const hopper::Tile tl = tiles.at(index);
+        Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
+                               make_coord(tl.q_block, _0{}));
+        Tensor gK =
+            local_tile(mK(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+        Tensor gV =
+            local_tile(mV(_, _, tl.bh), cute::Shape<Int<D>, Int<BC>>{}, make_coord(_0{}, _));
+        Tensor tQg = tma_q.partition_S(gQ);
+        Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
+        Tensor tVg = tma_v.partition_S(gV);
+        // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile.
+        if constexpr (PERSISTENT) wait_barrier(&bar.q_empty, (n & 1) ^ 1, "q_empty", 0);
+        FullBarrier::arrive_and_expect_tx(&bar.q_full, Tr::kBytesQ);
+        copy(p.tma_q.with(bar.q_full), tQg, tQs);
+        for (int i = 0; i < tl.num_kv; ++i, ++it) {
+          const int j = tl.num_kv - 1 - i;
+          const int s = it % kStages;
+          const std::uint32_t free_phase = ((it / kStages) & 1) ^ 1;  // first round: free
+          wait_barrier(&bar.k_empty[s], free_phase, "k_empty", s);
+          FullBarrier::arrive_and_expect_tx(&bar.k_full[s], Tr::kBytesKV);
+          copy(p.tma_k.with(bar.k_full[s]), tKg(_, _, _, j), tKs(_, _, _, s));
+          int v_block = j;
+          if constexpr (FAULTS)
+            v_block = static_cast<int>(faulty_v_row<BC>(p.fault, j, tiles.total_kv) / BC);
+          wait_barrier(&bar.v_empty[s], free_phase, "v_empty", s);
+          FullBarrier::arrive_and_expect_tx(&bar.v_full[s], Tr::kBytesKV);
+          copy(p.tma_v.with(bar.v_full[s]), tVg(_, _, _, v_block), tVs(_, _, _, s));
+        }
+        if constexpr (DYNAMIC) next = smem.tile_slot[n & 1][1];
+        index = next;
       }
+      if constexpr (DYNAMIC) hopper::release_tile_counter(p.tile_counter);
     }
     return;
   }
@@ -313,7 +348,6 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   const int cwg = ct / 128;
   const int lane = ct % 32, t = lane & 3;
   const int row_in_tile = cwg * 64 + (ct % 128) / 32 * 16 + lane / 4;
-  const int row_a = q0 + row_in_tile, row_b = row_a + 8;
 
   typename Tr::MmaS mma_s;
   typename Tr::MmaO mma_o;
@@ -337,151 +371,205 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   std::uint32_t(&pr)[BC / 32][4] =
       *reinterpret_cast<std::uint32_t(*)[BC / 32][4]>(raw_pointer_cast(tOrP.data()));
 
-  auto turn_begin = [&] { cutlass::arch::NamedBarrier::sync(256, cwg); };
-  auto turn_end = [&](bool last) {
-    if (!(last && cwg == kWG - 1)) cutlass::arch::NamedBarrier::arrive(256, (cwg + 1) % kWG);
-  };
-  if (cwg == kWG - 1) cutlass::arch::NamedBarrier::arrive(256, 0);
+  const hopper::PingPong<true, kWG> turns(cwg);
 
-  // Descales: Q's for this warpgroup's 64 rows (clamped: a warpgroup wholly past N), K's and V's
-  // per K/V block.
-  // (Addresses recomputed from the parameters at each use: held in registers, the two pointers
-  // made the 192-row causal kernel spill 8 bytes, nvcc 13.0.)
-  auto amax_k = [&](int j) {
-    return __ldg(p.amax_k + static_cast<std::int64_t>(blockIdx.y) * p.kv_blocks + j);
-  };
-  auto amax_v = [&](int j) {
-    return __ldg(p.amax_v + static_cast<std::int64_t>(blockIdx.y) * p.kv_blocks + j);
-  };
-  const int q_scale_block = min((q0 + 64 * cwg) / kQScaleRows, p.q_blocks - 1);
-  const float q_factor =
-      __ldg(p.amax_q + static_cast<std::int64_t>(bh) * p.q_blocks + q_scale_block) *
-      (p.scale_log2 / (kE4m3Max * kE4m3Max));
+  int it = 0;  // K/V blocks consumed so far: the ring's position and phase
+  // One tile: the n-th this thread block computes; last_tile: its last (the ping-pong turns end).
+  auto consume_tile = [&](const hopper::Tile& tl, int n, bool last_tile) {
+    const int num_kv = tl.num_kv, num_masked = tl.num_masked;
+    const int row_a = tl.q0 + row_in_tile, row_b = row_a + 8;
 
-  auto block_of = [&](int i) { return num_kv - 1 - i; };
-  auto stage = [&](int i) { return i % kStages; };
-  auto phase = [&](int i) { return static_cast<std::uint32_t>((i / kStages) & 1); };
+    // Descales: Q's for this warpgroup's 64 rows (clamped: a warpgroup wholly past N), K's and V's
+    // per K/V block.
+    // (Addresses recomputed from the parameters at each use: held in registers, the two pointers
+    // made the 192-row causal kernel spill 8 bytes, nvcc 13.0.)
+    auto amax_k = [&](int j) {
+      return __ldg(p.amax_k + static_cast<std::int64_t>(tl.bh) * p.kv_blocks + j);
+    };
+    auto amax_v = [&](int j) {
+      return __ldg(p.amax_v + static_cast<std::int64_t>(tl.bh) * p.kv_blocks + j);
+    };
+    const int q_scale_block = min((tl.q0 + 64 * cwg) / kQScaleRows, p.q_blocks - 1);
+    const float q_factor =
+        __ldg(p.amax_q + static_cast<std::int64_t>(tl.bh) * p.q_blocks + q_scale_block) *
+        (p.scale_log2 / (kE4m3Max * kE4m3Max));
+
+    auto block_of = [&](int i) { return num_kv - 1 - i; };
+    auto stage = [&](int i) { return (it + i) % kStages; };
+    auto phase = [&](int i) { return static_cast<std::uint32_t>(((it + i) / kStages) & 1); };
 
 #pragma unroll
-  for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
-  OnlineSoftmax<> softmax;
-  float alpha[2];
-  // Block j's raw scores -> P' = 256 P in s; m, l move on (log2 domain); alpha rescales O.
-  auto softmax_block = [&](int j, auto masked) {
-    if constexpr (decltype(masked)::value) {
-      const KeyMask<CAUSAL, BC, FAULTS> mask{
-          static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
-          j == p.fault.drop_kv_block};
-      mask_keys(s, mask, t);
-    }
-    const float factor = q_factor * amax_k(j);
+    for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+    OnlineSoftmax<> softmax;
+    float alpha[2];
+    // Block j's raw scores -> P' = 256 P in s; m, l move on (log2 domain); alpha rescales O.
+    auto softmax_block = [&](int j, auto masked) {
+      if constexpr (decltype(masked)::value) {
+        const KeyMask<CAUSAL, BC, FAULTS> mask{
+            static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
+            j == p.fault.drop_kv_block};
+        mask_keys(s, mask, t);
+      }
+      const float factor = q_factor * amax_k(j);
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
-      const float base = exp_base(mx);
-      alpha[r] = exp2f(softmax.m[r] - base);
-      softmax.m[r] = mx;
-      softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, factor, base - kPScaleLog2);
-    }
-  };
-  // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
-  auto rescale_o = [&](int i) {
-    const float ratio = amax_v(block_of(i - 1)) / amax_v(block_of(i));
-    const float f0 = alpha[0] * ratio, f1 = alpha[1] * ratio;
+      for (int r = 0; r < 2; ++r) {
+        const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
+        const float base = exp_base(mx);
+        alpha[r] = exp2f(softmax.m[r] - base);
+        softmax.m[r] = mx;
+        softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, factor, base - kPScaleLog2);
+      }
+    };
+    // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
+    auto rescale_o = [&](int i) {
+      const float ratio = amax_v(block_of(i - 1)) / amax_v(block_of(i));
+      const float f0 = alpha[0] * ratio, f1 = alpha[1] * ratio;
 #pragma unroll
-    for (int d = 0; d < DT; ++d) {
-      o[d][0] *= f0;
-      o[d][1] *= f0;
-      o[d][2] *= f1;
-      o[d][3] *= f1;
-    }
-  };
-  auto convert_p = [&] {
+      for (int d = 0; d < DT; ++d) {
+        o[d][0] *= f0;
+        o[d][1] *= f0;
+        o[d][2] *= f1;
+        o[d][3] *= f1;
+      }
+    };
+    auto convert_p = [&] {
 #pragma unroll
-    for (int kc = 0; kc < BC / 32; ++kc) {
+      for (int kc = 0; kc < BC / 32; ++kc) {
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
+        for (int h = 0; h < 2; ++h) {
 #pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const AccElement a0 = p_source(kc, h, r, 0), a1 = p_source(kc, h, r, 1);
-          const AccElement a2 = p_source(kc, h, r, 2), a3 = p_source(kc, h, r, 3);
-          pr[kc][2 * h + r] = e4m3x4(s[a0.n][a0.e], s[a1.n][a1.e], s[a2.n][a2.e], s[a3.n][a3.e]);
+          for (int r = 0; r < 2; ++r) {
+            const AccElement a0 = p_source(kc, h, r, 0), a1 = p_source(kc, h, r, 1);
+            const AccElement a2 = p_source(kc, h, r, 2), a3 = p_source(kc, h, r, 3);
+            pr[kc][2 * h + r] = e4m3x4(s[a0.n][a0.e], s[a1.n][a1.e], s[a2.n][a2.e], s[a3.n][a3.e]);
+          }
         }
       }
-    }
-  };
+    };
+    // After the tile's last Q K^T: the producer may load the next tile's Q (persistent grids).
+    auto release_k = [&](int i) {
+      EmptyBarrier::arrive(&bar.k_empty[stage(i)]);
+      if (PERSISTENT && i == num_kv - 1) EmptyBarrier::arrive(&bar.q_empty);
+    };
 
-  wait_barrier(&smem.q_full, 0, "q_full", 0);
-  // i = 0: Q K^T alone.
-  wait_barrier(&smem.k_full[stage(0)], phase(0), "k_full", stage(0));
-  turn_begin();
-  wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
-  turn_end(false);
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(tSrS);
-  EmptyBarrier::arrive(&smem.k_empty[stage(0)]);
-  if (num_masked > 0)
-    softmax_block(block_of(0), std::true_type{});
-  else
-    softmax_block(block_of(0), std::false_type{});
-  convert_p();
-  auto step = [&](int i, auto masked) {
-    wait_barrier(&smem.k_full[stage(i)], phase(i), "k_full", stage(i));
-    wait_barrier(&smem.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
-    turn_begin();
-    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
-    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
-    turn_end(false);
-    warpgroup_wait<1>();  // Q K_i^T done (batches complete in order)
+    if constexpr (!DYNAMIC) wait_barrier(&bar.q_full, n & 1, "q_full", 0);
+    // i = 0: Q K^T alone.
+    wait_barrier(&bar.k_full[stage(0)], phase(0), "k_full", stage(0));
+    turns.begin();
+    wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(0)), tSrS);
+    turns.end(false);
+    warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
-    EmptyBarrier::arrive(&smem.k_empty[stage(i)]);
-    softmax_block(block_of(i), masked);
-    warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
-    warpgroup_fence_operand(tOrO);
-    EmptyBarrier::arrive(&smem.v_empty[stage(i - 1)]);
-    rescale_o(i);
+    release_k(0);
+    if (num_masked > 0)
+      softmax_block(block_of(0), std::true_type{});
+    else
+      softmax_block(block_of(0), std::false_type{});
     convert_p();
-  };
-  int i = 1;
-  for (; i < num_masked; ++i) step(i, std::true_type{});
-  for (; i < num_kv; ++i) step(i, std::false_type{});
-  const int last = num_kv - 1;
-  wait_barrier(&smem.v_full[stage(last)], phase(last), "v_full", stage(last));
-  turn_begin();
-  wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
-  turn_end(true);
-  warpgroup_wait<0>();
-  warpgroup_fence_operand(tOrO);
-  EmptyBarrier::arrive(&smem.v_empty[stage(last)]);
+    auto step = [&](int i, auto masked) {
+      wait_barrier(&bar.k_full[stage(i)], phase(i), "k_full", stage(i));
+      wait_barrier(&bar.v_full[stage(i - 1)], phase(i - 1), "v_full", stage(i - 1));
+      turns.begin();
+      wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
+      wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
+      turns.end(false);
+      warpgroup_wait<1>();  // Q K_i^T done (batches complete in order)
+      warpgroup_fence_operand(tSrS);
+      release_k(i);
+      softmax_block(block_of(i), masked);
+      warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
+      warpgroup_fence_operand(tOrO);
+      EmptyBarrier::arrive(&bar.v_empty[stage(i - 1)]);
+      rescale_o(i);
+      convert_p();
+    };
+    int i = 1;
+    for (; i < num_masked; ++i) step(i, std::true_type{});
+    for (; i < num_kv; ++i) step(i, std::false_type{});
+    const int last = num_kv - 1;
+    wait_barrier(&bar.v_full[stage(last)], phase(last), "v_full", stage(last));
+    turns.begin();
+    wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(last)), tOrO);
+    turns.end(last_tile);
+    warpgroup_wait<0>();
+    warpgroup_fence_operand(tOrO);
+    EmptyBarrier::arrive(&bar.v_empty[stage(last)]);
 
-  // Epilogue: l sums 256 P (exact power of two back out), O in units of the last block's
-  // (block 0's) V descale.
-  // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well
-  // (without it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on |V| < 3).
-  softmax.l[0] *= 1.0f / kPScale;
-  softmax.l[1] *= 1.0f / kPScale;
-  float inv_l[2];
-  softmax.finish(amax_v(block_of(last)) / kE4m3Max / kPScale, inv_l);
-  const std::int64_t head_offset = static_cast<std::int64_t>(bh) * N;
-  softmax.store<__nv_bfloat16, D>(p.o + head_offset * D, p.lse + head_offset, o, inv_l, row_a,
-                                  row_b, N, t);
+    // Epilogue: l sums 256 P (exact power of two back out), O in units of the last block's
+    // (block 0's) V descale.
+    // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well
+    // (without it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on
+    // |V| < 3).
+    softmax.l[0] *= 1.0f / kPScale;
+    softmax.l[1] *= 1.0f / kPScale;
+    float inv_l[2];
+    softmax.finish(amax_v(block_of(last)) / kE4m3Max / kPScale, inv_l);
+    const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
+    if constexpr (TMA_STORE) {
+      // O through shared memory and a TMA store per warpgroup (hopper::store_o_through_smem).
+      auto& storage = *reinterpret_cast<typename Tr::SharedStorageO*>(smem_raw);
+      Tensor sO = make_tensor(make_smem_ptr(storage.o.data()), typename Tr::SmemLayoutO{});
+      Tensor sOw = sO(_, _, cwg);  // (64, D)
+      hopper::store_o_through_smem<__nv_bfloat16>(
+          sOw, o, inv_l, row_in_tile - cwg * 64, t, cwg, ct % 128 == 0, PERSISTENT && n > 0, [&] {
+            Tensor mO = p.tma_o.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
+            Tensor gO = local_tile(mO(_, _, tl.bh), cute::Shape<_64, Int<D>>{},
+                                   make_coord(tl.q_block * kWG + cwg, _0{}));
+            auto tma_o = p.tma_o.get_slice(_0{});
+            Tensor tOs = tma_o.partition_S(sO);  // (TMA, m, k, warpgroup)
+            copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
+          });
+      if (t == 0) {  // the lse as OnlineSoftmax::store writes it
+        if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
+        if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);
+      }
+    } else {
+      softmax.store<__nv_bfloat16, D>(p.o + head_offset * D, p.lse + head_offset, o, inv_l, row_a,
+                                      row_b, N, t);
+    }
+    it += num_kv;
+  };
+  if constexpr (!PERSISTENT) {
+    // One tile, no loop: inside a loop nvcc kept more live across the masked blocks (P2R of the
+    // mask's predicates: 4328 instructions against 4080 for the causal kernel, nvcc 13.0 SASS).
+    consume_tile(tiles.at(0), 0, true);
+  } else {
+    for (int index = tiles.first(), n = 0; DYNAMIC || index < num_tiles; ++n) {
+      int next = index + tiles.stride();
+      if constexpr (DYNAMIC) {
+        // The tile comes with its Q: the producer wrote its index before Q's barrier.
+        wait_barrier(&bar.q_full, n & 1, "q_full", 0);
+        asm volatile("" ::: "memory");  // the loads stay after the wait (no clobber there)
+        index = smem.tile_slot[n & 1][0];
+        next = smem.tile_slot[n & 1][1];
+      }
+      const bool last_tile = next >= num_tiles;
+      consume_tile(tiles.at(index), n, last_tile);
+      index = next;
+      if (DYNAMIC && last_tile) break;
+    }
+  }
+  // Shared memory must outlive the last store's read of it.
+  if constexpr (TMA_STORE) {
+    if (ct % 128 == 0) tma_store_wait<0>();
+  }
 }
 
-template <typename Tr, bool CAUSAL>
+template <typename Tr, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     fp8_sm90_forward_kernel(const __grid_constant__ Params<Tr> p) {
-  forward<Tr, CAUSAL, false>(p);
+  forward<Tr, CAUSAL, false, GRID, EPILOGUE>(p);
 }
 
 // The verification tests' build (fault hooks; own name: out of the SASS check's filter).
-template <typename Tr, bool CAUSAL>
+template <typename Tr, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
     fp8_sm90_fault_kernel(const __grid_constant__ Params<Tr> p) {
-  forward<Tr, CAUSAL, true>(p);
+  forward<Tr, CAUSAL, true, GRID, EPILOGUE>(p);
 }
 
 template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
                    const FaultInjection& fault) {
   using Tr = Traits<D, BR, BC>;
   if (padded(s.N) > INT_MAX / D || s.heads_total() > 65535)
@@ -506,7 +594,10 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
                static_cast<int>(kv_scale_blocks(s.N)),
                softmax_scale_log2(s, fault),
                static_cast<int>(q_blocks),
-               fault};
+               fault,
+               1,
+               {},
+               nullptr};
   // With NDEBUG, CuTe's make_tma_copy only prints when cuTensorMapEncodeTiled fails (its assert is
   // compiled out) and leaves the descriptor zeroed: a kernel launched with it would wait on its
   // full barriers forever. Refuse to launch instead.
@@ -520,21 +611,78 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
   if (!encoded(p.tma_q.get_tma_descriptor()) || !encoded(p.tma_k.get_tma_descriptor()) ||
       !encoded(p.tma_v.get_tma_descriptor()))
     return "fp8: TMA descriptor encoding failed (cuTensorMapEncodeTiled: see stderr)";
-  auto kernel = FAULTS ? fp8_sm90_fault_kernel<Tr, CAUSAL> : fp8_sm90_forward_kernel<Tr, CAUSAL>;
-  const cudaError_t st = smem_attribute_once(kernel, Tr::kSmemBytes);
-  if (st != cudaSuccess) return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
-  kernel<<<dim3(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads)), Tr::kThreads,
-           Tr::kSmemBytes, stream>>>(p);
-  return launch_status("fp8");
+
+  auto go = [&](auto kernel, hopper::Plan plan) -> std::string {
+    const bool tma_store = plan.epilogue == Epilogue::tma_store;
+    const int smem_bytes = tma_store ? Tr::kSmemBytesO : Tr::kSmemBytes;
+    const cudaError_t st = smem_attribute_once(kernel, smem_bytes);
+    if (st != cudaSuccess)
+      return std::string("fp8: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
+    if (tma_store) {
+      p.tma_o = Tr::tma_o(b.o, N, heads);
+      if (!encoded(p.tma_o.get_tma_descriptor()))
+        return "fp8: TMA descriptor encoding failed for O (cuTensorMapEncodeTiled: see stderr)";
+    }
+    dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
+    if (plan.grid != Grid::tiles) {
+      // The sections' L2 share as fa3's (fa3_kernel.cuh, launch): 1/16 non-causal, 1/2 causal;
+      // K8 and V8 take 1 byte per element. Not tuned for fp8 yet.
+      constexpr std::int64_t kL2Share = CAUSAL ? 2 : 16;
+      hopper::PersistentShape shape;
+      const std::string e =
+          hopper::persistent_shape("fp8", q_blocks * heads, heads, 2LL * Npad * D, kL2Share, shape);
+      if (!e.empty()) return e;
+      grid = dim3(shape.blocks);
+      p.section_heads = shape.section_heads;
+    }
+    if (plan.grid == Grid::dynamic) {
+      const std::size_t offset = tile_counter_offset(s);
+      if (b.workspace == nullptr || b.workspace_bytes < offset + hopper::kTileCounterBytes)
+        return "fp8: the dynamic grid needs its tile counter (workspace)";
+      p.tile_counter =
+          reinterpret_cast<unsigned*>(static_cast<unsigned char*>(b.workspace) + offset);
+    }
+    kernel<<<grid, Tr::kThreads, smem_bytes, stream>>>(p);
+    return launch_status("fp8");
+  };
+  constexpr hopper::Plan kTiles = plan_of(Schedule::tiles);
+  constexpr hopper::Plan kPersistent = plan_of(Schedule::persistent_tma_store);
+  constexpr hopper::Plan kDynamic = plan_of(Schedule::dynamic_tma_store);
+  // Both persistent grids or neither (grid_built; fp8_row_rule says so first).
+  constexpr bool kPersistentBuilt = grid_built(Grid::persistent, BR, CAUSAL);
+  static_assert(kPersistentBuilt == grid_built(Grid::dynamic, BR, CAUSAL));
+  if (schedule != Schedule::tiles && !kPersistentBuilt)
+    return "fp8: the persistent grids are not compiled for the causal 192-row tile (they spill)";
+  if constexpr (FAULTS) {
+    // The fault hooks: the default schedule and the dynamic grid (which runs every piece the
+    // static one does, and the counter).
+    if constexpr (kPersistentBuilt) {
+      if (schedule == Schedule::dynamic_tma_store)
+        return go(fp8_sm90_fault_kernel<Tr, CAUSAL, kDynamic.grid, kDynamic.epilogue>, kDynamic);
+    }
+    if (schedule == Schedule::tiles)
+      return go(fp8_sm90_fault_kernel<Tr, CAUSAL, kTiles.grid, kTiles.epilogue>, kTiles);
+    return "fp8: fault injection is compiled for schedules tiles and dynamic-tma-store";
+  } else {
+    if constexpr (kPersistentBuilt) {
+      if (schedule == Schedule::persistent_tma_store)
+        return go(fp8_sm90_forward_kernel<Tr, CAUSAL, kPersistent.grid, kPersistent.epilogue>,
+                  kPersistent);
+      if (schedule == Schedule::dynamic_tma_store)
+        return go(fp8_sm90_forward_kernel<Tr, CAUSAL, kDynamic.grid, kDynamic.epilogue>, kDynamic);
+    }
+    return go(fp8_sm90_forward_kernel<Tr, CAUSAL, kTiles.grid, kTiles.epilogue>, kTiles);
+  }
 }
 
 }  // namespace fa::fp8::sm90
 
 // Explicit instantiations for one tile shape (both causal settings, with and without the fault
 // hooks): one head dimension per translation unit.
-#define FP8_SM90_INSTANTIATE_ONE(D, BR, BC, CAUSAL, FAULTS)              \
-  template std::string fa::fp8::sm90::launch<D, BR, BC, CAUSAL, FAULTS>( \
-      const fa::Shape&, const fa::DeviceBuffers&, cudaStream_t, const fa::FaultInjection&);
+#define FP8_SM90_INSTANTIATE_ONE(D, BR, BC, CAUSAL, FAULTS)                              \
+  template std::string fa::fp8::sm90::launch<D, BR, BC, CAUSAL, FAULTS>(                 \
+      const fa::Shape&, const fa::DeviceBuffers&, cudaStream_t, fa::fp8::sm90::Schedule, \
+      const fa::FaultInjection&);
 #define FP8_SM90_INSTANTIATE(D, BR, BC)             \
   FP8_SM90_INSTANTIATE_ONE(D, BR, BC, false, false) \
   FP8_SM90_INSTANTIATE_ONE(D, BR, BC, true, false)  \

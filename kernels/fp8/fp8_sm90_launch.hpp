@@ -7,14 +7,44 @@
 #include <string>
 
 #include "kernels/common/fault.hpp"
+#include "kernels/hopper/plan.hpp"
 #include "kernels/problem.hpp"
 
 namespace fa::fp8::sm90 {
 
+// Which grid and epilogue the kernel runs (option fp8_schedule, --fp8-schedule; kFp8Schedules in
+// fp8.hpp): tiles, the default (grid over the tiles, O from registers: what the H200 table of
+// 2026-11-23 measured); persistent-tma-store and dynamic-tma-store: fa3's persistent grids (static,
+// or fed by an atomic tile counter) with the TMA-store epilogue (kernels/hopper/pipeline.cuh).
+enum class Schedule { tiles, persistent_tma_store, dynamic_tma_store };
+
+constexpr hopper::Plan plan_of(Schedule s) {
+  switch (s) {
+    case Schedule::persistent_tma_store:
+      return {hopper::Grid::persistent, hopper::Epilogue::tma_store};
+    case Schedule::dynamic_tma_store:
+      return {hopper::Grid::dynamic, hopper::Epilogue::tma_store};
+    default:
+      return {hopper::Grid::tiles, hopper::Epilogue::registers};
+  }
+}
+
+// Whether a kernel of br query rows has a build of grid g: the persistent grids spill with 3
+// consumer warpgroups (160 registers) when causal (36-40 bytes, nvcc 13.0, -Xptxas -v), as fa3's
+// do: not compiled.
+constexpr bool grid_built(hopper::Grid g, int br, bool causal) {
+  return g == hopper::Grid::tiles || !(causal && br == 192);
+}
+
 // Enqueues the attention of one forward pass of the (D, BR x BC) kernel on the quantised
-// workspace (fp8_quant.hpp) of b; "" or a one-line reason.
+// workspace (fp8_quant.hpp) of b; "" or a one-line reason. The dynamic grid's tile counter lies
+// at b.workspace + tile_counter_offset(s), zero before the first launch (every launch leaves it
+// zero).
 template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
                    const FaultInjection& fault);
+
+// Where the tile counter lies in the workspace: after the quantisation's (16-byte aligned).
+std::size_t tile_counter_offset(const Shape& s);
 
 }  // namespace fa::fp8::sm90

@@ -41,4 +41,8 @@ std::string fp8_shape_rule(const Shape&) {
   return kNotBuilt;
 }
 
+std::string fp8_row_rule(const Shape&, const RowSpec&) {
+  return "";  // fp8_shape_rule already says unsupported
+}
+
 }  // namespace fa

@@ -45,8 +45,8 @@ inline std::string persistent_shape(const char* who, std::int64_t tiles, int hea
                                     PersistentShape& out) {
   const DeviceFacts facts = device_facts();
   if (facts.status != cudaSuccess)
-    return std::string(who) + ": cannot read the SM count and L2 size: " +
-           cudaGetErrorString(facts.status);
+    return std::string(who) +
+           ": cannot read the SM count and L2 size: " + cudaGetErrorString(facts.status);
   if (tiles > INT_MAX) return std::string(who) + ": too many tiles for the persistent grid";
   out.blocks = static_cast<unsigned>(std::min<std::int64_t>(tiles, facts.sms));
   out.section_heads = static_cast<int>(std::clamp<std::int64_t>(

@@ -74,7 +74,8 @@ struct Tile {
 template <int BR, int BC, bool CAUSAL, bool FAULTS, Grid GRID, typename Params>
 struct TileList {
   static constexpr bool kPersistent = GRID != Grid::tiles;  // one thread block per SM walks them
-  static constexpr bool kDynamic = GRID == Grid::dynamic;   // ... taking each next one from a counter
+  static constexpr bool kDynamic =
+      GRID == Grid::dynamic;  // ... taking each next one from a counter
 
   const Params& p;
   int N;

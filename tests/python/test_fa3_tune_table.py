@@ -48,7 +48,7 @@ def test_winner_is_the_best_geomean_that_ran_everywhere(tmp_path, capsys):
     assert table.main(["x", write(tmp_path, d)]) == 0
     out = capsys.readouterr().out
     assert "winner d=64 non-causal: dynamic@128x128" in out
-    assert "default_plan(64, false) -> {Grid::dynamic, Epilogue::registers}" in out
+    assert "default_plan(64, false, 128) -> {Grid::dynamic, Epilogue::registers}" in out
 
 
 def test_a_failed_row_never_wins_and_fails_the_run(tmp_path, capsys):
