@@ -12,7 +12,9 @@ struct Fp8Scheme {
   // Q and K rows multiplied by H S (normalised Walsh-Hadamard after fixed random signs,
   // kernels/fp8/fp8_layout.hpp: flip_sign) before quantisation.
   bool rotated = false;
-  // Rows per scale block (448 / amax over the block); 0: one scale per head.
+  // Rows per scale block (448 / amax over the block); 0: one scale per head. (One scale per
+  // whole tensor depends on the other heads, so it is no scheme: reference::fp8_quantise takes
+  // that amax from its caller.)
   std::int64_t q_rows = 0;
   std::int64_t kv_rows = 0;
 

@@ -1,10 +1,12 @@
 // FP8 accuracy by CPU emulation: what the quantisation choices of the fp8 kernels cost on the four
-// input families (--inputs), with no GPU. Emulated as the kernels compute: Q and K optionally
-// rotated (H S, fp8_layout.hpp), Q, K, V scaled by 448/amax per tensor, per head or per block
-// (Q: 64 rows, K and V: 128 keys) and rounded to E4M3; fp32 scores times the descales; P =
-// exp(S - max) rounded to E4M3 as 256 P, l the fp32 sum of the unrounded P; O = sum P8 V8 / 256
-// times V's descale (per block of keys) / l, rounded to bf16. Inputs are rounded to bf16 first.
-// Against fp64 attention of the same bf16 inputs: relative RMSE over all rows of all heads.
+// input families (--inputs), with no GPU. Emulated by the reference's model of an FP8 kernel
+// (reference::fp8_quantise + reference::fp8_row, the model the verification judges fp8 rows
+// with): Q and K optionally rotated (H S, fp8_layout.hpp), Q, K, V scaled by 448/amax per tensor,
+// per head or per block (Q: 64 rows, K and V: 128 keys) and rounded to E4M3; fp32 scores times
+// the descales; P = exp(S - max) rounded to E4M3 as 256 P, l the fp32 sum of the unrounded P;
+// O = sum P8 V8 / 256 times V's descale (per block of keys) / l, rounded to bf16. Inputs are
+// rounded to bf16 first. Against fp64 attention of the same bf16 inputs: relative RMSE over all
+// rows of all heads.
 //
 // The table in docs/accuracy.md is this test's output:
 //   build/bin/fa_tests_cpu --gtest_filter='Fp8Accuracy.*'
@@ -39,14 +41,16 @@ const int kHeads = env_int("FA_FP8_EMULATION_HEADS", 4);
 enum class Gran { tensor, head, block };
 
 struct Inputs3 {
-  int d = 0;
+  int N = 0, d = 0, heads = 0;
   std::vector<double> q, k, v;  // [heads][N][d]
 };
 
-Inputs3 make_inputs(Inputs family, int d, std::uint64_t seed) {
+Inputs3 make_inputs(Inputs family, int d, std::uint64_t seed, int N = kN, int heads = kHeads) {
   Inputs3 in;
+  in.N = N;
   in.d = d;
-  const std::int64_t n = static_cast<std::int64_t>(kHeads) * kN * d;
+  in.heads = heads;
+  const std::int64_t n = static_cast<std::int64_t>(heads) * N * d;
   for (std::vector<double>* t : {&in.q, &in.k, &in.v}) t->resize(n);
   for (std::int64_t i = 0; i < n; ++i) {  // the device fill's seeds: seed*3 + 0, 1, 2
     in.q[i] = reference::round_to(sample_input(seed * 3 + 0, i, family), DType::bf16);
@@ -56,97 +60,75 @@ Inputs3 make_inputs(Inputs family, int d, std::uint64_t seed) {
   return in;
 }
 
-// Quantises t ([heads][N][d]) in place to E4M3 values; returns the descale (amax / 448) of every
-// row.
-std::vector<double> quantise(std::vector<double>& t, int d, Gran gran, int block_rows) {
-  std::vector<double> descale(static_cast<std::size_t>(kHeads) * kN);
-  auto amax_of = [&](std::int64_t r0, std::int64_t r1) {
-    double m = 1e-30;
-    for (std::int64_t i = r0 * d; i < r1 * d; ++i) m = std::max(m, std::abs(t[i]));
-    return m;
+// Head h of `in` as the reference takes it.
+reference::Head head_of(const Inputs3& in, std::int64_t h) {
+  reference::Head head;
+  head.N = in.N;
+  head.d = in.d;
+  const std::int64_t n = static_cast<std::int64_t>(in.N) * in.d;
+  const auto of_head = [&](const std::vector<double>& t) {
+    return std::vector<double>(t.begin() + h * n, t.begin() + (h + 1) * n);
   };
-  const std::int64_t rows = static_cast<std::int64_t>(kHeads) * kN;
-  const std::int64_t span = gran == Gran::tensor ? rows : (gran == Gran::head ? kN : block_rows);
-  for (std::int64_t r0 = 0; r0 < rows; r0 += span) {
-    const double amax = amax_of(r0, r0 + span);
-    for (std::int64_t r = r0; r < r0 + span; ++r) {
-      descale[r] = amax / kE4m3Max;
-      for (int c = 0; c < d; ++c)
-        t[r * d + c] = reference::round_to_e4m3(t[r * d + c] / descale[r]);
-    }
-  }
-  return descale;
+  head.q = of_head(in.q);
+  head.k = of_head(in.k);
+  head.v = of_head(in.v);
+  return head;
 }
-
-struct Emulated {
-  double rel_rmse = 0;
-};
 
 // fp64 attention of the (bf16) inputs, [heads][N][d].
 std::vector<double> exact(const Inputs3& in) {
-  const int d = in.d;
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  const double scale = 1.0 / std::sqrt(static_cast<double>(in.d));
   std::vector<double> out(in.q.size());
-  for (int h = 0; h < kHeads; ++h) {
-    reference::Head head;
-    head.N = kN;
-    head.d = d;
-    const auto first = static_cast<std::ptrdiff_t>(h) * kN * d;
-    head.q.assign(in.q.begin() + first, in.q.begin() + first + kN * d);
-    head.k.assign(in.k.begin() + first, in.k.begin() + first + kN * d);
-    head.v.assign(in.v.begin() + first, in.v.begin() + first + kN * d);
-    for (int row = 0; row < kN; ++row)
-      reference::attention_row(head, row, /*causal=*/false, scale, &out[first + row * d]);
+  for (int h = 0; h < in.heads; ++h) {
+    const reference::Head head = head_of(in, h);
+    for (int row = 0; row < in.N; ++row) {
+      reference::attention_row(head, row, /*causal=*/false, scale,
+                               &out[(static_cast<std::size_t>(h) * in.N + row) * in.d]);
+    }
   }
   return out;
 }
 
-Emulated emulate(const Inputs3& in, const std::vector<double>& ref, Gran gran, bool rotated) {
-  const int d = in.d;
-  Inputs3 x = in;
-  if (rotated) {
-    for (std::int64_t r = 0; r < static_cast<std::int64_t>(kHeads) * kN; ++r) {
-      reference::rotate_hadamard(&x.q[r * d], d);
-      reference::rotate_hadamard(&x.k[r * d], d);
-    }
+Fp8Scheme scheme_of(Gran gran, bool rotated) {
+  Fp8Scheme scheme;
+  scheme.rotated = rotated;
+  if (gran == Gran::block) {
+    scheme.q_rows = kQScaleRows;
+    scheme.kv_rows = kKvScaleRows;
   }
-  const std::vector<double> dq = quantise(x.q, d, gran, kQScaleRows);
-  const std::vector<double> dk = quantise(x.k, d, gran, kKvScaleRows);
-  const std::vector<double> dv = quantise(x.v, d, gran, kKvScaleRows);
-  const double scale = 1.0 / std::sqrt(static_cast<double>(d));
+  return scheme;
+}
+
+// Each tensor's amax over every head of `in` (per-tensor scales, which an Fp8Scheme cannot say).
+reference::Fp8Amax tensor_amax(const Inputs3& in, bool rotated) {
+  reference::Fp8Amax amax;
+  for (int h = 0; h < in.heads; ++h)
+    amax = reference::max(amax, reference::fp8_amax(head_of(in, h), rotated));
+  return amax;
+}
+
+// Relative RMSE of the modelled FP8 kernel's O against `ref` over all rows of all heads.
+double emulate(const Inputs3& in, const std::vector<double>& ref, Gran gran, bool rotated) {
+  const Fp8Scheme scheme = scheme_of(gran, rotated);
+  const reference::Fp8Amax amax = tensor_amax(in, rotated);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(in.d));
   double err2 = 0, ref2 = 0;
-  std::vector<float> s(kN), o(d);
-  for (int h = 0; h < kHeads; ++h) {
-    for (int row = 0; row < kN; ++row) {
-      const std::int64_t qr = static_cast<std::int64_t>(h) * kN + row;
-      float m = -INFINITY;
-      for (int key = 0; key < kN; ++key) {
-        const std::int64_t kr = static_cast<std::int64_t>(h) * kN + key;
-        float acc = 0.0f;
-        for (int c = 0; c < d; ++c)
-          acc += static_cast<float>(x.q[qr * d + c]) * static_cast<float>(x.k[kr * d + c]);
-        s[key] = acc * static_cast<float>(dq[qr] * dk[kr] * scale);
-        m = std::max(m, s[key]);
-      }
-      float l = 0.0f;
-      std::fill(o.begin(), o.end(), 0.0f);
-      for (int key = 0; key < kN; ++key) {
-        const std::int64_t kr = static_cast<std::int64_t>(h) * kN + key;
-        const float p = std::exp(s[key] - m);
-        l += p;
-        const float p8 = static_cast<float>(reference::round_to_e4m3(kPScale * p));
-        const float w = p8 * static_cast<float>(dv[kr]);  // V's descale of this key's block
-        for (int c = 0; c < d; ++c) o[c] += w * static_cast<float>(x.v[kr * d + c]);
-      }
-      for (int c = 0; c < d; ++c) {
-        const double out = reference::round_to(o[c] / kPScale / l, DType::bf16);
-        const double r = ref[qr * d + c];
-        err2 += (out - r) * (out - r);
+  std::vector<double> out(in.d);
+  for (int h = 0; h < in.heads; ++h) {
+    const reference::Head head = head_of(in, h);
+    const reference::Fp8Head quantised =
+        reference::fp8_quantise(head, scheme, gran == Gran::tensor ? &amax : nullptr);
+    for (int row = 0; row < in.N; ++row) {
+      reference::fp8_row(head, quantised, row, /*causal=*/false, scale, out.data());
+      const std::size_t first = (static_cast<std::size_t>(h) * in.N + row) * in.d;
+      for (int c = 0; c < in.d; ++c) {
+        const double r = ref[first + c];
+        err2 += (out[c] - r) * (out[c] - r);
         ref2 += r * r;
       }
     }
   }
-  return {std::sqrt(err2 / ref2)};
+  return std::sqrt(err2 / ref2);
 }
 
 struct Case {
@@ -173,7 +155,7 @@ const Table& table() {
         const Inputs3 in = make_inputs(f, d, /*seed=*/1);
         const std::vector<double> ref = exact(in);
         auto& row = per_d.emplace_back();
-        for (const Case& c : kCases) row.push_back(emulate(in, ref, c.gran, c.rotated).rel_rmse);
+        for (const Case& c : kCases) row.push_back(emulate(in, ref, c.gran, c.rotated));
       }
     }
     return out;
@@ -225,6 +207,57 @@ TEST(Fp8Accuracy, EmulatedTable) {
                 ds[di], outliers[ours] / outliers[0], outliers[1] / outliers[0]);
     EXPECT_LE(outliers[ours], 0.75 * outliers[0]) << "d=" << ds[di];
     EXPECT_GT(outliers[1], 0.75 * outliers[0]) << "d=" << ds[di];
+  }
+}
+
+// The per-tensor path (reference::fp8_amax, fp8_quantise with a tensor amax). The outlier
+// inputs: heads differ in amax.
+TEST(Fp8PerTensor, TheTensorAmaxIsTheLargestOverAllRowsOfAllHeads) {
+  const Inputs3 in = make_inputs(Inputs::outliers, 64, /*seed=*/3, /*N=*/256, /*heads=*/4);
+  for (bool rotated : {false, true}) {
+    const reference::Fp8Amax amax = tensor_amax(in, rotated);
+    // By hand, over the tensor as one [heads*N][d] array.
+    const auto amax_of = [&](std::vector<double> t, bool rotate) {
+      if (rotate) {
+        for (std::size_t r = 0; r < t.size() / in.d; ++r)
+          reference::rotate_hadamard(&t[r * in.d], in.d);
+      }
+      double m = 0;
+      for (double x : t) m = std::max(m, std::abs(x));
+      return m;
+    };
+    const reference::Fp8Amax whole{amax_of(in.q, rotated), amax_of(in.k, rotated),
+                                   amax_of(in.v, false)};
+    EXPECT_EQ(amax.q, whole.q) << "rotated=" << rotated;
+    EXPECT_EQ(amax.k, whole.k) << "rotated=" << rotated;
+    EXPECT_EQ(amax.v, whole.v) << "rotated=" << rotated;
+    // Every row of every head takes the tensor's scale, and some head's own is smaller.
+    bool smaller = false;
+    for (int h = 0; h < in.heads; ++h) {
+      const reference::Head head = head_of(in, h);
+      const reference::Fp8Head f = reference::fp8_quantise(head, kPlainFp8, &amax);
+      for (double descale : f.q_descale) EXPECT_EQ(descale, amax.q / 448.0);
+      for (double descale : f.v_descale) EXPECT_EQ(descale, amax.v / 448.0);
+      smaller = smaller || reference::fp8_amax(head, rotated).q < amax.q;
+    }
+    EXPECT_TRUE(smaller) << "the inputs do not tell per tensor from per head";
+  }
+}
+
+TEST(Fp8PerTensor, WithOneHeadIsPerHead) {
+  const Inputs3 in = make_inputs(Inputs::outliers, 64, /*seed=*/3, /*N=*/256, /*heads=*/1);
+  const reference::Head head = head_of(in, 0);
+  for (bool rotated : {false, true}) {
+    const Fp8Scheme scheme = scheme_of(Gran::head, rotated);
+    const reference::Fp8Amax amax = tensor_amax(in, rotated);
+    const reference::Fp8Head per_tensor = reference::fp8_quantise(head, scheme, &amax);
+    const reference::Fp8Head per_head = reference::fp8_quantise(head, scheme);
+    EXPECT_EQ(per_tensor.q8, per_head.q8) << "rotated=" << rotated;
+    EXPECT_EQ(per_tensor.k8, per_head.k8) << "rotated=" << rotated;
+    EXPECT_EQ(per_tensor.v8, per_head.v8) << "rotated=" << rotated;
+    EXPECT_EQ(per_tensor.q_descale, per_head.q_descale) << "rotated=" << rotated;
+    EXPECT_EQ(per_tensor.k_descale, per_head.k_descale) << "rotated=" << rotated;
+    EXPECT_EQ(per_tensor.v_descale, per_head.v_descale) << "rotated=" << rotated;
   }
 }
 

@@ -141,21 +141,36 @@ void rotate_hadamard(double* x, std::int64_t d) {
 
 namespace {
 
-// One tensor [N][d] scaled by 448 / amax per block of `block_rows` rows (0: all N) and rounded to
-// E4M3, rotated first when `rotate`.
-void quantise_tensor(std::vector<double> t, std::int64_t N, std::int64_t d, bool rotate,
-                     std::int64_t block_rows, std::vector<float>* out,
-                     std::vector<double>* descale) {
+// t with each row rotated (H S) when `rotate` and d is a power of two.
+std::vector<double> rotated_rows(std::vector<double> t, std::int64_t N, std::int64_t d,
+                                 bool rotate) {
   if (rotate && d > 0 && (d & (d - 1)) == 0) {
     for (std::int64_t r = 0; r < N; ++r) rotate_hadamard(&t[r * d], d);
   }
+  return t;
+}
+
+// An all-zero block keeps a finite scale, as the kernels' does.
+constexpr double kAmaxFloor = 1e-30;
+
+double amax_of(const std::vector<double>& t, std::int64_t begin, std::int64_t end) {
+  double amax = kAmaxFloor;
+  for (std::int64_t i = begin; i < end; ++i) amax = std::max(amax, std::abs(t[i]));
+  return amax;
+}
+
+// One tensor [N][d] scaled by 448 / amax per block of `block_rows` rows (0: all N), or by
+// 448 / `fixed_amax` when that is positive, and rounded to E4M3, rotated first when `rotate`.
+void quantise_tensor(const std::vector<double>& in, std::int64_t N, std::int64_t d, bool rotate,
+                     std::int64_t block_rows, double fixed_amax, std::vector<float>* out,
+                     std::vector<double>* descale) {
+  const std::vector<double> t = rotated_rows(in, N, d, rotate);
   out->resize(static_cast<std::size_t>(N * d));
   descale->resize(static_cast<std::size_t>(N));
   const std::int64_t span = block_rows > 0 ? block_rows : std::max<std::int64_t>(N, 1);
   for (std::int64_t r0 = 0; r0 < N; r0 += span) {
     const std::int64_t r1 = std::min(N, r0 + span);
-    double amax = 1e-30;  // an all-zero block keeps a finite scale, as the kernels' does
-    for (std::int64_t i = r0 * d; i < r1 * d; ++i) amax = std::max(amax, std::abs(t[i]));
+    const double amax = fixed_amax > 0 ? fixed_amax : amax_of(t, r0 * d, r1 * d);
     const double sc = 448.0 / amax;
     for (std::int64_t r = r0; r < r1; ++r) {
       (*descale)[r] = amax / 448.0;
@@ -167,11 +182,24 @@ void quantise_tensor(std::vector<double> t, std::int64_t N, std::int64_t d, bool
 
 }  // namespace
 
-Fp8Head fp8_quantise(const Head& h, const Fp8Scheme& scheme) {
+Fp8Amax fp8_amax(const Head& h, bool rotated) {
+  const std::int64_t n = h.N * h.d;
+  return {amax_of(rotated_rows(h.q, h.N, h.d, rotated), 0, n),
+          amax_of(rotated_rows(h.k, h.N, h.d, rotated), 0, n), amax_of(h.v, 0, n)};
+}
+
+Fp8Amax max(const Fp8Amax& a, const Fp8Amax& b) {
+  return {std::max(a.q, b.q), std::max(a.k, b.k), std::max(a.v, b.v)};
+}
+
+Fp8Head fp8_quantise(const Head& h, const Fp8Scheme& scheme, const Fp8Amax* tensor_amax) {
   Fp8Head f;
-  quantise_tensor(h.q, h.N, h.d, scheme.rotated, scheme.q_rows, &f.q8, &f.q_descale);
-  quantise_tensor(h.k, h.N, h.d, scheme.rotated, scheme.kv_rows, &f.k8, &f.k_descale);
-  quantise_tensor(h.v, h.N, h.d, /*rotate=*/false, scheme.kv_rows, &f.v8, &f.v_descale);
+  quantise_tensor(h.q, h.N, h.d, scheme.rotated, scheme.q_rows, tensor_amax ? tensor_amax->q : 0,
+                  &f.q8, &f.q_descale);
+  quantise_tensor(h.k, h.N, h.d, scheme.rotated, scheme.kv_rows, tensor_amax ? tensor_amax->k : 0,
+                  &f.k8, &f.k_descale);
+  quantise_tensor(h.v, h.N, h.d, /*rotate=*/false, scheme.kv_rows, tensor_amax ? tensor_amax->v : 0,
+                  &f.v8, &f.v_descale);
   return f;
 }
 

@@ -47,7 +47,23 @@ struct Fp8Head {
   std::vector<float> q8, k8, v8;                        // each N*d
   std::vector<double> q_descale, k_descale, v_descale;  // each N
 };
-Fp8Head fp8_quantise(const Head& head, const Fp8Scheme& scheme);
+
+// The largest |x| of Q, K and V (Q and K after the rotation when `rotated`), as fp8_quantise
+// scales them.
+struct Fp8Amax {
+  double q = 0, k = 0, v = 0;
+};
+// One head's: the maximum of these over every head of a tensor is that tensor's amax.
+Fp8Amax fp8_amax(const Head& head, bool rotated);
+// The larger of a and b, tensor by tensor.
+Fp8Amax max(const Fp8Amax& a, const Fp8Amax& b);
+
+// `tensor_amax` null: each scale block's own amax. Given: every row of Q, K and V takes
+// tensor_amax's scale instead (the scheme's blocks are ignored), so a caller that passes the
+// maximum of fp8_amax over all heads gets per-tensor scales, which an Fp8Scheme cannot say
+// because they depend on the other heads (FlashAttention-3's plain FP8 baseline, issue 16).
+Fp8Head fp8_quantise(const Head& head, const Fp8Scheme& scheme,
+                     const Fp8Amax* tensor_amax = nullptr);
 
 // x <- H S x for one row of d values (d a power of two): the rotation of Fp8Scheme::rotated.
 void rotate_hadamard(double* x, std::int64_t d);
