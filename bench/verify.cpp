@@ -88,6 +88,18 @@ std::vector<double> load_head(const void* base, std::int64_t bh, std::int64_t he
       copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems), dtype);
 }
 
+// Head bh of the device inputs Q, K, V.
+reference::Head device_head(const Shape& s, const DeviceBuffers& in, std::int64_t bh) {
+  const std::int64_t head_elems = s.N * s.d;
+  reference::Head head;
+  head.N = s.N;
+  head.d = s.d;
+  head.q = load_head(in.q, bh, head_elems, s.dtype);
+  head.k = load_head(in.k, bh, head_elems, s.dtype);
+  head.v = load_head(in.v, bh, head_elems, s.dtype);
+  return head;
+}
+
 }  // namespace
 
 // The sampled heads of a forward or backward sample (each head sample has bh and rows).
@@ -145,18 +157,7 @@ std::vector<std::int64_t> verification_rows(std::int64_t N, std::uint64_t seed) 
 
 ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::uint64_t seed)
     : shape_(s) {
-  const std::int64_t head_elems = s.N * s.d;
-  build(
-      [&](std::int64_t bh) {
-        reference::Head head;
-        head.N = s.N;
-        head.d = s.d;
-        head.q = load_head(in.q, bh, head_elems, s.dtype);
-        head.k = load_head(in.k, bh, head_elems, s.dtype);
-        head.v = load_head(in.v, bh, head_elems, s.dtype);
-        return head;
-      },
-      seed);
+  build([&](std::int64_t bh) { return device_head(s, in, bh); }, seed);
 }
 
 ReferenceSample::ReferenceSample(const Shape& s,
@@ -224,7 +225,8 @@ reference::Head ReferenceSample::head_inputs(const HeadSample& hs) const {
   return head;
 }
 
-ReferenceSample::Fp8Baseline ReferenceSample::compute_fp8_baseline(const Fp8Scheme& scheme) const {
+ReferenceSample::Fp8Baseline ReferenceSample::compute_fp8_baseline(
+    const Fp8Scheme& scheme, const reference::Fp8Amax* tensor_amax) const {
   const Shape& s = shape_;
   const std::size_t d = static_cast<std::size_t>(s.d);
   Fp8Baseline b;
@@ -232,7 +234,7 @@ ReferenceSample::Fp8Baseline ReferenceSample::compute_fp8_baseline(const Fp8Sche
   std::vector<double> all_rel, all_lse;
   for (const auto& hs : heads_) {
     const reference::Head head = head_inputs(hs);
-    const reference::Fp8Head quantised = reference::fp8_quantise(head, scheme);
+    const reference::Fp8Head quantised = reference::fp8_quantise(head, scheme, tensor_amax);
     const std::size_t nrows = hs.rows.size();
     std::vector<double> out(nrows * d), rel(nrows), lse_err(nrows), lse_scale(nrows);
     parallel_rows(nrows, [&](std::size_t i) {
@@ -278,6 +280,18 @@ const ReferenceSample::Fp8Baseline& ReferenceSample::fp8_baseline(const Fp8Schem
   if (it == fp8_baselines_.end())
     it = fp8_baselines_.emplace(scheme, compute_fp8_baseline(scheme)).first;
   return it->second;
+}
+
+double ReferenceSample::fp8_per_tensor_relative_rmse(
+    const std::function<reference::Head(std::int64_t)>& heads) const {
+  reference::Fp8Amax amax;
+  for (std::int64_t bh = 0; bh < shape_.heads_total(); ++bh)
+    amax = reference::max(amax, reference::fp8_amax(heads(bh), kPlainFp8.rotated));
+  return compute_fp8_baseline(kPlainFp8, &amax).relative_rmse;
+}
+
+double ReferenceSample::fp8_per_tensor_relative_rmse(const DeviceBuffers& in) const {
+  return fp8_per_tensor_relative_rmse([&](std::int64_t bh) { return device_head(shape_, in, bh); });
 }
 
 ReferenceSample::Rule ReferenceSample::rule_for(const VariantInfo& info,

@@ -56,6 +56,15 @@ class ReferenceSample {
   Verification judge(const OutputAt& o, const LseAt* lse, std::int64_t nonfinite_count,
                      const Rule& rule) const;
 
+  // Plain FP8 with one scale per whole tensor (the amax of each of Q, K, V over every head, the
+  // baseline of FlashAttention-3's Table 3 and of issue 16's outlier bar), as the relative RMSE
+  // over the sampled rows. The rule does not use it (its plain baseline is per head, stricter);
+  // `heads(bh)` gives head bh's inputs, every head of the shape, as the constructors take them.
+  double fp8_per_tensor_relative_rmse(
+      const std::function<reference::Head(std::int64_t bh)>& heads) const;
+  // The same, reading every head of Q, K, V from the device.
+  double fp8_per_tensor_relative_rmse(const DeviceBuffers& inputs) const;
+
   // The sampled (batch*head) indices and, per head, the sampled rows.
   std::vector<std::int64_t> sampled_heads() const;
   const std::vector<std::int64_t>& sampled_rows(std::int64_t bh) const;
@@ -84,7 +93,9 @@ class ReferenceSample {
   // The baseline of `scheme`, computed at its first use (every fp8 check needs the plain one and
   // its variant's), then kept.
   const Fp8Baseline& fp8_baseline(const Fp8Scheme& scheme) const;
-  Fp8Baseline compute_fp8_baseline(const Fp8Scheme& scheme) const;
+  // tensor_amax: per-tensor scales (reference::fp8_quantise); null: the scheme's blocks.
+  Fp8Baseline compute_fp8_baseline(const Fp8Scheme& scheme,
+                                   const reference::Fp8Amax* tensor_amax = nullptr) const;
   Shape shape_;
   std::vector<HeadSample> heads_;
   double baseline_max_abs_error_ = 0, baseline_rmse_ = 0;  // plain same-precision

@@ -22,6 +22,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/verify.hpp"
 #include "kernels/common/fill_sample.hpp"
 #include "kernels/fp8/fp8_layout.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
@@ -210,8 +211,9 @@ TEST(Fp8Accuracy, EmulatedTable) {
   }
 }
 
-// The per-tensor path (reference::fp8_amax, fp8_quantise with a tensor amax). The outlier
-// inputs: heads differ in amax.
+// The per-tensor path (reference::fp8_amax, fp8_quantise with a tensor amax, and the verification's
+// per-tensor baseline that the GPU test Fp8.MeetsTheRmseBarsOnNormalAndOutlierInputs judges issue
+// 16's bar by). The outlier inputs: heads differ in amax.
 TEST(Fp8PerTensor, TheTensorAmaxIsTheLargestOverAllRowsOfAllHeads) {
   const Inputs3 in = make_inputs(Inputs::outliers, 64, /*seed=*/3, /*N=*/256, /*heads=*/4);
   for (bool rotated : {false, true}) {
@@ -258,6 +260,35 @@ TEST(Fp8PerTensor, WithOneHeadIsPerHead) {
     EXPECT_EQ(per_tensor.q_descale, per_head.q_descale) << "rotated=" << rotated;
     EXPECT_EQ(per_tensor.k_descale, per_head.k_descale) << "rotated=" << rotated;
     EXPECT_EQ(per_tensor.v_descale, per_head.v_descale) << "rotated=" << rotated;
+  }
+}
+
+// The verification's per-tensor baseline: with one head the plain per-head figure the rule
+// reports, with several heads above it on the outlier inputs (one head's outlier sets every
+// head's scale).
+TEST(Fp8PerTensor, TheVerificationBaseline) {
+  for (int heads : {1, 4}) {
+    const Inputs3 in = make_inputs(Inputs::outliers, 64, /*seed=*/3, /*N=*/256, heads);
+    Shape s;
+    s.B = 1;
+    s.H = heads;
+    s.N = in.N;
+    s.d = in.d;
+    const auto head_at = [&](std::int64_t bh) { return head_of(in, bh); };
+    const bench::ReferenceSample ref(s, head_at, /*seed=*/5);
+    const bench::ReferenceSample::OutputAt zero = [](std::int64_t, std::int64_t, std::int64_t) {
+      return 0.0;
+    };
+    const bench::Verification v = ref.judge(zero, nullptr, 0, {AccuracyRule::fp8_rmse});
+    const double per_tensor = ref.fp8_per_tensor_relative_rmse(head_at);
+    ASSERT_TRUE(v.baseline_relative_rmse.has_value());
+    std::printf("%d heads: plain FP8 relative RMSE per tensor %.3e, per head %.3e\n", heads,
+                per_tensor, *v.baseline_relative_rmse);
+    if (heads == 1) {
+      EXPECT_EQ(per_tensor, *v.baseline_relative_rmse);
+    } else {
+      EXPECT_GT(per_tensor, *v.baseline_relative_rmse);
+    }
   }
 }
 

@@ -85,12 +85,14 @@ struct Buffers {
 };
 
 // Runs `variant` once on fresh inputs and returns the verification; `tiles` {0,0} = default.
-// `output` (if given) receives O's raw 16-bit elements.
+// `output` (if given) receives O's raw 16-bit elements; `fp8_per_tensor` (if given) plain FP8's
+// relative RMSE with one scale per whole tensor on the sampled rows (the baseline of issue 16's
+// outlier bar; the verification's own plain baseline is per head).
 bench::Verification run_and_check(const std::string& variant, const Shape& s, std::uint64_t seed,
                                   bool skip_launch = false, Tiles tiles = {},
                                   std::vector<std::uint16_t>* output = nullptr,
-                                  Inputs inputs = Inputs::normal,
-                                  LaunchOptions launch_options = {}) {
+                                  Inputs inputs = Inputs::normal, LaunchOptions launch_options = {},
+                                  double* fp8_per_tensor = nullptr) {
   const VariantInfo* info = find_variant(variant);
   auto launcher = info->make_launcher(launch_options);
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
@@ -114,6 +116,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   // must not be checked against the corrupted ones).
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   bench::ReferenceSample ref(s, db, seed);
+  if (fp8_per_tensor) *fp8_per_tensor = ref.fp8_per_tensor_relative_rmse(db);
   if (!skip_launch) {
     const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
     Watchdog watchdog(kernel_timeout_s(), [&] {
@@ -531,10 +534,17 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
   }
 }
 
+// Issue 16's outlier bar: ours' relative RMSE at most this share of plain FP8 with one scale per
+// whole tensor (FlashAttention-3, Table 3: 9.1e-3 against 2.4e-2 for per-tensor FP8).
+constexpr double kIssue16OutlierBar = 0.40;
+
 // FP8 against the issue's bars at sequence lengths where they apply: RMSE <= 1e-2 on N(0,1)
 // inputs, and <= 2.4e-2 (the FlashAttention-3 paper's per-tensor FP8 baseline) on its outlier
-// inputs; both kernels (fp8: wgmma on sm_90a, fp8-sm89: mma.sync), both scale granularities.
-// (Short sequences are judged against a plain FP8 implementation instead: docs/accuracy.md.)
+// inputs, where also relative RMSE <= 0.40x plain per-tensor FP8 on the same inputs (the
+// verification's rule, in v.passed, holds it to <= 1.5x plain per-head FP8); both kernels (fp8:
+// wgmma on sm_90a, fp8-sm89: mma.sync), both scale granularities. Prints both ratios per case
+// (lines "fp8-baselines | ..."). (Short sequences are judged against a plain FP8 implementation
+// instead: docs/accuracy.md.)
 TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
   std::string why;
   if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
@@ -547,7 +557,8 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
       LaunchOptions lo;
       lo.options[kOptionFp8Scale] = std::string(scale);
       for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
-        const double bar = inputs == Inputs::outliers ? 2.4e-2 : 1e-2;
+        const bool outliers = inputs == Inputs::outliers;
+        const double bar = outliers ? 2.4e-2 : 1e-2;
         for (std::int64_t N : {1000, 4096}) {
           for (bool causal : {false, true}) {
             for (int d : {64, 128}) {
@@ -557,15 +568,32 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
               s.B = 1;
               s.H = 3;
               s.causal = causal;
-              const auto v = run_and_check(variant, s, 99 + N, false, {}, nullptr, inputs, lo);
+              double per_tensor = 0;
+              const auto v =
+                  run_and_check(variant, s, 99 + N, false, {}, nullptr, inputs, lo, &per_tensor);
               ++ran;
+              const std::string label =
+                  std::string(variant) + " scale=" + scale + " " +
+                  (outliers ? "outliers" : "normal") + " N=" + std::to_string(N) +
+                  " causal=" + std::to_string(causal) + " d=" + std::to_string(d);
               EXPECT_TRUE(v.all_finite);
-              EXPECT_TRUE(v.passed) << variant << " " << scale << " N=" << N << ": "
-                                    << bench::verification_failure_reason(v);
-              EXPECT_LE(v.rmse, bar)
-                  << variant << " scale=" << scale << " "
-                  << (inputs == Inputs::outliers ? "outliers" : "normal") << " N=" << N
-                  << " causal=" << causal << " d=" << d << " (plain fp8 " << v.baseline_rmse << ")";
+              EXPECT_TRUE(v.passed) << label << ": " << bench::verification_failure_reason(v);
+              EXPECT_LE(v.rmse, bar) << label << " (plain fp8 " << v.baseline_rmse << ")";
+              // Relative RMSE over the two plain FP8 baselines: per head (the verification's,
+              // bounded by v.passed: <= 1.5x) and per tensor (FlashAttention-3's Table 3).
+              const double rel = v.relative_rmse.value_or(NAN);
+              const double vs_head = rel / v.baseline_relative_rmse.value_or(NAN);
+              const double vs_tensor = rel / per_tensor;
+              std::printf(
+                  "fp8-baselines | %s | rel rmse %.3e | / plain per-head %.2f | "
+                  "/ plain per-tensor %.2f\n",
+                  label.c_str(), rel, vs_head, vs_tensor);
+              // Issue 16's outlier bar: <= 40% of plain per-tensor FP8.
+              if (outliers) {
+                EXPECT_LE(vs_tensor, kIssue16OutlierBar)
+                    << label << ": relative RMSE " << rel << ", plain per-tensor " << per_tensor
+                    << ", plain per-head " << v.baseline_relative_rmse.value_or(NAN);
+              }
             }
           }
         }
