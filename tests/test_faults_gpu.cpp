@@ -56,7 +56,21 @@ std::vector<NamedFault> faults_for(int kv_blocks) {
   return f;
 }
 
+// A grid's buffers: Q, K, V (fresh N(0, 1) from `seed`), O and the lse; run_one grows the
+// workspace.
 struct Device {
+  Device(const Shape& s, std::uint64_t seed) {
+    const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+    for (void** p : {&q, &k, &v, &o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+    FA_CUDA_CHECK(cudaMalloc(&lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
+    FA_CUDA_CHECK(fill_normal(q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
+    FA_CUDA_CHECK(fill_normal(k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
+    FA_CUDA_CHECK(fill_normal(v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+    FA_CUDA_CHECK(cudaDeviceSynchronize());
+  }
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+  DeviceBuffers inputs() const { return {q, k, v, nullptr, nullptr, nullptr, 0}; }
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *ws = nullptr;
   std::size_t ws_bytes = 0;
   ~Device() {
@@ -145,31 +159,26 @@ Shape grid_shape(const Grid& g) {
   return s;
 }
 
-void allocate_inputs(const Shape& s, Device* d) {
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-  for (void** p : {&d->q, &d->k, &d->v, &d->o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
-  FA_CUDA_CHECK(cudaMalloc(&d->lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
-}
-
-// Fresh N(0, 1) Q, K, V from `seed`.
-void fill_inputs(const Shape& s, std::uint64_t seed, const Device& d) {
-  FA_CUDA_CHECK(fill_normal(d.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(d.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(d.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
-  FA_CUDA_CHECK(cudaDeviceSynchronize());
-}
+// A grid's inputs on the device (seed: seed_base + N + d + causal) and the reference sample
+// computed from them before any variant runs: what the fault grid and the fa2 tile grid share.
+struct GridInputs {
+  GridInputs(const Grid& g, std::uint64_t seed_base)
+      : s(grid_shape(g)),
+        seed(seed_base + static_cast<std::uint64_t>(g.N + g.d + g.causal)),
+        d(s, seed),
+        ref(s, d.inputs(), seed) {}
+  const Shape s;
+  const std::uint64_t seed;
+  Device d;
+  const bench::ReferenceSample ref;
+};
 
 void run_grid(const Grid& g) {
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
-  const Shape s = grid_shape(g);
-  Device d;
-  allocate_inputs(s, &d);
-  const std::uint64_t seed = 4242 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
-  fill_inputs(s, seed, d);
-  const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
-  const bench::ReferenceSample ref(s, inputs, seed);
+  GridInputs in(g, 4242);
+  const Shape& s = in.s;
   for (const Runner& runner : runners(s)) {
     const char* name = runner.label.c_str();
     const VariantInfo& info = *find_variant(runner.variant);
@@ -180,7 +189,7 @@ void run_grid(const Grid& g) {
     const std::string prec =
         info.algorithm == Algorithm::fp8 ? "fp8" : std::string(to_string(s.dtype));
     // The true kernel passes on these inputs ...
-    const auto clean = run_one(info, s, d, ref, nullptr, nullptr, runner.options);
+    const auto clean = run_one(info, s, in.d, in.ref, nullptr, nullptr, runner.options);
     EXPECT_TRUE(clean.passed) << name << ": " << bench::verification_failure_reason(clean);
     const int bc = info.algorithm == Algorithm::standard
                        ? 64
@@ -191,7 +200,7 @@ void run_grid(const Grid& g) {
       if ((nf.causal_only && !s.causal) ||
           (nf.not_standard && info.algorithm == Algorithm::standard))
         continue;
-      const auto v = run_one(info, s, d, ref, &nf, nullptr, runner.options);
+      const auto v = run_one(info, s, in.d, in.ref, &nf, nullptr, runner.options);
       EXPECT_FALSE(v.passed) << name << " " << prec << " d=" << s.d << (s.causal ? " causal" : "")
                              << " N=" << s.N << ": fault '" << nf.name
                              << "' passed verification (worst row ratio " << v.worst_row_ratio
@@ -248,24 +257,19 @@ TEST_P(Fa2TileFaults, EveryTileCatchesEveryFault) {
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
-  const Shape s = grid_shape(g);
-  Device d;
-  allocate_inputs(s, &d);
-  const std::uint64_t seed = 5151 + static_cast<std::uint64_t>(g.N + g.d + g.causal);
-  fill_inputs(s, seed, d);
-  const DeviceBuffers inputs{d.q, d.k, d.v, nullptr, nullptr, nullptr, 0};
-  const bench::ReferenceSample ref(s, inputs, seed);
+  GridInputs in(g, 5151);
+  const Shape& s = in.s;
   const VariantInfo& info = *find_variant("fa2");
   const auto tiles = info.tile_options(g.d);
   ASSERT_GE(tiles.size(), 2u) << "fa2 compiles more than one tile at d=" << g.d;
   for (const Tiles& t : tiles) {
     const std::string label = "fa2@" + std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
-    const auto clean = run_one(info, s, d, ref, nullptr, &t);
+    const auto clean = run_one(info, s, in.d, in.ref, nullptr, &t);
     EXPECT_TRUE(clean.passed) << label << ": " << bench::verification_failure_reason(clean);
     const int kv_blocks = static_cast<int>((s.N + t.block_kv - 1) / t.block_kv);
     for (const NamedFault& nf : faults_for(kv_blocks)) {
       if (nf.causal_only && !s.causal) continue;
-      const auto v = run_one(info, s, d, ref, &nf, &t);
+      const auto v = run_one(info, s, in.d, in.ref, &nf, &t);
       EXPECT_FALSE(v.passed) << label << " d=" << s.d << (s.causal ? " causal" : "") << " N=" << s.N
                              << ": fault '" << nf.name << "' passed verification (worst row ratio "
                              << v.worst_row_ratio << ")";

@@ -24,19 +24,14 @@ FA_FILL_HD inline std::uint64_t splitmix64(std::uint64_t x) {
   return x ^ (x >> 31);
 }
 
-FA_FILL_HD inline float fill_cospi(float x) {
+// cos(pi x) or sin(pi x): the device's cospif / sinpif, the host's libm at pi x.
+enum class TrigPi { cos, sin };
+FA_FILL_HD inline float fill_trig_pi(TrigPi f, float x) {
 #if defined(__CUDA_ARCH__)
-  return cospif(x);
+  return f == TrigPi::cos ? cospif(x) : sinpif(x);
 #else
-  return static_cast<float>(std::cos(3.14159265358979323846 * x));
-#endif
-}
-
-FA_FILL_HD inline float fill_sinpi(float x) {
-#if defined(__CUDA_ARCH__)
-  return sinpif(x);
-#else
-  return static_cast<float>(std::sin(3.14159265358979323846 * x));
+  const double a = 3.14159265358979323846 * x;
+  return static_cast<float>(f == TrigPi::cos ? std::cos(a) : std::sin(a));
 #endif
 }
 
@@ -49,15 +44,16 @@ FA_FILL_HD inline float sample_input(std::uint64_t seed, std::uint64_t i, Inputs
   const float u1 = (static_cast<float>(r >> 40) + 1.0f) * (1.0f / 16777216.0f);
   const float u2 = static_cast<float>((r >> 8) & 0xFFFFFFu) * (1.0f / 16777216.0f);
   const float radius = sqrtf(-2.0f * logf(u1));
-  float z = radius * fill_cospi(2.0f * u2);
+  float z = radius * fill_trig_pi(TrigPi::cos, 2.0f * u2);
   if (inputs == Inputs::heavy) {  // the pair's second normal, independent of the first
-    z *= expf(radius * fill_sinpi(2.0f * u2));
+    z *= expf(radius * fill_trig_pi(TrigPi::sin, 2.0f * u2));
   } else if (inputs == Inputs::outliers) {
     const std::uint64_t r2 = splitmix64(r ^ 0xA5A5A5A5A5A5A5A5ull);
     if ((r2 >> 40) < 16777u) {  // probability 16777 / 2^24 = 0.001
       const float v1 = (static_cast<float>((r2 >> 16) & 0xFFFFFFu) + 1.0f) * (1.0f / 16777216.0f);
       const float v2 = static_cast<float>(r2 & 0xFFFFu) * (1.0f / 65536.0f);
-      z += 10.0f * sqrtf(-2.0f * logf(v1)) * fill_cospi(2.0f * v2);  // N(0, 100): std 10
+      z += 10.0f * sqrtf(-2.0f * logf(v1)) *
+           fill_trig_pi(TrigPi::cos, 2.0f * v2);  // N(0, 100): std 10
     }
   }
   return z;
