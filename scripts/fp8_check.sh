@@ -171,6 +171,8 @@ PY
 echo
 grep -E '^\[  PASSED  \] [0-9]+ test|^\[  SKIPPED \] [0-9]+ test|^\[  FAILED  \] ' "$out/gpu-tests-fp8.log" 2>/dev/null |
   sed 's/^/gpu-tests: /'
+echo "== issue 16's outlier bar (relative RMSE <= 0.40x plain per-tensor FP8; Fp8.MeetsTheRmseBars) =="
+grep -h '^fp8-outlier-bar' "$out/gpu-tests-fp8.log" 2>/dev/null | sed 's/^fp8-outlier-bar | //'
 grep -hE 'ERROR SUMMARY|RACECHECK SUMMARY' "$out"/memcheck.log "$out"/racecheck.log 2>/dev/null | sed 's/^/sanitizer: /'
 printf '%s\n' "${summary[@]}"
 [ "$failed" -eq 0 ] || exit 3
