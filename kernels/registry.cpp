@@ -10,6 +10,15 @@
 
 namespace fa {
 
+// An option's accepted values from a list of names, as strings (a const char* would make the
+// OptionValue a bool).
+template <std::size_t N>
+static std::vector<OptionValue> string_values(const char* const (&names)[N]) {
+  std::vector<OptionValue> v;
+  for (const char* name : names) v.emplace_back(std::string(name));
+  return v;
+}
+
 // Each entry lists VariantInfo's fields in order up to the last one that differs from its default;
 // the rest (options, quantisation, pipeline: set after the entry where needed) keep their
 // defaults, which is what -Wmissing-field-initializers would otherwise report.
@@ -109,12 +118,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().row_rule = fa3_row_rule;
     r.back().shape_default_tiles = fa3_shape_default_tiles;
     r.back().options = {
-        {kOptionFa3Schedule,
-         [] {  // as strings (a const char* would make the variant a bool)
-           std::vector<OptionValue> v;
-           for (const char* name : kFa3Schedules) v.emplace_back(std::string(name));
-           return v;
-         }(),
+        {kOptionFa3Schedule, string_values(kFa3Schedules),
          "FA3's ablation and its alternatives (--fa3-schedule; kernels/fa3/fa3.hpp): full; "
          "no-pingpong (consumer warpgroups do not take turns); no-overlap (no softmax/product "
          "overlap inside a warpgroup); then grid and epilogue pinned: persistent (one thread "
@@ -161,12 +165,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().row_rule = fp8_row_rule;
     r.back().options = fp8_options;
     r.back().options.push_back(
-        {kOptionFp8Schedule,
-         [] {  // as strings (a const char* would make the variant a bool)
-           std::vector<OptionValue> v;
-           for (const char* name : kFp8Schedules) v.emplace_back(std::string(name));
-           return v;
-         }(),
+        {kOptionFp8Schedule, string_values(kFp8Schedules),
          "grid and epilogue of the sm_90a kernel (--fp8-schedule; "
          "kernels/fp8/fp8_sm90_launch.hpp): "
          "tiles (one thread block per tile, O from registers; the default), persistent-tma-store "

@@ -379,10 +379,15 @@ INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_c
 // workspace: the launcher zeroes it before the first launch on that workspace and every launch
 // leaves it zero. Several launches on one workspace must each compute every tile; a counter left
 // non-zero must be caught by the verification (the blocks then skip tiles), and the next launch
-// recovers. s: enough tiles for several per thread block.
+// recovers. Causal, N=16384, 3 heads: several tiles per thread block.
 void expect_counter_carries_across_launches(const std::string& variant, const char* option,
-                                            const char* schedule, const Shape& s,
-                                            const Tiles& tiles) {
+                                            const char* schedule, int d, const Tiles& tiles) {
+  Shape s;
+  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
+  s.d = d;
+  s.causal = true;
+  s.B = 1;
+  s.H = 3;
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
@@ -430,25 +435,13 @@ void expect_counter_carries_across_launches(const std::string& variant, const ch
 
 TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
   if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
-  Shape s;
-  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
-  s.d = 64;
-  s.causal = true;
-  s.B = 1;
-  s.H = 3;
-  expect_counter_carries_across_launches("fa3", kOptionFa3Schedule, "dynamic-tma-store", s,
+  expect_counter_carries_across_launches("fa3", kOptionFa3Schedule, "dynamic-tma-store", 64,
                                          Tiles{128, 128});
 }
 
 // fp8's dynamic grid: the counter after the quantisation's workspace (fp8_sm90_launch.hpp).
 TEST(Fp8Dynamic, CounterCarriesAcrossLaunches) {
-  Shape s;
-  s.N = 16384;  // 128 query blocks x 3 heads at d=128
-  s.d = 128;
-  s.causal = true;
-  s.B = 1;
-  s.H = 3;
-  expect_counter_carries_across_launches("fp8", kOptionFp8Schedule, "dynamic-tma-store", s,
+  expect_counter_carries_across_launches("fp8", kOptionFp8Schedule, "dynamic-tma-store", 128,
                                          Tiles{128, 128});
 }
 

@@ -482,19 +482,11 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     softmax.finish(1.0f, inv_l);
     const std::int64_t head_offset = static_cast<std::int64_t>(tl.bh) * N;
     if constexpr (TMA_STORE) {
-      // O through shared memory and a TMA store per warpgroup (hopper::store_o_through_smem).
+      // O through shared memory and a TMA store per warpgroup (hopper::store_o_tma).
       auto& storage = *reinterpret_cast<typename Traits::SharedStorageO*>(smem_raw);
-      Tensor sO = make_tensor(make_smem_ptr(storage.o.data()), typename Traits::SmemLayoutO{});
-      Tensor sOw = sO(_, _, cwg);  // (64, D)
-      hopper::store_o_through_smem<T>(
-          sOw, o, inv_l, row_in_tile - cwg * 64, t, cwg, ct % 128 == 0, PERSISTENT && n > 0, [&] {
-            Tensor mO = p.tma_o.get_tma_tensor(make_shape(N, Int<D>{}, p.heads));
-            Tensor gO = local_tile(mO(_, _, tl.bh), cute::Shape<_64, Int<D>>{},
-                                   make_coord(tl.q_block * kWG + cwg, _0{}));
-            auto tma_o = p.tma_o.get_slice(_0{});
-            Tensor tOs = tma_o.partition_S(sO);  // (TMA, m, k, warpgroup)
-            copy(p.tma_o, tOs(_, _, _, cwg), tma_o.partition_D(gO));
-          });
+      hopper::store_o_tma<T, typename Traits::SmemLayoutO, D, kWG>(
+          storage.o.data(), p.tma_o, o, inv_l, row_in_tile - cwg * 64, t, cwg, ct % 128 == 0,
+          PERSISTENT && n > 0, N, p.heads, tl.bh, tl.q_block);
       if (t == 0) {  // the lse as OnlineSoftmax::store writes it
         if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
         if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);

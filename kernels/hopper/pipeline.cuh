@@ -169,16 +169,20 @@ struct PingPong {
   }
 };
 
-// The TMA-store epilogue of one consumer warpgroup: its 64 rows of O (already normalised by
-// `finish`: o * inv_l per row) into its own swizzled slice sOw of the O buffer, then one TMA store
-// of 64 x D (rows >= N are clipped by TMA), issued by the warpgroup's first thread and not waited
-// for: it drains while the next tile's products run. Before the slice is written again (wait:
-// a persistent block's later tile) that thread waits until the previous store has read it. r: the
-// thread's first row in the slice (g; g + 8 is its second); store(): issues the TMA copy.
-template <typename T, int DT, typename SliceO, typename Store>
-__device__ __forceinline__ void store_o_through_smem(SliceO& sOw, const float (&o)[DT][4],
-                                                     const float (&inv_l)[2], int r, int t, int cwg,
-                                                     bool issuer, bool wait, Store store) {
+// The TMA-store epilogue of one consumer warpgroup: its 64 rows of O (o * inv_l per row) into its
+// own swizzled slice of the O buffer (o_smem, laid out as SmemLayoutO: (64, D, warpgroups)), then
+// one TMA store of 64 x D to rows [64 (kWG q_block + cwg), +64) of head bh of O (rows >= N are
+// clipped by TMA), issued by the warpgroup's first thread and not waited for: it drains while the
+// next tile's products run. Before the slice is written again (wait: a persistent block's later
+// tile) that thread waits until the previous store has read it. r: the thread's first row in the
+// slice (g; g + 8 is its second).
+template <typename T, typename SmemLayoutO, int D, int kWG, int DT, typename OutE, typename TmaO>
+__device__ __forceinline__ void store_o_tma(OutE* o_smem, const TmaO& tma_o,
+                                            const float (&o)[DT][4], const float (&inv_l)[2], int r,
+                                            int t, int cwg, bool issuer, bool wait, int N,
+                                            int heads, int bh, int q_block) {
+  Tensor sO = make_tensor(make_smem_ptr(o_smem), SmemLayoutO{});
+  Tensor sOw = sO(_, _, cwg);  // (64, D)
   if (wait) {
     if (issuer) tma_store_wait<0>();
     cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
@@ -198,7 +202,12 @@ __device__ __forceinline__ void store_o_through_smem(SliceO& sOw, const float (&
   cutlass::arch::fence_view_async_shared();  // the writes, visible to the TMA unit
   cutlass::arch::NamedBarrier::sync(128, kEpilogueBarrier + cwg);
   if (issuer) {
-    store();
+    Tensor mO = tma_o.get_tma_tensor(make_shape(N, Int<D>{}, heads));
+    Tensor gO =
+        local_tile(mO(_, _, bh), cute::Shape<_64, Int<D>>{}, make_coord(q_block * kWG + cwg, _0{}));
+    auto slice = tma_o.get_slice(_0{});
+    Tensor tOs = slice.partition_S(sO);  // (TMA, m, k, warpgroup)
+    copy(tma_o, tOs(_, _, _, cwg), slice.partition_D(gO));
     tma_store_arrive();
   }
 }
