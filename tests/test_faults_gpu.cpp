@@ -126,11 +126,15 @@ struct Runner {
   const char* variant;
   LaunchOptions options;
   std::string label;
+  Tiles tiles{};  // {0, 0}: the variant's default at d
 };
 std::vector<Runner> runners(const Shape& s) {
   std::vector<Runner> out;
   for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"})
     out.push_back({name, {}, name});
+  // fa3's d=64 causal default at N <= 2048 (fa3_shape_default_tiles): 128 rows on the dynamic
+  // grid with the TMA store (fa3::default_plan), in both types.
+  if (s.d == 64 && s.causal) out.push_back({"fa3", {}, "fa3@128x128", Tiles{128, 128}});
   // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
   if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
     LaunchOptions lo;
@@ -189,18 +193,19 @@ void run_grid(const Grid& g) {
     const std::string prec =
         info.algorithm == Algorithm::fp8 ? "fp8" : std::string(to_string(s.dtype));
     // The true kernel passes on these inputs ...
-    const auto clean = run_one(info, s, in.d, in.ref, nullptr, nullptr, runner.options);
+    const Tiles* tile = runner.tiles.block_q ? &runner.tiles : nullptr;
+    const auto clean = run_one(info, s, in.d, in.ref, nullptr, tile, runner.options);
     EXPECT_TRUE(clean.passed) << name << ": " << bench::verification_failure_reason(clean);
     const int bc = info.algorithm == Algorithm::standard
                        ? 64
-                       : info.default_tiles(static_cast<int>(s.d)).block_kv;
+                       : (tile ? *tile : info.default_tiles(static_cast<int>(s.d))).block_kv;
     const int kv_blocks = static_cast<int>((s.N + bc - 1) / bc);
     // ... and every fault that applies to it fails.
     for (const NamedFault& nf : faults_for(kv_blocks)) {
       if ((nf.causal_only && !s.causal) ||
           (nf.not_standard && info.algorithm == Algorithm::standard))
         continue;
-      const auto v = run_one(info, s, in.d, in.ref, &nf, nullptr, runner.options);
+      const auto v = run_one(info, s, in.d, in.ref, &nf, tile, runner.options);
       EXPECT_FALSE(v.passed) << name << " " << prec << " d=" << s.d << (s.causal ? " causal" : "")
                              << " N=" << s.N << ": fault '" << nf.name
                              << "' passed verification (worst row ratio " << v.worst_row_ratio
