@@ -32,6 +32,7 @@
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/fast_exp2.cuh"
 #include "kernels/common/mma_sm80.cuh"
 
 namespace fa {
@@ -128,8 +129,8 @@ FA_SOFTMAX_INLINE float exp2_row(float (&s)[NT][4], int r, float base) {
   float sum = 0.0f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    s[n][2 * r] = exp2f(s[n][2 * r] - base);
-    s[n][2 * r + 1] = exp2f(s[n][2 * r + 1] - base);
+    s[n][2 * r] = fast_exp2(s[n][2 * r] - base);
+    s[n][2 * r + 1] = fast_exp2(s[n][2 * r + 1] - base);
     sum += s[n][2 * r] + s[n][2 * r + 1];
   }
   return sum;
@@ -143,8 +144,8 @@ FA_SOFTMAX_INLINE float exp2_row_scaled(float (&s)[NT][4], int r, float scale_lo
   float sum = 0.0f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    s[n][2 * r] = exp2f(fmaf(s[n][2 * r], scale_log2, -base));
-    s[n][2 * r + 1] = exp2f(fmaf(s[n][2 * r + 1], scale_log2, -base));
+    s[n][2 * r] = fast_exp2(fmaf(s[n][2 * r], scale_log2, -base));
+    s[n][2 * r + 1] = fast_exp2(fmaf(s[n][2 * r + 1], scale_log2, -base));
     sum += s[n][2 * r] + s[n][2 * r + 1];
   }
   return sum;
@@ -180,7 +181,7 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       const float mx = row_max(s, r, m[r]);
       const float base = exp_base(mx);
-      alpha[r] = exp2f(m[r] - base);
+      alpha[r] = fast_exp2(m[r] - base);
       m[r] = mx;
       const float sum = exp2_row(s, r, base);
       l[r] = l[r] * alpha[r] + sum;
@@ -203,7 +204,7 @@ struct OnlineSoftmax {
     for (int r = 0; r < kRows; ++r) {
       const float mx = fmaxf(m[r], row_max(s, r, -INFINITY) * scale_log2);
       const float base = exp_base(mx);
-      alpha[r] = exp2f(m[r] - base);
+      alpha[r] = fast_exp2(m[r] - base);
       m[r] = mx;
       const float sum = exp2_row_scaled(s, r, scale_log2, base);
       l[r] = l[r] * alpha[r] + sum;

@@ -139,7 +139,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa1_forward_kernel(const Fa1Para
         const float m_new = fmaxf(m_old, m_blk[r]);  // finite: key 0 is in block j = 0
         // (-inf only when a fault drops block 0: subtract 0 so exp2 gives 0, not NaN)
         const float m_sub = m_new == -INFINITY ? 0.0f : m_new;
-        const float a = exp2f(m_old - m_sub), b = exp2f(m_blk[r] - m_sub);
+        const float a = fast_exp2(m_old - m_sub), b = fast_exp2(m_blk[r] - m_sub);
         const float l_new = a * l_old + b * l_blk[r];
         const float keep = a * l_old / l_new, add = b / l_new;
 #pragma unroll

@@ -55,6 +55,7 @@
 
 #include <string>
 
+#include "kernels/common/fast_exp2.cuh"
 #include "kernels/common/fault.hpp"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
@@ -293,7 +294,7 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const int qi = n * 8 + 2 * t + (e & 1);
-        float pe = exp2f(st[n][e] * p.scale_log2 - sLse[qi]);
+        float pe = fast_exp2(st[n][e] * p.scale_log2 - sLse[qi]);
         if (needs_mask) {
           const int kl = warp * 16 + g + 8 * (e >> 1);
           if (kl >= key_limit || (CAUSAL && kl + kq_offset > qi)) pe = 0.0f;
@@ -460,7 +461,7 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_bwd_dq_kernel(const Fa2BwdPa
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
         const bool lower = e >= 2;
-        float pe = exp2f(s[n][e] * p.scale_log2 - (lower ? lse_b : lse_a));
+        float pe = fast_exp2(s[n][e] * p.scale_log2 - (lower ? lse_b : lse_a));
         if (needs_mask) {
           const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
           if (key >= N || (CAUSAL && key > (lower ? lim_b : lim_a))) pe = 0.0f;

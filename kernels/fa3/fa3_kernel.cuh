@@ -385,7 +385,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         // scale_log2 > 0, so the max of the scaled scores is the scaled max.
         const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
         const float base = exp_base(mx);
-        alpha[r] = exp2f(softmax.m[r] - base);
+        alpha[r] = fast_exp2(softmax.m[r] - base);
         softmax.m[r] = mx;
         softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, p.scale_log2, base);
       }

@@ -415,7 +415,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       for (int r = 0; r < 2; ++r) {
         const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
         const float base = exp_base(mx);
-        alpha[r] = exp2f(softmax.m[r] - base);
+        alpha[r] = fast_exp2(softmax.m[r] - base);
         softmax.m[r] = mx;
         softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, factor, base - kPScaleLog2);
       }
