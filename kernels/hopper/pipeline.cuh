@@ -60,7 +60,7 @@ struct Tile {
 
 // The tiles a thread block computes: its own (grid over tiles), or, persistent, every gridDim.x-th
 // of one list. The list walks the heads in sections of section_heads (their K and V fit in a share
-// of the L2, set by the launcher: section_heads()) and, inside a section, the query blocks longest
+// of the L2, set by the launcher: persistent_shape) and, inside a section, the query blocks longest
 // first (causal), the section's heads interleaved: the tiles in flight at once have about the same
 // length and read the K and V of a few heads. (Head after head, with the causal blocks of each
 // head longest first, the short tiles ran ahead into later heads: at N=16384, d=128 DRAM read 9.5x
@@ -73,9 +73,8 @@ struct Tile {
 // allocation).
 template <int BR, int BC, bool CAUSAL, bool FAULTS, Grid GRID, typename Params>
 struct TileList {
-  static constexpr bool kPersistent = GRID != Grid::tiles;  // one thread block per SM walks them
-  static constexpr bool kDynamic =
-      GRID == Grid::dynamic;  // ... taking each next one from a counter
+  // One thread block per SM walks the list (statically, or taking each next tile from a counter).
+  static constexpr bool kPersistent = GRID != Grid::tiles;
 
   const Params& p;
   int N;
