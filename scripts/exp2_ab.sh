@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The softmax exponential A/B on an H200 (kernels/common/fast_exp2.cuh): builds fa-bench and the
-# GPU tests twice, as configured (exp2f: MUFU.EX2 with its range fix-up, 4 instructions per
-# exponential) into build/ and with -DFA_FAST_EXP2=ON (a bare ex2.approx.ftz, 1 instruction) into
-# build-fast/, then runs the same table with both
+# GPU tests twice, with -DFA_FAST_EXP2=OFF (exp2f: MUFU.EX2 with its range fix-up, 4 instructions
+# per exponential) into build-exp2f/ and with -DFA_FAST_EXP2=ON (the default: a bare
+# ex2.approx.ftz, 1 instruction) into build-fast/, then runs the same table with both
 #   fa-bench --N $EXP2_AB_N --d 64,128 --causal both --variants fa2,fa3,fp8,cudnn --no-counters
 # and the GPU tests of every forward and backward kernel against the fp64 reference with the fast
 # build (the fault table included), and prints TFLOP/s side by side with fast/base per row.
@@ -18,18 +18,19 @@ out=${1:?usage: scripts/exp2_ab.sh OUTDIR}
 mkdir -p "$out/base" "$out/fast"
 N=${EXP2_AB_N:-1024,4096,16384}
 
-FA_BUILD_DIR=build fa3_build "$out/base" || exit 1
+FA_BUILD_DIR=build-exp2f FA3_CMAKE_EXTRA="-DFA_FAST_EXP2=OFF" fa3_build "$out/base" || exit 1
 # shellcheck disable=SC2154  # bin and build: set by fa3_build
 base_bin=$bin
 FA_BUILD_DIR=build-fast FA3_CMAKE_EXTRA="-DFA_FAST_EXP2=ON" fa3_build "$out/fast" || exit 1
 fast_bin=$bin
 fast_build=$build
-if ! grep -q 'FA_FAST_EXP2:BOOL=ON' "$fast_build/CMakeCache.txt"; then
-  echo "exp2_ab: error: $fast_build is not configured with FA_FAST_EXP2=ON" >&2
+if ! grep -q 'FA_FAST_EXP2:BOOL=ON' "$fast_build/CMakeCache.txt" ||
+  ! grep -q 'FA_FAST_EXP2:BOOL=OFF' build-exp2f/CMakeCache.txt; then
+  echo "exp2_ab: error: build-exp2f/ and $fast_build are not configured OFF and ON" >&2
   exit 1
 fi
 if [ -n "${EXP2_AB_BUILD_ONLY:-}" ]; then
-  echo "exp2_ab: built build/ and $fast_build; EXP2_AB_BUILD_ONLY set: stopping before the GPU steps"
+  echo "exp2_ab: built build-exp2f/ and $fast_build; EXP2_AB_BUILD_ONLY set: stopping"
   exit 0
 fi
 

@@ -1,6 +1,8 @@
-// 2^x for the softmax weights of every attention kernel: exp2f, or (CMake FA_FAST_EXP2) one bare
-// MUFU.EX2. An A/B on the H200 decides (scripts/exp2_ab.sh); an earlier fa2 (v1, 16-row warps)
-// measured 10% slower with the bare instruction, cause not established (docs/perf-notes.md).
+// 2^x for the softmax weights of every attention kernel: one bare MUFU.EX2 (CMake FA_FAST_EXP2,
+// on by default), or exp2f (FA_FAST_EXP2=OFF). The H200 A/B (scripts/exp2_ab.sh, 2026-11-23):
+// the bare instruction ran fa3 1.05-1.09x, fp8 1.01-1.11x and fa2 1.01-1.08x over all 36 rows
+// (N 1024/4096/16384, d 64/128, causal both), cudnn 0.98-1.01x in the same runs
+// (tests/data/h200-exp2-ab-*-2026-11-23.json).
 #pragma once
 
 namespace fa {
