@@ -84,6 +84,17 @@ struct Buffers {
   }
 };
 
+// One batch, three heads: the shape of most tests here (several query blocks of several heads).
+Shape three_heads(std::int64_t N, std::int64_t d, bool causal) {
+  Shape s;
+  s.N = N;
+  s.d = d;
+  s.B = 1;
+  s.H = 3;
+  s.causal = causal;
+  return s;
+}
+
 // Runs `variant` once on fresh inputs and returns the verification; `tiles` {0,0} = default.
 // `output` (if given) receives O's raw 16-bit elements; `fp8_per_tensor` (if given) plain FP8's
 // relative RMSE with one scale per whole tensor on the sampled rows (the baseline of issue 16's
@@ -282,12 +293,7 @@ TEST_P(Fa3Schedule, MatchesReference) {
   const VariantInfo* info = find_variant("fa3");
   if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
     GTEST_SKIP() << r;
-  Shape s;
-  s.N = c.N;
-  s.d = c.d;
-  s.causal = c.causal;
-  s.B = 1;
-  s.H = 3;
+  const Shape s = three_heads(c.N, c.d, c.causal);
   if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
   // The row rule, as fa-bench applies it: every case here is one the build has, unless the
   // alternatives were left out of it (-DFA_FA3_ALTERNATIVES=OFF).
@@ -382,12 +388,8 @@ INSTANTIATE_TEST_SUITE_P(Ablation, Fa3Schedule, testing::ValuesIn(fa3_schedule_c
 // recovers. Causal, N=16384, 3 heads: several tiles per thread block.
 void expect_counter_carries_across_launches(const std::string& variant, const char* option,
                                             const char* schedule, int d, const Tiles& tiles) {
-  Shape s;
-  s.N = 16384;  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block
-  s.d = d;
-  s.causal = true;
-  s.B = 1;
-  s.H = 3;
+  // 128 query blocks x 3 heads: 384 tiles, about 3 per thread block.
+  const Shape s = three_heads(16384, d, true);
   std::string why;
   const auto device = query_device(0, &why);
   if (!device) GTEST_SKIP() << "no GPU: " << why;
@@ -464,12 +466,7 @@ TEST(Fp8Schedules, EveryScheduleMatchesTheReference) {
       for (int d : {64, 128}) {
         for (bool causal : {false, true}) {
           for (std::int64_t N : {1, 129, 1000, 4096, 16384}) {
-            Shape s;
-            s.N = N;
-            s.d = d;
-            s.B = 1;
-            s.H = 3;
-            s.causal = causal;
+            const Shape s = three_heads(N, d, causal);
             if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
             RowSpec row;  // the causal 192-row tile (d=64) has no persistent build: skipped
             row.variant = "fp8";
@@ -563,12 +560,7 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
         for (std::int64_t N : {1000, 4096}) {
           for (bool causal : {false, true}) {
             for (int d : {64, 128}) {
-              Shape s;
-              s.N = N;
-              s.d = d;
-              s.B = 1;
-              s.H = 3;
-              s.causal = causal;
+              const Shape s = three_heads(N, d, causal);
               double per_tensor = 0;
               const auto v =
                   run_and_check(variant, s, 99 + N, false, {}, nullptr, inputs, lo, &per_tensor);
@@ -618,12 +610,7 @@ TEST(Fp8, PassesOnEveryInputFamily) {
       continue;
     for (Inputs inputs : {Inputs::normal, Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
       for (bool causal : {false, true}) {
-        Shape s;
-        s.N = 1000;
-        s.d = 128;
-        s.B = 1;
-        s.H = 3;
-        s.causal = causal;
+        const Shape s = three_heads(1000, 128, causal);
         const auto v =
             run_and_check(variant, s, 7 + static_cast<int>(inputs), false, {}, nullptr, inputs);
         EXPECT_TRUE(v.passed) << variant << " inputs " << static_cast<int>(inputs)

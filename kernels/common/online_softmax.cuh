@@ -245,6 +245,12 @@ struct OnlineSoftmax {
             sm80::pack2<T>(o[i][2] * inv[1], o[i][3] * inv[1]);
       }
     }
+    store_lse(lse_h, row_a, row_b, N, t);
+  }
+
+  // The lse of rows row_a, row_b (< N) into lse_h (the head's), by the quad's first thread.
+  FA_SOFTMAX_INLINE void store_lse(float* lse_h, std::int64_t row_a, std::int64_t row_b,
+                                   std::int64_t N, int t) const {
     if (t == 0) {
       if (row_a < N) lse_h[row_a] = lse(0);
       if (row_b < N) lse_h[row_b] = lse(1);

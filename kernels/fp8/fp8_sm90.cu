@@ -19,6 +19,15 @@ namespace {
 // these are the first step (Bc = 128: one scale block per K/V block).
 using Fp8Sm90Tiles = TileList<TileShape<64, 192, 128>, TileShape<128, 128, 128>>;
 
+// The schedule an option value names (kFp8Schedules, in the order of fp8::sm90::Schedule); the
+// default for a value that names none.
+fp8::sm90::Schedule schedule_named(const std::string& name) {
+  for (std::size_t i = 0; i < std::size(kFp8Schedules); ++i) {
+    if (name == kFp8Schedules[i]) return static_cast<fp8::sm90::Schedule>(i);
+  }
+  return fp8::sm90::Schedule::tiles;
+}
+
 class Fp8Sm90Launcher final : public fp8::QuantisingLauncher {
  public:
   explicit Fp8Sm90Launcher(const LaunchOptions& o)
@@ -52,11 +61,10 @@ class Fp8Sm90Launcher final : public fp8::QuantisingLauncher {
 
  private:
   static fp8::sm90::Schedule schedule_option(const LaunchOptions& o) {
-    for (std::size_t i = 0; i < std::size(kFp8Schedules); ++i) {
-      if (o.is(kOptionFp8Schedule, std::string(kFp8Schedules[i])))
-        return static_cast<fp8::sm90::Schedule>(i);
-    }
-    return fp8::sm90::Schedule::tiles;
+    const auto it = o.options.find(kOptionFp8Schedule);
+    const std::string* name =
+        it == o.options.end() ? nullptr : std::get_if<std::string>(&it->second);
+    return name ? schedule_named(*name) : fp8::sm90::Schedule::tiles;
   }
 
   // The counter must be zero before the first launch on a workspace (callers poison it); every
@@ -109,14 +117,10 @@ std::string fp8_row_rule(const Shape& s, const RowSpec& row) {
   const OptionValue* value = row.option(kOptionFp8Schedule);
   const std::string* name = value ? std::get_if<std::string>(value) : nullptr;
   if (!name) return "";
-  for (std::size_t i = 0; i < std::size(kFp8Schedules); ++i) {
-    if (*name != kFp8Schedules[i]) continue;
-    const auto schedule = static_cast<fp8::sm90::Schedule>(i);
-    const int block_q = row.tiles().block_q;
-    if (!fp8::sm90::grid_built(fp8::sm90::plan_of(schedule).grid, block_q, s.causal))
-      return "unsupported: fp8 schedule " + *name + " has no build for the causal " +
-             std::to_string(block_q) + "-row tile (its kernel spills)";
-  }
+  const int block_q = row.tiles().block_q;
+  if (!fp8::sm90::grid_built(fp8::sm90::plan_of(schedule_named(*name)).grid, block_q, s.causal))
+    return "unsupported: fp8 schedule " + *name + " has no build for the causal " +
+           std::to_string(block_q) + "-row tile (its kernel spills)";
   return "";
 }
 

@@ -511,10 +511,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       hopper::store_o_tma<__nv_bfloat16, typename Tr::SmemLayoutO, D, kWG>(
           storage.o.data(), p.tma_o, o, inv_l, row_in_tile - cwg * 64, t, cwg, ct % 128 == 0,
           PERSISTENT && n > 0, N, p.heads, tl.bh, tl.q_block);
-      if (t == 0) {  // the lse as OnlineSoftmax::store writes it
-        if (row_a < N) p.lse[head_offset + row_a] = softmax.lse(0);
-        if (row_b < N) p.lse[head_offset + row_b] = softmax.lse(1);
-      }
+      softmax.store_lse(p.lse + head_offset, row_a, row_b, N, t);
     } else {
       softmax.store<__nv_bfloat16, D>(p.o + head_offset * D, p.lse + head_offset, o, inv_l, row_a,
                                       row_b, N, t);
