@@ -206,8 +206,10 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
                  "comma list (one row each; --list-variants says what each is)");
   app.add_option("--fp8-schedule", o.fp8_schedule,
-                 "fp8 (sm_90a) grid and epilogue: tiles (default) | persistent-tma-store | "
-                 "dynamic-tma-store | all, or a comma list (one row each)");
+                 "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
+                 "dynamic-tma-store | all, or a comma list (one row each); default: by shape "
+                 "(persistent-tma-store at d=128 but causal N > 4096, tiles elsewhere: the H200's "
+                 "fastest, docs/perf-notes.md)");
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");
@@ -374,8 +376,9 @@ void resolve_rows(const RawFlags& f, Options& o) {
   // Comma-separated lists of schedules (kernels/fa3/fa3.hpp, kernels/fp8/fp8.hpp), or all.
   check_schedule_list("--fa3-schedule", o.fa3_schedule,
                       {std::begin(kFa3Schedules), std::end(kFa3Schedules)});
-  check_schedule_list("--fp8-schedule", o.fp8_schedule,
-                      {std::begin(kFp8Schedules), std::end(kFp8Schedules)});
+  if (!o.fp8_schedule.empty())  // empty: fp8's default per shape (fp8_default_schedule)
+    check_schedule_list("--fp8-schedule", o.fp8_schedule,
+                        {std::begin(kFp8Schedules), std::end(kFp8Schedules)});
   if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
     throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
   }

@@ -30,10 +30,11 @@ struct Options {
   std::string inputs = "normal";  // normal | outliers | uniform | heavy (kernels/common/fill.hpp)
   bool fp8_prequantized = false;
   std::string fp8_scale = "block";  // --fp8-scale: block | head | both (fp8's quantisation scales)
-  std::string fa3_schedule = "full";   // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
-  std::string fp8_schedule = "tiles";  // --fp8-schedule: tiles|persistent-tma-store|...|all
-  std::string cudnn_stats = "on";      // --cudnn-stats: on | off | both (the cudnn forward's lse)
-  std::string fa2_dq = "atomic";       // --fa2-dq: atomic | separate | both (fa2 backward's dQ)
+  std::string fa3_schedule = "full";  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
+  // --fp8-schedule: tiles|persistent-tma-store|...|all; empty: the default per shape
+  std::string fp8_schedule;
+  std::string cudnn_stats = "on";  // --cudnn-stats: on | off | both (the cudnn forward's lse)
+  std::string fa2_dq = "atomic";   // --fa2-dq: atomic | separate | both (fa2 backward's dQ)
   int warmup = 10;
   int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;

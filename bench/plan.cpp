@@ -32,7 +32,8 @@ std::vector<Shape> make_plan(const Options& o) {
   return plan;
 }
 
-std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& decl) {
+std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& decl,
+                                          const Shape* shape) {
   std::vector<OptionValue> wanted;
   if (decl.name == kOptionBlockOrder) {
     if (o.fa2_order != "heads") wanted.emplace_back(std::string("blocks"));
@@ -42,7 +43,10 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
   } else if (decl.name == kOptionFa3Schedule || decl.name == kOptionFp8Schedule) {
     // all, one value or a comma list (bench/cli.cpp checked each)
     const std::string& list = decl.name == kOptionFa3Schedule ? o.fa3_schedule : o.fp8_schedule;
-    if (list == "all") {
+    if (list.empty()) {  // not named: the default (for this shape, where the option has one)
+      wanted.push_back(decl.shape_default && shape ? decl.shape_default(*shape)
+                                                   : decl.accepted.front());
+    } else if (list == "all") {
       wanted = decl.accepted;
     } else {
       std::size_t begin = 0;
@@ -112,7 +116,7 @@ std::string configs_for(const Options& o, const VariantInfo& info, int d, Direct
 // Every combination of the requested values of the options `info` declares for `direction`'s
 // rows, in declaration order.
 std::vector<OptionValues> option_combinations(const Options& o, const VariantInfo& info,
-                                              Direction direction) {
+                                              Direction direction, const Shape* shape) {
   std::vector<OptionValues> combos{OptionValues{}};
   for (const OptionDecl& decl : info.options) {
     if (!decl.directions.empty() && std::find(decl.directions.begin(), decl.directions.end(),
@@ -120,7 +124,7 @@ std::vector<OptionValues> option_combinations(const Options& o, const VariantInf
       continue;
     std::vector<OptionValues> next;
     for (const OptionValues& partial : combos) {
-      for (const OptionValue& v : requested_values(o, decl)) {
+      for (const OptionValue& v : requested_values(o, decl, shape)) {
         OptionValues with = partial;
         with[decl.name] = v;
         next.push_back(std::move(with));
@@ -153,7 +157,7 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out, con
         return e;
       for (const auto& config : configs) {
         const bool is_default = !config || !default_config || *config == *default_config;
-        for (const OptionValues& values : option_combinations(o, *info, direction)) {
+        for (const OptionValues& values : option_combinations(o, *info, direction, shape)) {
           RowSpec spec{info->name, direction, config, values};
           if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
         }

@@ -26,7 +26,10 @@ struct PlannedRow {
 
 // The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized
 // for prequantized; the declared default otherwise), each one among those the option accepts.
-std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl);
+// An option the run does not name takes its default for `shape` where it has one
+// (OptionDecl::shape_default), else the declared default.
+std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl,
+                                          const Shape* shape = nullptr);
 
 // The compiled kernel configurations of `info` at head dim d for a pass, default first: the
 // forward's (VariantInfo::kernel_configs), or the backward's own tiles (one stage) when it has

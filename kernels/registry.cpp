@@ -165,12 +165,16 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().row_rule = fp8_row_rule;
     r.back().options = fp8_options;
     r.back().options.push_back(
-        {kOptionFp8Schedule, string_values(kFp8Schedules),
+        {kOptionFp8Schedule,
+         string_values(kFp8Schedules),
          "grid and epilogue of the sm_90a kernel (--fp8-schedule; "
          "kernels/fp8/fp8_sm90_launch.hpp): "
-         "tiles (one thread block per tile, O from registers; the default), persistent-tma-store "
+         "tiles (one thread block per tile, O from registers), persistent-tma-store "
          "(one thread block per SM walks the tiles, O through shared memory and a TMA store), "
-         "dynamic-tma-store (the same, fed by an atomic tile counter)"});
+         "dynamic-tma-store (the same, fed by an atomic tile counter); default by shape: "
+         "persistent-tma-store at d=128 (causal: N <= 4096), tiles elsewhere",
+         {},
+         fp8_default_schedule});
     r.back().fp8_scheme = fp8::scheme;
     r.back().quantisation = Quantisation::timed;
     r.push_back(VariantInfo{

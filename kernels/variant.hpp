@@ -97,6 +97,9 @@ struct OptionDecl {
   std::string meaning;
   // The passes whose rows carry the option (empty: every pass the variant has).
   std::vector<Direction> directions{};
+  // The default where it depends on the shape (null: accepted's first): the planner takes it
+  // when the run names no value (fp8's schedule by head dim, mask and N).
+  OptionValue (*shape_default)(const Shape& s) = nullptr;
 };
 
 // One row of a result: which variant, which pass, built how, with which option values. Planned

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "bench/options.hpp"
@@ -326,14 +328,38 @@ TEST(Plan, Fp8ScheduleRows) {
   ASSERT_EQ(one.configs[0].results.size(), 1u);
   EXPECT_EQ(*one.configs[0].results[0].spec.option(kOptionFp8Schedule),
             OptionValue{std::string("dynamic-tma-store")});
-  // The default is the schedule the H200 tables measured.
-  const RunResult plain =
-      plan_run(parse({"--variants", "fp8", "--model-only"}).options, std::nullopt, "no GPU");
-  EXPECT_EQ(*plain.configs[0].results[0].spec.option(kOptionFp8Schedule),
-            OptionValue{std::string("tiles")});
   expect_bad({"--fp8-schedule", "fast"}, "--fp8-schedule");
   expect_bad({"--fp8-schedule", "tiles,"}, "--fp8-schedule");
   expect_bad({"--fp8-schedule", "tiles,all"}, "'all'");
+}
+
+// Without --fp8-schedule each shape takes fp8's measured default (fp8_default_schedule): the
+// persistent grid with the TMA store at d=128, except causal above N=4096; tiles at d=64. A named
+// schedule applies to every shape.
+TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
+  auto schedules = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--variants", "fp8", "--N", "1024,4096,8192", "--d", "64,128",
+                             "--causal", "both", "--model-only"});
+    const auto out = parse(args);
+    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+    std::map<std::tuple<std::int64_t, bool, std::int64_t>, std::string> by_shape;
+    for (const ConfigResult& c : plan_run(out.options, std::nullopt, "no GPU").configs) {
+      EXPECT_EQ(c.results.size(), 1u);
+      const OptionValue* v = c.results[0].spec.option(kOptionFp8Schedule);
+      by_shape[{c.shape.d, c.shape.causal, c.shape.N}] = v ? fa::to_string(*v) : "(none)";
+    }
+    return by_shape;
+  };
+  const auto plain = schedules({});
+  ASSERT_EQ(plain.size(), 12u);
+  for (const auto& [key, schedule] : plain) {
+    const auto [d, causal, N] = key;
+    const bool persistent = d == 128 && (!causal || N <= 4096);
+    EXPECT_EQ(schedule, persistent ? "persistent-tma-store" : "tiles")
+        << "d=" << d << " causal=" << causal << " N=" << N;
+  }
+  for (const auto& [key, schedule] : schedules({"--fp8-schedule", "tiles"}))
+    EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
 }
 
 // The alternatives' rows that have no build say unsupported with the reason: fp16 (they are

@@ -138,14 +138,22 @@ FA_SOFTMAX_INLINE float exp2_row(float (&s)[NT][4], int r, float base) {
 
 // Row r's unscaled scores <- exp2(s * scale_log2 - base) in place: the scale folded into one FFMA
 // per score (FlashAttention-3's form: no separate multiply pass); returns this thread's part of
-// the row sum. base is in the scaled (log2) domain.
-template <int NT>
+// the row sum. base is in the scaled (log2) domain. POLY_EVERY > 0: every POLY_EVERY-th column
+// tile's exponentials on the FMA pipe (poly_exp2, fast_exp2.cuh), the rest on MUFU.
+template <int POLY_EVERY = 0, int NT>
 FA_SOFTMAX_INLINE float exp2_row_scaled(float (&s)[NT][4], int r, float scale_log2, float base) {
   float sum = 0.0f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    s[n][2 * r] = fast_exp2(fmaf(s[n][2 * r], scale_log2, -base));
-    s[n][2 * r + 1] = fast_exp2(fmaf(s[n][2 * r + 1], scale_log2, -base));
+    const float x0 = fmaf(s[n][2 * r], scale_log2, -base);
+    const float x1 = fmaf(s[n][2 * r + 1], scale_log2, -base);
+    if (POLY_EVERY > 0 && n % POLY_EVERY == POLY_EVERY - 1) {
+      s[n][2 * r] = poly_exp2(x0);
+      s[n][2 * r + 1] = poly_exp2(x1);
+    } else {
+      s[n][2 * r] = fast_exp2(x0);
+      s[n][2 * r + 1] = fast_exp2(x1);
+    }
     sum += s[n][2 * r] + s[n][2 * r + 1];
   }
   return sum;

@@ -387,7 +387,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
         const float base = exp_base(mx);
         alpha[r] = fast_exp2(softmax.m[r] - base);
         softmax.m[r] = mx;
-        softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, p.scale_log2, base);
+        softmax.l[r] =
+            softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
       }
     };
     auto rescale_o = [&] {

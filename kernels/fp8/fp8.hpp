@@ -11,10 +11,22 @@ namespace fa {
 // fp8-sm89: the portable mma.sync kernel (sm_89 and later: kernels/fp8/fp8.cu). Options of both:
 // prequantized true: quantise once in prepare(), so run() times the attention kernel alone;
 // fp8_scale block | head; o.fault: verification tests only.
-// fp8 (sm_90a) also declares option kOptionFp8Schedule, one of kFp8Schedules (the first is the
-// default): which grid and epilogue its kernel runs (kernels/fp8/fp8_sm90_launch.hpp, Schedule).
+// fp8 (sm_90a) also declares option kOptionFp8Schedule, one of kFp8Schedules: which grid and
+// epilogue its kernel runs (kernels/fp8/fp8_sm90_launch.hpp, Schedule); its default depends on the
+// shape (fp8_default_schedule).
 inline constexpr const char* kFp8Schedules[] = {"tiles", "persistent-tma-store",
                                                 "dynamic-tma-store"};
+// fp8's default schedule for a shape: the fastest on the H200 (attention alone, fa-bench
+// --fp8-schedule all --fp8-prequantized, tests/data/h200-fp8-schedules-pq-2026-11-23.json; the
+// figures in docs/perf-notes.md): at d=128 the persistent grid with the TMA store, +18% / +7% /
+// +4% over tiles at N = 1024 / 4096 / 16384 non-causal and +21% / +8% causal at 1024 / 4096, but
+// -6% causal at N=16384, where tiles stays (N=8192 causal was not measured: tiles above 4096).
+// At d=64 no schedule won everywhere by more than 4% (and the causal 192-row tile has only tiles):
+// tiles.
+inline OptionValue fp8_default_schedule(const Shape& s) {
+  const bool persistent = s.d == 128 && (!s.causal || s.N <= 4096);
+  return std::string(persistent ? "persistent-tma-store" : "tiles");
+}
 std::vector<Tiles> fp8_tile_options(int d);  // default first
 std::unique_ptr<Launcher> make_fp8_launcher(const LaunchOptions& o = {});
 std::string fp8_build_status();

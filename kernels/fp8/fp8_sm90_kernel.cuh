@@ -417,7 +417,8 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
         const float base = exp_base(mx);
         alpha[r] = fast_exp2(softmax.m[r] - base);
         softmax.m[r] = mx;
-        softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, factor, base - kPScaleLog2);
+        softmax.l[r] = softmax.l[r] * alpha[r] +
+                       exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2);
       }
     };
     // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
