@@ -96,7 +96,10 @@ FA_EXP2_HD float poly_exp2(float x) {
 // fp8, where the tensor cores can outrun MUFU); fa2's mma.sync loop runs at a third of MUFU's rate
 // and keeps 0. Registers: with FA_EXP2_POLY_EVERY=4 the forward kernels of fa3 (d=64: 128 and 192
 // rows) and fp8 (d=64) have no spills and no serialised wgmma (ptxas, nvcc 13.0); the fault-hook
-// kernels keep the spills they had without it.
+// kernels keep the spills they had without it. Measured (H200, scripts/exp2_ab.sh, 0 against 4,
+// tests/data/h200-exp2-poly-ab-*-2026-11-23.json): 4 is slower on every row, fa3 0.91-0.97x and
+// fp8 0.83-0.99x (d=64 non-causal: 0.83x), cudnn 0.99-1.00x. Each exponential moved off MUFU costs
+// 8 more issue slots, and the issue slots bind, not MUFU: so 0, the default.
 #if defined(FA_EXP2_POLY_EVERY)
 inline constexpr int kExp2PolyEvery = FA_EXP2_POLY_EVERY;
 #else
