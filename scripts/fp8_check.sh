@@ -102,7 +102,9 @@ def load(name):
     except (OSError, ValueError):
         return None
 
-def rows_of(doc, tag=""):
+def rows_of(doc, tag="", schedules=False):
+    """Rows by (d, causal, N, inputs) and label; schedules: label fp8's schedule unless tiles
+    (the schedule runs). Elsewhere each shape runs its default schedule, under the plain label."""
     res = {}
     for c in (doc or {}).get("configs", []):
         for r in c["results"]:
@@ -110,7 +112,7 @@ def rows_of(doc, tag=""):
             lab = r["variant"] + tag
             if opts.get("fp8_scale", "block") != "block":
                 lab += "~" + opts["fp8_scale"]
-            if opts.get("fp8_schedule", "tiles") != "tiles":
+            if schedules and opts.get("fp8_schedule", "tiles") != "tiles":
                 lab += "~" + opts["fp8_schedule"]
             t = (r.get("derived") or {}).get("tflops_convention") if r["status"] == "ok" else None
             v = r.get("verification") or {}
@@ -131,7 +133,7 @@ for key in sorted(table):
     for l in labels:
         t, st, ok, _, _ = v.get(l, (None, "-", None, None, None))
         cells.append(f"{t:10.1f}" if t else f"{st[:10]:>10}")
-        if l in v and (st != "ok" or ok is False):
+        if l in v and (st not in ("ok", "unsupported") or ok is False):
             bad.append(f"d={key[0]} causal={int(key[1])} N={key[2]} {l}")
     get = lambda l: v.get(l, (None,))[0]
     r1 = f"{get('fp8') / get('fa3'):.2f}x" if get("fp8") and get("fa3") else "-"
@@ -142,8 +144,8 @@ for key in sorted(table):
 print(f"rows not ok or failing verification: {len(bad)}" + (": " + ", ".join(bad[:8]) if bad else ""))
 print()
 print("== fp8's schedules (TFLOP/s; pq: --fp8-prequantized; ratio to tiles in brackets) ==")
-sched = rows_of(load("fp8-schedules.json"))
-for k, v in rows_of(load("fp8-schedules-pq.json"), "-pq").items():
+sched = rows_of(load("fp8-schedules.json"), schedules=True)
+for k, v in rows_of(load("fp8-schedules-pq.json"), "-pq", schedules=True).items():
     sched.setdefault(k, {}).update(v)
 names = ["", "~persistent-tma-store", "~dynamic-tma-store"]
 for tag in ("", "-pq"):
