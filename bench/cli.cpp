@@ -207,9 +207,8 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "comma list (one row each; --list-variants says what each is)");
   app.add_option("--fp8-schedule", o.fp8_schedule,
                  "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
-                 "dynamic-tma-store | all, or a comma list (one row each); default: by shape "
-                 "(persistent-tma-store at d=128 but causal N > 4096, tiles elsewhere: the H200's "
-                 "fastest, docs/perf-notes.md)");
+                 "dynamic-tma-store | all, or a comma list (one row each); default: the fastest "
+                 "measured for the shape (each row records which; docs/perf-notes.md)");
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");

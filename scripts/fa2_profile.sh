@@ -4,7 +4,8 @@
 #   scripts/fa2_profile.sh OUTDIR          (about 2-3 minutes after the build)
 # For d in FA2_PROFILE_D (default 64 128), N=4096, non-causal, bf16, B=4, H=2048/d:
 #   1. ncu on fa2's forward kernel (fa2_forward_kernel: the verification launch of
-#      fa-bench --variants fa2 --warmup 0 --repetitions 1 --no-counters);
+#      fa-bench --variants fa2 --warmup 0 --repetitions 1 --no-counters --datasheet-roofs: the
+#      roofline's ceiling kernels are not run under ncu);
 #   2. ncu on PyTorch's flash backend (scaled_dot_product_attention under
 #      sdpa_kernel(FLASH_ATTENTION), the kernel whose name holds "flash_fwd"), same shape;
 #   each with ncu's sections LaunchStats, Occupancy, SpeedOfLight, ComputeWorkloadAnalysis,
@@ -32,7 +33,7 @@ for d in ${FA2_PROFILE_D:-64 128}; do
   # shellcheck disable=SC2154  # bin: set by fa3_build
   if ! ncu --kernel-name fa2_forward_kernel "${ncu_args[@]}" \
     "$bin" --N 4096 --d "$d" --batch 4 --heads "$heads" --variants fa2 --warmup 0 \
-    --repetitions 1 --no-counters >"$out/fa2-d$d.csv" 2>"$out/fa2-d$d.log"; then
+    --repetitions 1 --no-counters --datasheet-roofs >"$out/fa2-d$d.csv" 2>"$out/fa2-d$d.log"; then
     echo "fa2_profile: ncu on fa2 failed at d=$d: $out/fa2-d$d.log" >&2
     failed=1
   fi
