@@ -2,6 +2,7 @@
 # Issue 15's open fa2 bar (fa2 >= torch-flash at N=4096): where fa2's loop loses to
 # FlashAttention-2's own kernel, from Nsight Compute, kernel against kernel, on one H200 call.
 #   scripts/fa2_profile.sh OUTDIR          (about 2-3 minutes after the build)
+#   FA_PREBUILT=DIR  profile DIR/fa-bench instead of building; FA2_PROFILE_D  head dims (64 128)
 # For d in FA2_PROFILE_D (default 64 128), N=4096, non-causal, bf16, B=4, H=2048/d:
 #   1. ncu on fa2's forward kernel (fa2_forward_kernel: the verification launch of
 #      fa-bench --variants fa2 --warmup 0 --repetitions 1 --no-counters --datasheet-roofs: the
@@ -9,7 +10,8 @@
 #   2. ncu on PyTorch's flash backend (scaled_dot_product_attention under
 #      sdpa_kernel(FLASH_ATTENTION), the kernel whose name holds "flash_fwd"), same shape;
 #   each with ncu's sections LaunchStats, Occupancy, SpeedOfLight, ComputeWorkloadAnalysis,
-#   InstructionStats, WarpStateStats, MemoryWorkloadAnalysis_Tables and SourceCounters
+#   InstructionStats, WarpStateStats, MemoryWorkloadAnalysis_Tables and SourceCounters, and the
+#   stall reasons (smsp__average_warps_issue_stalled_*_per_issue_active)
 #   (--cache-control all: L2 flushed first; --clock-control base), one launch each;
 #   3. prints every metric both reports carry, fa2 beside torch-flash with their ratio, and the
 #      rows that differ by more than 10% first (OUTDIR/compare-d<d>.txt; the raw CSVs beside).
@@ -21,10 +23,17 @@ set -uo pipefail
 source "$(dirname "$0")/fa3_check.sh"  # fa3_build (cd's to the repository root); sets bin
 out=${1:?usage: scripts/fa2_profile.sh OUTDIR}
 mkdir -p "$out"
-FA3_BUILD_TARGETS=fa-bench fa3_build "$out" || exit 1
+if [ -n "${FA_PREBUILT:-}" ]; then  # FA_PREBUILT=DIR: DIR/fa-bench (scripts/fa2_tune.sh's build)
+  bin=$FA_PREBUILT/fa-bench
+else
+  FA3_BUILD_TARGETS=fa-bench fa3_build "$out" || exit 1
+fi
 sections=(--section LaunchStats --section Occupancy --section SpeedOfLight
   --section ComputeWorkloadAnalysis --section InstructionStats --section WarpStateStats
-  --section MemoryWorkloadAnalysis_Tables --section SourceCounters)
+  --section MemoryWorkloadAnalysis_Tables --section SourceCounters
+  # the stall reasons (cycles per issued instruction, by reason): the details page of
+  # WarpStateStats carries only their total
+  --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio')
 ncu_args=(--cache-control all --clock-control base --launch-count 1 --csv --page details
   "${sections[@]}")
 failed=0

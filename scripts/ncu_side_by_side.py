@@ -30,11 +30,15 @@ def read_report(text: str) -> tuple[dict[Key, float], str, int]:
     if start is None:
         raise ValueError("no ncu CSV (a line starting with \"ID\")")
     header = next(csv.reader([lines[start]]))
-    rows = [r for r in csv.reader(lines[start + 1:]) if len(r) == len(header)]
     col = {name: i for i, name in enumerate(header)}
     for need in ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value"):
         if need not in col:
             raise ValueError(f"ncu CSV without a '{need}' column")
+    # ncu 2025.3 ends a metric's row after "Metric Value" when no rule fired on it (16 fields
+    # under a 20-field header, H100 2026-11-25): a row needs the fields up to the value only.
+    width = max(col[n] for n in ("ID", "Kernel Name", "Section Name", "Metric Name",
+                                 "Metric Unit", "Metric Value")) + 1
+    rows = [r for r in csv.reader(lines[start + 1:]) if len(r) >= width]
     ids = list(dict.fromkeys(r[col["ID"]] for r in rows))
     if not ids:
         raise ValueError("ncu CSV without rows")

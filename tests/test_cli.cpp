@@ -112,13 +112,13 @@ std::string option_of(const PlannedRow& r, const std::string& name) {
 }
 
 TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
-  auto out = parse({"--variants", "fa2", "--d", "64", "--block-q", "64,256", "--block-kv", "64"});
+  auto out = parse({"--variants", "fa2", "--d", "64", "--block-q", "64,128", "--block-kv", "64"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   std::vector<PlannedRow> rows;
   ASSERT_EQ(plan_rows(out.options, 64, &rows), "");
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(rows[0].spec.variant, "fa2");     // the plain registry name, never decorated
-  EXPECT_EQ(tiles_of(rows[0]), "256x64 s2");  // the default first
+  EXPECT_EQ(tiles_of(rows[0]), "128x64 s2");  // the default first
   EXPECT_EQ(rows[1].spec.variant, "fa2");
   EXPECT_EQ(tiles_of(rows[1]), "64x64 s2");
   EXPECT_EQ(rows[1].spec.direction, Direction::forward);
@@ -136,7 +136,7 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
   EXPECT_TRUE(rows[0].default_config);  // no configuration: the only one it has
   EXPECT_EQ(tiles_of(rows[1]), "128x32 s2");
   EXPECT_FALSE(rows[1].default_config);
-  expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 256x64, 128x64");
+  expect_bad({"--variants", "fa2", "--block-q", "96"}, "valid Br x Bc: 128x64, 256x64");
   expect_bad({"--fa2-order", "random"}, "--fa2-order");
   expect_bad({"--fa3-schedule", "fast"}, "--fa3-schedule");
   out = parse({"--variants", "standard,fa2,cudnn", "--fa2-order", "both"});
@@ -203,13 +203,13 @@ TEST(Plan, RowSpecsArePlannedOnce) {
 // Labels are built from the specs of a configuration, for display only.
 TEST(Plan, LabelsTellRowsOfOneVariantApart) {
   const auto out = parse({"--variants", "standard,fa2", "--fa2-order", "both", "--block-q",
-                          "64,256", "--block-kv", "64", "--model-only"});
+                          "64,128", "--block-kv", "64", "--model-only"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
   const ConfigResult& c = r.configs[0];
   std::vector<std::string> labels;
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
-  EXPECT_EQ(labels, (std::vector<std::string>{"standard", "fa2@256x64~blocks", "fa2@256x64~heads",
+  EXPECT_EQ(labels, (std::vector<std::string>{"standard", "fa2@128x64~blocks", "fa2@128x64~heads",
                                               "fa2@64x64~blocks", "fa2@64x64~heads"}));
   std::vector<std::optional<bool>> defaults;  // the record carries the planner's default flag
   for (const auto& v : c.results) defaults.push_back(v.default_config);

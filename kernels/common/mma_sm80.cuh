@@ -99,6 +99,29 @@ __device__ inline void load_tile(T* smem, const T* gmem_head, std::int64_t row0,
   }
 }
 
+// As load_tile, for a tile wholly inside the head (row0 + ROWS <= N): no row is zero-filled, so
+// each thread's chunks are one source pointer and one shared address plus compile-time offsets
+// (THREADS / (D/8) rows apart, a multiple of the swizzle's 8-row period), which the copy
+// instruction takes as immediates. With load_tile's per-row predicate ptxas keeps a 64-bit source
+// pointer per chunk alive across the K/V loop: fa2's 4-warp d=128 kernel spilled 152-176 bytes
+// of them (sm_90a, nvcc 13.0, 2026-11-25).
+template <int ROWS, int D, int THREADS, typename T>
+__device__ inline void load_tile_inside(T* smem, const T* gmem_head, std::int64_t row0) {
+  constexpr int kChunksPerRow = D / 8;
+  static_assert(THREADS % kChunksPerRow == 0, "load_tile_inside: whole rows per pass");
+  constexpr int kRowsPerPass = THREADS / kChunksPerRow;
+  static_assert(kRowsPerPass % 8 == 0 && ROWS % kRowsPerPass == 0,
+                "load_tile_inside: passes keep the swizzle phase and cover the tile");
+  const int r = threadIdx.x / kChunksPerRow, ch = threadIdx.x % kChunksPerRow;
+  const T* src = gmem_head + (row0 + r) * D + ch * 8;
+  const std::uint32_t dst = smem_u32(smem + swz<D>(r, ch * 8));
+#pragma unroll
+  for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
+    cp_async_16(dst + i * kRowsPerPass * D * static_cast<int>(sizeof(T)), src + i * kRowsPerPass * D,
+                true);
+  }
+}
+
 // This warp's 16 query rows [row0, row0 + 16) of a swizzled [rows][D] tile as A fragments.
 template <int D, typename T>
 __device__ inline void load_a_fragments(std::uint32_t (&qf)[D / 16][4], const T* sQ, int row0,

@@ -139,10 +139,16 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
   for (int j = 0; j < num_kv; ++j) {
     const int buf = j & 1;
     if (j + 1 < num_kv) {
-      std::int64_t v_row = (j + 1) * std::int64_t{BC};
-      if constexpr (FAULTS) v_row = faulty_v_row<BC>(p.fault, j + 1, total_kv);
-      load_tile<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, (j + 1) * std::int64_t{BC}, N);
-      load_tile<BC, D, kThreads>(sV + (buf ^ 1) * BC * D, Vh, v_row, N);
+      const std::int64_t k_row = (j + 1) * std::int64_t{BC};
+      if (!FAULTS && k_row + BC <= N) {  // every block but a ragged last one
+        load_tile_inside<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, k_row);
+        load_tile_inside<BC, D, kThreads>(sV + (buf ^ 1) * BC * D, Vh, k_row);
+      } else {
+        std::int64_t v_row = k_row;
+        if constexpr (FAULTS) v_row = faulty_v_row<BC>(p.fault, j + 1, total_kv);
+        load_tile<BC, D, kThreads>(sK + (buf ^ 1) * BC * D, Kh, k_row, N);
+        load_tile<BC, D, kThreads>(sV + (buf ^ 1) * BC * D, Vh, v_row, N);
+      }
       cp_async_commit();
       cp_async_wait<1>();
     } else {
@@ -260,27 +266,39 @@ struct Fa2Shape : TileShape<D_, BR_, BC_> {
 // The compiled configurations; the first of each head dim is the default (fastest measured).
 // The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
 // (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
-//   d=64:  256x64  8 warps x 32 rows, Q in registers (FlashAttention-2's warp layout; H200,
-//                  N=4096: 267.9 TFLOP/s, causal 221.5; docs/perf-notes.md "fa2 v3")
-//          128x64  8 warps x 16 rows, Q in registers (v1: 257.9, causal 188.2)
-//          128x128 8 warps x 16 rows (v1: 232.8 TFLOP/s)
+#if FA_FA2_PREVIOUS_TILES  // the list before 2026-11-25: the base side of scripts/fa2_ab.sh's A/B
+using Fa2Tiles = TileList<Fa2Shape<64, 256, 64, 32>, Fa2Shape<64, 128, 64, 16>,
+                          Fa2Shape<64, 128, 128, 16>, Fa2Shape<64, 64, 64, 16>,
+                          Fa2Shape<128, 128, 64, 16>, Fa2Shape<128, 256, 32, 32>,
+                          Fa2Shape<128, 64, 64, 16>, Fa2Shape<128, 128, 32, 16>>;
+#else
+// FlashAttention-2's own configuration on Hopper is 4 warps of 32 rows per 128 query rows, two
+// thread blocks per SM (Nsight Compute on PyTorch's flash_fwd_kernel, H100, 2026-11-25: 128 threads,
+// 255 registers, 2 blocks per SM): while one block waits at __syncthreads the other computes.
+// fa2's 8-warp blocks fill an SM alone, so every barrier stalls all of its warps (ncu: 5.2 cycles
+// per issued instruction against FlashAttention-2's 3.7 at d=64, 5.1 against 4.3 at d=128).
+//   d=64:  128x64  4 warps x 32 rows, Q in registers, 245 registers, no spills: 2 blocks per SM
+//          256x64  8 warps x 32 rows, Q in registers (H200, N=4096: 267.9 TFLOP/s, causal 221.5;
+//                  docs/perf-notes.md "fa2 v3")
+//          128x128 4 warps x 32 rows (FlashAttention-2's d=64 tile; ptxas spills 120-136 bytes)
 //          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
-//   d=128: 128x64  8 warps x 16 rows, Q in registers (v1: 283 TFLOP/s)
+//   d=128: 128x64  4 warps x 32 rows, Q re-read from shared memory per k-step (FlashAttention-2's
+//                  d=128 tile; 255 registers, ptxas spills 152-176 bytes, as FlashAttention-2's
+//                  own kernel does)
 //          256x32  8 warps x 32 rows, Q re-read from shared memory per k-step
 //          64x64   4 warps x 16 rows
 //          128x32  8 warps x 16 rows
-// Left out because ptxas spills them at 255 registers (-Xptxas -v, sm_90a, 2026-11-23): 32-row
-// warps at d=64 128x128 (FlashAttention-2's d=64 tile: 80-96 bytes) and 256x128, and at d=128
-// 256x64 (48-128 bytes; FlashAttention-2's d=128 tile is 128x64 with 4 warps of 32 rows, which
-// this list cannot name beside v1's 128x64: one warp layout per tile).
-using Fa2Tiles = TileList<Fa2Shape<64, 256, 64, 32>,    // d=64 default
-                          Fa2Shape<64, 128, 64, 16>,    //
-                          Fa2Shape<64, 128, 128, 16>,   //
+// v1's 8 warps x 16 rows at 128x64 (257.9 at d=64, 283 at d=128) left the list when 4 x 32 took
+// that tile (one warp layout per tile).
+using Fa2Tiles = TileList<Fa2Shape<64, 128, 64, 32>,    // d=64 default
+                          Fa2Shape<64, 256, 64, 32>,    //
+                          Fa2Shape<64, 128, 128, 32>,   //
                           Fa2Shape<64, 64, 64, 16>,     // d=64 last (gate's smaller tile)
-                          Fa2Shape<128, 128, 64, 16>,   // d=128 default
+                          Fa2Shape<128, 128, 64, 32>,   // d=128 default
                           Fa2Shape<128, 256, 32, 32>,   //
                           Fa2Shape<128, 64, 64, 16>,    //
                           Fa2Shape<128, 128, 32, 16>>;  // d=128 last (gate's smaller tile)
+#endif
 using Fa2FaultTiles = Fa2Tiles;
 
 class Fa2Launcher final : public Launcher {

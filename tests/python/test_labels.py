@@ -206,7 +206,7 @@ def timed(doc: dict, device: str = "synthetic test device (not a measurement)") 
 def sweep(tmp_path_factory) -> Path:
     """A /2 file with a tile sweep and both fa2 block orders: fa-bench's rows, made-up times."""
     folder = tmp_path_factory.mktemp("sweep")
-    # d=128: fa1's and fa2's defaults are both 128x64 there (fa2's d=64 default is 256x64)
+    # d=128: fa1's and fa2's defaults are both 128x64 there (at d=64 as well since 2026-11-25)
     path, _ = model_only(folder, "model", *SWEEP, "--N", "1024,4096", "--d", "128")
     doc = schema.load_results(path)
     assert {r["default_config"] for c in doc["configs"] for r in c["results"]} == {True, False}

@@ -66,3 +66,12 @@ def test_failures(tmp_path, capsys):
     assert sbs.main([str(good), str(other)]) == 1
     assert sbs.main([str(good), str(good), "--names", "fa2", "fa2b"]) == 0
     assert "Stall Barrier" in capsys.readouterr().out
+
+
+def test_rows_shorter_than_the_header_with_rule_columns():
+    # ncu 2025.3 (H100, 2026-11-25): the header carries the rule columns, a metric's row ends at
+    # its value when no rule fired on it. Such rows must count (they were all dropped once).
+    header = HEADER + ',"Rule Name","Rule Type","Rule Description","Estimated Speedup Type"'
+    text = report("fa2_forward_kernel", A).replace(HEADER, header)
+    metrics, _, _ = sbs.read_report(text)
+    assert metrics[("WarpStateStats", "Stall Barrier", "cycle")] == pytest.approx(4.0)
