@@ -272,6 +272,93 @@ struct OnlineSoftmax {
   }
 };
 
+// The thread's max of row r over its NT 8-key tiles (no quad shuffle), as a tree: depth log2(2NT)
+// instead of a chain of 2NT dependent FMNMX.
+template <int NT>
+FA_SOFTMAX_INLINE float thread_row_max_tree(const float (&s)[NT][4], int r) {
+  static_assert((NT & (NT - 1)) == 0, "thread_row_max_tree: NT a power of two");
+  float v[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) v[n] = fmaxf(s[n][2 * r], s[n][2 * r + 1]);
+#pragma unroll
+  for (int w = 1; w < NT; w *= 2) {
+#pragma unroll
+    for (int n = 0; n + w < NT; n += 2 * w) v[n] = fmaxf(v[n], v[n + w]);
+  }
+  return v[0];
+}
+
+// exp2_row_scaled with the thread's part of the row sum taken as a tree (same exponentials; the
+// sum's rounding order differs).
+template <int NT>
+FA_SOFTMAX_INLINE float exp2_row_scaled_tree(float (&s)[NT][4], int r, float scale_log2,
+                                             float base) {
+  static_assert((NT & (NT - 1)) == 0, "exp2_row_scaled_tree: NT a power of two");
+  float v[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) {
+    s[n][2 * r] = fast_exp2(fmaf(s[n][2 * r], scale_log2, -base));
+    s[n][2 * r + 1] = fast_exp2(fmaf(s[n][2 * r + 1], scale_log2, -base));
+    v[n] = s[n][2 * r] + s[n][2 * r + 1];
+  }
+#pragma unroll
+  for (int w = 1; w < NT; w *= 2) {
+#pragma unroll
+    for (int n = 0; n + w < NT; n += 2 * w) v[n] += v[n + w];
+  }
+  return v[0];
+}
+
+// OnlineSoftmax::update_scaled on the MT m16 tiles of one warp at once (fa2's warps of 32 rows):
+// the 2*MT rows' maxima are reduced together, so their quad shuffles are in flight at the same
+// time, and the per-thread max and sum are trees. Why: with two warps per scheduler (fa2's 4-warp
+// blocks, two per SM) little hides a dependency chain, and in the tile-by-tile form each m16
+// tile's max chain, two dependent shuffles and exponentials ran before the next tile's began
+// (SASS of fa2's d=128 kernel; ncu: 2.2 cycles per instruction stalled on fixed-latency
+// dependencies against FlashAttention-2's 1.3, H100 2026-11-25).
+template <int MT, int NT, int DT, typename Layout>
+FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT],
+                                           float (&s)[MT][NT][4], float (&o)[MT][DT][4],
+                                           float scale_log2) {
+  constexpr int R = Layout::kRows;
+  float mx[MT][R];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) mx[m][r] = thread_row_max_tree(s[m], r);
+  }
+#pragma unroll
+  for (int lane_mask = 1; lane_mask <= 2; lane_mask *= 2) {
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+#pragma unroll
+      for (int r = 0; r < R; ++r)
+        mx[m][r] = fmaxf(mx[m][r], __shfl_xor_sync(0xffffffffu, mx[m][r], lane_mask));
+    }
+  }
+  float alpha[MT][R];
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int r = 0; r < R; ++r) {
+      // scale_log2 > 0, so the max of the scaled scores is the scaled max.
+      const float m_new = fmaxf(sm[m].m[r], mx[m][r] * scale_log2);
+      const float base = exp_base(m_new);
+      alpha[m][r] = fast_exp2(sm[m].m[r] - base);
+      sm[m].m[r] = m_new;
+      sm[m].l[r] = sm[m].l[r] * alpha[m][r] + exp2_row_scaled_tree(s[m], r, scale_log2, base);
+    }
+  }
+#pragma unroll
+  for (int m = 0; m < MT; ++m) {
+#pragma unroll
+    for (int i = 0; i < DT; ++i) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) o[m][i][e] *= alpha[m][Layout::row(e)];
+    }
+  }
+}
+
 #undef FA_SOFTMAX_INLINE
 
 }  // namespace fa

@@ -36,6 +36,13 @@
 #include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
 
+// FA_FA2_SOFTMAX_TILES: the 32-row warps' two m16 tiles through one online-softmax step
+// (update_scaled_tiles: shuffles of both in flight together, tree reductions) instead of one tile
+// after the other. CMake option of the same name; an A/B candidate (docs/perf-notes.md, fa2 v4).
+#ifndef FA_FA2_SOFTMAX_TILES
+#define FA_FA2_SOFTMAX_TILES 0
+#endif
+
 namespace fa {
 namespace {
 
@@ -184,9 +191,14 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
                                 (CAUSAL && mask.k0 + BC - 1 > tile_row0 + mask.shift()) ||
                                 mask.dropped();
         if (needs_mask) mask_keys(s[m], mask, t);
+#if !FA_FA2_SOFTMAX_TILES
         softmax[m].update_scaled(s[m], o[m], p.scale_log2);
+#endif
       }
     }
+#if FA_FA2_SOFTMAX_TILES
+    if constexpr (kMT > 1) update_scaled_tiles(softmax, s, o, p.scale_log2);
+#endif
 
     if constexpr (kMT == 1) {
       warp_pv<D, BC>(o[0], s[0], sV + buf * BC * D, lane);
