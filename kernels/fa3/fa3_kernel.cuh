@@ -88,7 +88,23 @@
 #error "kernels/fa3: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
 #endif
 
+// Lazy rescale (FlashAttention-4's): a block whose row max grew by at most 2^T keeps the old max
+// as the exponent base, so P = exp2(s - m_old) <= 2^T and neither l nor O is rescaled; only when
+// some row of the warp grew by more than 2^T does the warp take today's update (new max, alpha,
+// O *= alpha). FlashAttention-4 skips O's rescale unless the max grew by more than 2^8. Why: the
+// softmax is issue-bound on the H200 (docs/perf-notes.md, "Ninth step"), and the rescale is DT * 4
+// FMULs per thread per block (32 at d=64, 64 at d=128). P <= 2^T fits the fp32 accumulators and
+// bf16/fp16 P (T = 8: P <= 256). T in log2 units, 0..12 (CMake FA3_RESCALE_THRESHOLD, sm_90a fa3
+// only; not fp8, whose P is already scaled by 256); 0, the default, is the eager update exactly.
+#ifndef FA3_RESCALE_THRESHOLD
+#define FA3_RESCALE_THRESHOLD 0
+#endif
+
 namespace fa::fa3 {
+
+inline constexpr int kRescaleThreshold = FA3_RESCALE_THRESHOLD;
+static_assert(kRescaleThreshold >= 0 && kRescaleThreshold <= 12,
+              "FA3_RESCALE_THRESHOLD: 0 (eager) to 12 (P <= 2^12)");
 
 using namespace cute;
 using hopper::EmptyBarrier;
@@ -371,6 +387,11 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     OnlineSoftmax<> softmax;
     float alpha[2];
+    // Lazy rescale (kRescaleThreshold > 0): whether the last softmax_block moved this warp's max,
+    // so that rescale_o must scale O. One value per warp (a vote), so the branch around the
+    // accumulator registers is warp-uniform. It stays set from softmax_block(i) to the
+    // rescale_o() of the same step (after P_i-1 V_i-1 has landed, in the overlapped loop).
+    [[maybe_unused]] bool rescale = true;
     // Block j's raw scores -> P (fp32, in s), masked when MASKED; m, l move on (log2 domain);
     // alpha rescales O. The scale is folded into the exponent's FFMA (exp2_row_scaled).
     auto softmax_block = [&](int j, auto masked) {
@@ -380,18 +401,48 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
             j == p.fault.drop_kv_block};
         mask_keys(s, mask, t);
       }
+      if constexpr (kRescaleThreshold > 0) {
+        float mx[2];
+        bool grow = false;
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        // scale_log2 > 0, so the max of the scaled scores is the scaled max.
-        const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
-        const float base = exp_base(mx);
-        alpha[r] = fast_exp2(softmax.m[r] - base);
-        softmax.m[r] = mx;
-        softmax.l[r] =
-            softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
+        for (int r = 0; r < 2; ++r) {
+          mx[r] = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
+          // m = -inf (no key yet) and mx finite: +inf > T, so the first real max always moves m.
+          // Both -inf (every key masked so far): NaN > T is false, and the row needs nothing.
+          grow = grow || mx[r] - softmax.m[r] > static_cast<float>(kRescaleThreshold);
+        }
+        rescale = __any_sync(0xffffffffu, grow);
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // Not rescaling: the old max stays the base (P <= 2^T), l and O stay relative to it,
+          // and alpha is 1 exactly (not exp2(0) from MUFU: ex2.approx is not specified exact
+          // there). exp_base keeps an all-masked row (m = -inf) at P = 0, as the eager update.
+          const float m_new = rescale ? mx[r] : softmax.m[r];
+          const float base = exp_base(m_new);
+          alpha[r] = rescale ? fast_exp2(softmax.m[r] - base) : 1.0f;
+          softmax.m[r] = m_new;
+          softmax.l[r] =
+              softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          // scale_log2 > 0, so the max of the scaled scores is the scaled max.
+          const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
+          const float base = exp_base(mx);
+          alpha[r] = fast_exp2(softmax.m[r] - base);
+          softmax.m[r] = mx;
+          softmax.l[r] =
+              softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
+        }
       }
     };
+    // O *= alpha: 32 FMULs per thread at d=64. Lazy: only after a block that moved the warp's max
+    // (a warp-uniform branch; the P V wgmma that wrote O has been waited for).
     auto rescale_o = [&] {
+      if constexpr (kRescaleThreshold > 0) {
+        if (!rescale) return;
+      }
 #pragma unroll
       for (int i = 0; i < DT; ++i) {
 #pragma unroll
