@@ -95,7 +95,8 @@
 // softmax is issue-bound on the H200 (docs/perf-notes.md, "Ninth step"), and the rescale is DT * 4
 // FMULs per thread per block (32 at d=64, 64 at d=128). P <= 2^T fits the fp32 accumulators and
 // bf16/fp16 P (T = 8: P <= 256). T in log2 units, 0..12 (CMake FA3_RESCALE_THRESHOLD, sm_90a fa3
-// only; not fp8, whose P is already scaled by 256); 0, the default, is the eager update exactly.
+// only; not fp8, whose P is already scaled by 256); 0 is the eager update exactly. CMake's
+// default is 8 (H100 A/B, 2026-11-25: fa3 1.00-1.05x of T = 0; docs/perf-notes.md, tenth step).
 #ifndef FA3_RESCALE_THRESHOLD
 #define FA3_RESCALE_THRESHOLD 0
 #endif
