@@ -139,6 +139,7 @@ struct RawFlags {
   std::string block_q, block_kv, metrics;
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
+  bool fa3_schedule_given = false;
 };
 
 // Everything starting with --benchmark_ belongs to Google Benchmark; the rest is ours.
@@ -201,10 +202,16 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--fp8-scale", o.fp8_scale,
                  "fp8 quantisation scales: block (per block of rows, one pass; default) | head "
                  "(per batch and head: an amax pass first) | both (one row each)");
-  app.add_option("--fa3-schedule", o.fa3_schedule,
-                 "fa3 schedule: full (default) | no-pingpong | no-overlap | persistent | "
-                 "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
-                 "comma list (one row each; --list-variants says what each is)");
+  app.add_option_function<std::string>(
+      "--fa3-schedule",
+      [&o, &f](const std::string& v) {
+        o.fa3_schedule = v;
+        f.fa3_schedule_given = true;  // given empty is refused; not given: the shape's default
+      },
+      "fa3 schedule: full | no-pingpong | no-overlap | persistent | "
+      "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
+      "comma list (one row each; --list-variants says what each is); default: the "
+      "fastest measured for the shape (each row records which; docs/perf-notes.md)");
   app.add_option("--fp8-schedule", o.fp8_schedule,
                  "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
                  "dynamic-tma-store | all, or a comma list (one row each); default: the fastest "
@@ -373,8 +380,9 @@ void resolve_rows(const RawFlags& f, Options& o) {
     throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
   }
   // Comma-separated lists of schedules (kernels/fa3/fa3.hpp, kernels/fp8/fp8.hpp), or all.
-  check_schedule_list("--fa3-schedule", o.fa3_schedule,
-                      {std::begin(kFa3Schedules), std::end(kFa3Schedules)});
+  if (f.fa3_schedule_given)  // not given: fa3's default per shape (fa3_default_schedule)
+    check_schedule_list("--fa3-schedule", o.fa3_schedule,
+                        {std::begin(kFa3Schedules), std::end(kFa3Schedules)});
   if (!o.fp8_schedule.empty())  // empty: fp8's default per shape (fp8_default_schedule)
     check_schedule_list("--fp8-schedule", o.fp8_schedule,
                         {std::begin(kFp8Schedules), std::end(kFp8Schedules)});

@@ -30,7 +30,9 @@ struct Options {
   std::string inputs = "normal";  // normal | outliers | uniform | heavy (kernels/common/fill.hpp)
   bool fp8_prequantized = false;
   std::string fp8_scale = "block";  // --fp8-scale: block | head | both (fp8's quantisation scales)
-  std::string fa3_schedule = "full";  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|all
+  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|...|all, or a list; empty: the
+  // default for each shape (fa3_default_schedule)
+  std::string fa3_schedule;
   // --fp8-schedule: tiles|persistent-tma-store|...|all; empty: the default per shape
   std::string fp8_schedule;
   std::string cudnn_stats = "on";  // --cudnn-stats: on | off | both (the cudnn forward's lse)

@@ -118,13 +118,17 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().row_rule = fa3_row_rule;
     r.back().shape_default_tiles = fa3_shape_default_tiles;
     r.back().options = {
-        {kOptionFa3Schedule, string_values(kFa3Schedules),
+        {kOptionFa3Schedule,
+         string_values(kFa3Schedules),
          "FA3's ablation and its alternatives (--fa3-schedule; kernels/fa3/fa3.hpp): full; "
          "no-pingpong (consumer warpgroups do not take turns); no-overlap (no softmax/product "
          "overlap inside a warpgroup); then grid and epilogue pinned: persistent (one thread "
          "block per SM walks the tiles), tma-store (O through shared memory and a TMA store), "
          "persistent-tma-store, dynamic (a persistent grid fed by an atomic tile counter), "
-         "dynamic-tma-store"}};
+         "dynamic-tma-store. Default by shape (fa3_default_schedule): no-pingpong at d=64, full "
+         "at d=128, each the faster measured",
+         {},
+         fa3_default_schedule}};
     // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).
     const std::vector<OptionDecl> fp8_options = {
         {kOptionPrequantized,

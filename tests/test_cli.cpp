@@ -362,6 +362,30 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
     EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
 }
 
+// fa3's schedule without --fa3-schedule follows the shape (fa3_default_schedule: no-pingpong at
+// d=64, full at d=128); a named schedule is taken for every shape.
+TEST(Plan, Fa3DefaultScheduleFollowsTheShape) {
+  auto schedules = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--variants", "fa3", "--N", "1024,4096", "--d", "64,128", "--causal",
+                             "both", "--model-only"});
+    const auto out = parse(args);
+    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+    std::vector<std::pair<std::int64_t, std::string>> by_d;
+    for (const ConfigResult& c : plan_run(out.options, std::nullopt, "no GPU").configs) {
+      EXPECT_EQ(c.results.size(), 1u);
+      const OptionValue* v = c.results[0].spec.option(kOptionFa3Schedule);
+      by_d.emplace_back(c.shape.d, v ? fa::to_string(*v) : "(none)");
+    }
+    return by_d;
+  };
+  const auto plain = schedules({});
+  ASSERT_EQ(plain.size(), 8u);
+  for (const auto& [d, schedule] : plain)
+    EXPECT_EQ(schedule, d == 64 ? "no-pingpong" : "full") << "d=" << d;
+  for (const auto& [d, schedule] : schedules({"--fa3-schedule", "full"}))
+    EXPECT_EQ(schedule, "full") << "d=" << d;
+}
+
 // The alternatives' rows that have no build say unsupported with the reason: fp16 (they are
 // compiled for bf16), the TMA-store epilogue on 128x176 (no shared memory left for O), the
 // dynamic grid on 128x176 (its kernel spills); the same rows in bf16 on 128x128 are planned.

@@ -117,8 +117,8 @@ __device__ inline void load_tile_inside(T* smem, const T* gmem_head, std::int64_
   const std::uint32_t dst = smem_u32(smem + swz<D>(r, ch * 8));
 #pragma unroll
   for (int i = 0; i < ROWS / kRowsPerPass; ++i) {
-    cp_async_16(dst + i * kRowsPerPass * D * static_cast<int>(sizeof(T)), src + i * kRowsPerPass * D,
-                true);
+    cp_async_16(dst + i * kRowsPerPass * D * static_cast<int>(sizeof(T)),
+                src + i * kRowsPerPass * D, true);
   }
 }
 

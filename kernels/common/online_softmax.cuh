@@ -317,9 +317,8 @@ FA_SOFTMAX_INLINE float exp2_row_scaled_tree(float (&s)[NT][4], int r, float sca
 // (SASS of fa2's d=128 kernel; ncu: 2.2 cycles per instruction stalled on fixed-latency
 // dependencies against FlashAttention-2's 1.3, H100 2026-11-25).
 template <int MT, int NT, int DT, typename Layout>
-FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT],
-                                           float (&s)[MT][NT][4], float (&o)[MT][DT][4],
-                                           float scale_log2) {
+FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], float (&s)[MT][NT][4],
+                                           float (&o)[MT][DT][4], float scale_log2) {
   constexpr int R = Layout::kRows;
   float mx[MT][R];
 #pragma unroll

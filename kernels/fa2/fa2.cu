@@ -280,16 +280,17 @@ struct Fa2Shape : TileShape<D_, BR_, BC_> {
 // The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
 // (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
 #if FA_FA2_PREVIOUS_TILES  // the list before 2026-11-25: the base side of scripts/fa2_ab.sh's A/B
-using Fa2Tiles = TileList<Fa2Shape<64, 256, 64, 32>, Fa2Shape<64, 128, 64, 16>,
-                          Fa2Shape<64, 128, 128, 16>, Fa2Shape<64, 64, 64, 16>,
-                          Fa2Shape<128, 128, 64, 16>, Fa2Shape<128, 256, 32, 32>,
-                          Fa2Shape<128, 64, 64, 16>, Fa2Shape<128, 128, 32, 16>>;
+using Fa2Tiles =
+    TileList<Fa2Shape<64, 256, 64, 32>, Fa2Shape<64, 128, 64, 16>, Fa2Shape<64, 128, 128, 16>,
+             Fa2Shape<64, 64, 64, 16>, Fa2Shape<128, 128, 64, 16>, Fa2Shape<128, 256, 32, 32>,
+             Fa2Shape<128, 64, 64, 16>, Fa2Shape<128, 128, 32, 16>>;
 #else
 // FlashAttention-2's own configuration on Hopper is 4 warps of 32 rows per 128 query rows, two
-// thread blocks per SM (Nsight Compute on PyTorch's flash_fwd_kernel, H100, 2026-11-25: 128 threads,
-// 255 registers, 2 blocks per SM): while one block waits at __syncthreads the other computes.
-// fa2's 8-warp blocks fill an SM alone, so every barrier stalls all of its warps (ncu: 5.2 cycles
-// per issued instruction against FlashAttention-2's 3.7 at d=64, 5.1 against 4.3 at d=128).
+// thread blocks per SM (Nsight Compute on PyTorch's flash_fwd_kernel, H100, 2026-11-25: 128
+// threads, 255 registers, 2 blocks per SM): while one block waits at __syncthreads the other
+// computes. fa2's 8-warp blocks fill an SM alone, so every barrier stalls all of its warps
+// (ncu: 5.2 cycles per issued instruction against FlashAttention-2's 3.7 at d=64, 5.1 against 4.3
+// at d=128).
 //   d=64:  128x64  4 warps x 32 rows, Q in registers, 245 registers, no spills: 2 blocks per SM
 //          256x64  8 warps x 32 rows, Q in registers (H200, N=4096: 267.9 TFLOP/s, causal 221.5;
 //                  docs/perf-notes.md "fa2 v3")

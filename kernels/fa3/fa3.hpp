@@ -21,6 +21,15 @@ namespace fa {
 inline constexpr const char* kFa3Schedules[] = {
     "full",      "no-pingpong",          "no-overlap", "persistent",
     "tma-store", "persistent-tma-store", "dynamic",    "dynamic-tma-store"};
+// fa3's default schedule for a shape (OptionDecl::shape_default; a run that names --fa3-schedule
+// gets what it names): no-pingpong at d=64, full at d=128. With the lazy rescale
+// (FA3_RESCALE_THRESHOLD 8) the d=64 softmax is short enough that the warpgroups' turns cost more
+// than they hide: no-pingpong ran 1.006-1.044x of full on all 10 d=64 rows (N 1024-16384, causal
+// both; H100, tests/data/h100-fa3-2026-11-25.json); at d=128 full stays (no-pingpong 0.98-1.02x of
+// it).
+inline OptionValue fa3_default_schedule(const Shape& s) {
+  return std::string(s.d == 64 ? "no-pingpong" : "full");
+}
 std::vector<Tiles> fa3_tile_options(int d);  // default first
 // The default tile where it depends on more than d (VariantInfo::shape_default_tiles): 128x128 for
 // d=64 causal at N <= 2048; {0, 0} elsewhere (the first of fa3_tile_options). Both builds (with

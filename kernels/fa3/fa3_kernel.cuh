@@ -572,14 +572,15 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   fa3_forward<Traits, CAUSAL, false, true, true, GRID, EPILOGUE>(p);
 }
 
-// The verification tests' build (kernels/common/fault.hpp): ping-pong and overlap on, on the
-// default plan's grid and epilogue and on the dynamic TMA-store one. Its own name keeps it out of
-// the SASS check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the 192-row
-// kernels spill 20-60 bytes (nvcc 13.0), which only the tests run.
-template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
+// The verification tests' build (kernels/common/fault.hpp): overlap on, ping-pong on (and, at
+// d=64, where no-pingpong is the default schedule, also off: fa3_default_schedule), on the default
+// plan's grid and epilogue and on the dynamic TMA-store one. Its own name keeps it out of the SASS
+// check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the 192-row kernels
+// spill 20-60 bytes (nvcc 13.0), which only the tests run.
+template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE, bool PINGPONG = true>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_fault_kernel(const __grid_constant__ Fa3Params<Traits> p) {
-  fa3_forward<Traits, CAUSAL, true, true, true, GRID, EPILOGUE>(p);
+  fa3_forward<Traits, CAUSAL, true, PINGPONG, true, GRID, EPILOGUE>(p);
 }
 
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
@@ -653,12 +654,19 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
   if constexpr (FAULTS) {
     if (schedule == Schedule::full)
       return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue>, kDefault);
+    if constexpr (D == 64) {  // d=64's default schedule (fa3_default_schedule, fa3.hpp)
+      if (schedule == Schedule::no_pingpong)
+        return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue, false>,
+                  kDefault);
+    }
     if constexpr (kAlternatives && kDynamicBuilt && Traits::kOBuffer) {
       if (schedule == Schedule::dynamic_tma_store)
         return go(fa3_fault_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::tma_store>,
                   Plan{Grid::dynamic, Epilogue::tma_store});
     }
-    return unbuilt("fault injection is compiled for schedules full and dynamic-tma-store (bf16)");
+    return unbuilt(
+        "fault injection is compiled for schedules full, no-pingpong (d=64) and dynamic-tma-store "
+        "(bf16)");
   } else {
     switch (schedule) {
       case Schedule::no_pingpong:
