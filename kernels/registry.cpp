@@ -64,7 +64,8 @@ const std::vector<VariantInfo>& variant_registry() {
         "FlashAttention-2 forward: fused, online softmax, 1/l rescale deferred to the end of "
         "the K/V loop, log-sum-exp written per row",
         "grid over (query blocks x batch*heads); each thread block loops over K/V blocks; each "
-        "warp owns 16 query rows",
+        "warp owns 32 query rows (FlashAttention-2's layout: 4 warps per 128-row block, two "
+        "blocks per SM) or 16 (the tile says which: kernels/fa2/fa2.cu)",
         "mma.sync m16n8k16 (fp32 accumulate), cp.async double-buffered K/V tiles",
         {64, 128},
         {DType::bf16, DType::fp16},

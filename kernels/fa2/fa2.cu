@@ -279,7 +279,7 @@ struct Fa2Shape : TileShape<D_, BR_, BC_> {
 // The compiled configurations; the first of each head dim is the default (fastest measured).
 // The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
 // (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
-#if FA_FA2_PREVIOUS_TILES  // the list before 2026-11-25: the base side of scripts/fa2_ab.sh's A/B
+#if FA_FA2_PREVIOUS_TILES  // the list before 2026-11-25 (an A/B's base: scripts/exp2_ab.sh)
 using Fa2Tiles =
     TileList<Fa2Shape<64, 256, 64, 32>, Fa2Shape<64, 128, 64, 16>, Fa2Shape<64, 128, 128, 16>,
              Fa2Shape<64, 64, 64, 16>, Fa2Shape<128, 128, 64, 16>, Fa2Shape<128, 256, 32, 32>,
@@ -291,13 +291,14 @@ using Fa2Tiles =
 // computes. fa2's 8-warp blocks fill an SM alone, so every barrier stalls all of its warps
 // (ncu: 5.2 cycles per issued instruction against FlashAttention-2's 3.7 at d=64, 5.1 against 4.3
 // at d=128).
-//   d=64:  128x64  4 warps x 32 rows, Q in registers, 245 registers, no spills: 2 blocks per SM
+//   d=64:  128x64  4 warps x 32 rows, Q in registers, 250-254 registers, no spills: 2 blocks per
+//                  SM (H100, N=4096: 1.07x torch-flash; docs/perf-notes.md "fa2 v4")
 //          256x64  8 warps x 32 rows, Q in registers (H200, N=4096: 267.9 TFLOP/s, causal 221.5;
 //                  docs/perf-notes.md "fa2 v3")
-//          128x128 4 warps x 32 rows (FlashAttention-2's d=64 tile; ptxas spills 120-136 bytes)
+//          128x128 4 warps x 32 rows (FlashAttention-2's d=64 tile; ptxas spills 80-88 bytes)
 //          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
 //   d=128: 128x64  4 warps x 32 rows, Q re-read from shared memory per k-step (FlashAttention-2's
-//                  d=128 tile; 255 registers, ptxas spills 152-176 bytes, as FlashAttention-2's
+//                  d=128 tile; 255 registers, ptxas spills 144 bytes, as FlashAttention-2's
 //                  own kernel does)
 //          256x32  8 warps x 32 rows, Q re-read from shared memory per k-step
 //          64x64   4 warps x 16 rows
