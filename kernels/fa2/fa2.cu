@@ -43,6 +43,12 @@
 #ifndef FA_FA2_SOFTMAX_TILES
 #define FA_FA2_SOFTMAX_TILES 0
 #endif
+// FA_FA2_FRAGMENT_PREFETCH: Q K^T with Q from shared memory (the d=128 tile) through
+// warp_qkt_rows_smem_q_prefetch, each k-step's fragments loaded one k-step ahead. A candidate
+// (CMake option of the same name, OFF; ptxas at d=128 128x64: 160 bytes spilled against 144).
+#ifndef FA_FA2_FRAGMENT_PREFETCH
+#define FA_FA2_FRAGMENT_PREFETCH 0
+#endif
 
 namespace fa {
 namespace {
@@ -170,7 +176,11 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
     } else if constexpr (kQRegs) {
       warp_qkt_rows<kMT, D, BC>(s, qf, sK + buf * BC * D, lane);
     } else {
+#if FA_FA2_FRAGMENT_PREFETCH
+      warp_qkt_rows_smem_q_prefetch<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
+#else
       warp_qkt_rows_smem_q<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
+#endif
     }
 
 #pragma unroll
