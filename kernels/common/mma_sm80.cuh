@@ -102,9 +102,10 @@ __device__ inline void load_tile(T* smem, const T* gmem_head, std::int64_t row0,
 // As load_tile, for a tile wholly inside the head (row0 + ROWS <= N): no row is zero-filled, so
 // each thread's chunks are one source pointer and one shared address plus compile-time offsets
 // (THREADS / (D/8) rows apart, a multiple of the swizzle's 8-row period), which the copy
-// instruction takes as immediates. With load_tile's per-row predicate ptxas keeps a 64-bit source
-// pointer per chunk alive across the K/V loop: fa2's 4-warp d=128 kernel spilled 152-176 bytes
-// of them (sm_90a, nvcc 13.0, 2026-11-25).
+// instruction takes as immediates. With load_tile's per-row predicate ptxas kept a 64-bit source
+// pointer per chunk alive across the K/V loop and spilled them in fa2's 4-warp d=128 kernel
+// (sm_90a, nvcc 13.0, 2026-11-25); with this loader the main loop's path reloads none of them
+// (they stay in the ragged-block branch, so ptxas's static spill total does not change).
 template <int ROWS, int D, int THREADS, typename T>
 __device__ inline void load_tile_inside(T* smem, const T* gmem_head, std::int64_t row0) {
   constexpr int kChunksPerRow = D / 8;
@@ -234,10 +235,11 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
   }
 }
 
-// warp_qkt_rows_smem_q and warp_pv_rows with each k-step's fragments loaded from shared memory
-// one k-step ahead of its MMAs (a double buffer in registers, as CuTe's gemm in FlashAttention-2
-// does), instead of leaving the order to ptxas. A candidate for fa2's d=128 tile (CMake
-// FA_FA2_FRAGMENT_PREFETCH, default OFF: not yet measured; docs/perf-notes.md "fa2 v4").
+// warp_qkt_rows_smem_q with each k-step's Q and K fragments loaded from shared memory one k-step
+// ahead of its MMAs (a double buffer in registers, as CuTe's gemm in FlashAttention-2 does),
+// instead of leaving the order to ptxas. A candidate for fa2's 32-row tiles that re-read Q from
+// shared memory (d=128 128x64 and 256x32, d=64 128x128; CMake FA_FA2_FRAGMENT_PREFETCH, default
+// OFF: not yet measured; docs/perf-notes.md "fa2 v4").
 template <int MT, int D, int BC, typename T>
 __device__ inline void warp_qkt_rows_smem_q_prefetch(float (&s)[MT][BC / 8][4], const T* sQ,
                                                      int row0, const T* sK, int lane) {

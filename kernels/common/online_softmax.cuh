@@ -20,8 +20,9 @@
 // Cost: every function is __forceinline__, the statement order is the one the kernels had when
 // they carried their own copies, and the one predicate whose placement changed the code (does this
 // block need a mask at all) stays in each kernel's body: the PTX of every measured fa2 and fp8
-// instantiation is the same as before (docs/perf-notes.md, "One online softmax"; compare with
-// scripts/sass_mix.py).
+// instantiation was the same as before (docs/perf-notes.md, "One online softmax"; compare with
+// scripts/sass_mix.py). Since 2026-11-25 fa2's 32-row warps take update_scaled_tiles (below;
+// CMake FA_FA2_SOFTMAX_TILES), a different order of the same arithmetic, measured faster.
 //
 // Fault injection (kernels/common/fault.hpp) reaches this code through KeyMask<..., FAULTS>: the
 // mask_shift and drop_kv_block knobs are read only in the FAULTS instantiations (elsewhere

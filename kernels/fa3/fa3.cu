@@ -112,6 +112,9 @@ bool fa3_alternatives_built() {
   return fa3::kAlternativesBuilt;
 }
 
+// Without a schedule option the launcher runs full. A planned row always carries one, its
+// shape's default where the run named none (fa3_default_schedule: no-pingpong at d=64); callers
+// that build LaunchOptions themselves (the tests) name the schedule they mean.
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {
   fa3::Schedule schedule = fa3::Schedule::full;
   for (const NamedSchedule& n : kSchedules) {

@@ -88,15 +88,17 @@
 #error "kernels/fa3: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
 #endif
 
-// Lazy rescale (FlashAttention-4's): a block whose row max grew by at most 2^T keeps the old max
-// as the exponent base, so P = exp2(s - m_old) <= 2^T and neither l nor O is rescaled; only when
-// some row of the warp grew by more than 2^T does the warp take today's update (new max, alpha,
-// O *= alpha). FlashAttention-4 skips O's rescale unless the max grew by more than 2^8. Why: the
+// Lazy rescale (FlashAttention-4's): a block whose row max (log2 domain) grew by at most T keeps
+// the old max as the exponent base, so P = exp2(s - m_old) <= 2^T and neither l nor O is
+// rescaled; only when some row of the warp grew by more than T does the warp take today's update
+// (new max, alpha, O *= alpha). FlashAttention-4 skips O's rescale unless the max grew by more
+// than 8 (a factor of 2^8 in P). Why: the
 // softmax is issue-bound on the H200 (docs/perf-notes.md, "Ninth step"), and the rescale is DT * 4
 // FMULs per thread per block (32 at d=64, 64 at d=128). P <= 2^T fits the fp32 accumulators and
 // bf16/fp16 P (T = 8: P <= 256). T in log2 units, 0..12 (CMake FA3_RESCALE_THRESHOLD, sm_90a fa3
 // only; not fp8, whose P is already scaled by 256); 0 is the eager update exactly. CMake's
-// default is 8 (H100 A/B, 2026-11-25: fa3 1.00-1.05x of T = 0; docs/perf-notes.md, tenth step).
+// default is 8 (H100 A/B, 2026-11-25: fa3 1.00-1.05x of T = 0; docs/perf-notes.md, tenth step);
+// the fallback below (0) serves compiles outside CMake.
 #ifndef FA3_RESCALE_THRESHOLD
 #define FA3_RESCALE_THRESHOLD 0
 #endif
