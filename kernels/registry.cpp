@@ -126,8 +126,7 @@ const std::vector<VariantInfo>& variant_registry() {
          "overlap inside a warpgroup); then grid and epilogue pinned: persistent (one thread "
          "block per SM walks the tiles), tma-store (O through shared memory and a TMA store), "
          "persistent-tma-store, dynamic (a persistent grid fed by an atomic tile counter), "
-         "dynamic-tma-store. Default by shape (fa3_default_schedule): no-pingpong at d=64, full "
-         "at d=128, each the faster measured",
+         "dynamic-tma-store. Default: the fastest measured for the shape (fa3_default_schedule)",
          {},
          fa3_default_schedule}};
     // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).

@@ -167,6 +167,16 @@ FA_SOFTMAX_INLINE float quad_sum(float x) {
   return x;
 }
 
+// O *= alpha of its row, for the thread's accumulator tiles (Layout's rows).
+template <typename Layout, int DT>
+FA_SOFTMAX_INLINE void scale_rows(float (&o)[DT][4], const float (&alpha)[Layout::kRows]) {
+#pragma unroll
+  for (int i = 0; i < DT; ++i) {
+#pragma unroll
+    for (int e = 0; e < 4; ++e) o[i][e] *= alpha[Layout::row(e)];
+  }
+}
+
 // FA2's running state for the thread's rows: max m (log2 domain) and the partial row sum l.
 template <typename Layout = FragC16x8>
 struct OnlineSoftmax {
@@ -195,11 +205,7 @@ struct OnlineSoftmax {
       const float sum = exp2_row(s, r, base);
       l[r] = l[r] * alpha[r] + sum;
     }
-#pragma unroll
-    for (int i = 0; i < DT; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[i][e] *= alpha[Layout::row(e)];
-    }
+    scale_rows<Layout>(o, alpha);
   }
 
   // As update, on UNSCALED scores (masked ones -inf): the row max is taken on the raw scores and
@@ -211,18 +217,22 @@ struct OnlineSoftmax {
     float alpha[kRows];
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
-      const float mx = fmaxf(m[r], row_max(s, r, -INFINITY) * scale_log2);
-      const float base = exp_base(mx);
-      alpha[r] = fast_exp2(m[r] - base);
-      m[r] = mx;
+      const float base = move_max(r, row_max(s, r, -INFINITY) * scale_log2, &alpha[r]);
       const float sum = exp2_row_scaled(s, r, scale_log2, base);
       l[r] = l[r] * alpha[r] + sum;
     }
-#pragma unroll
-    for (int i = 0; i < DT; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[i][e] *= alpha[Layout::row(e)];
-    }
+    scale_rows<Layout>(o, alpha);
+  }
+
+  // Row r's max moves to max(m, scaled_max) (scale_log2 > 0: the max of the scaled scores is the
+  // scaled max); *alpha = exp2(m_old - base) rescales l and O; returns the exponent base (0 while
+  // the row has seen no key).
+  FA_SOFTMAX_INLINE float move_max(int r, float scaled_max, float* alpha) {
+    const float mx = fmaxf(m[r], scaled_max);
+    const float base = exp_base(mx);
+    *alpha = fast_exp2(m[r] - base);
+    m[r] = mx;
+    return base;
   }
 
   // After the last block: l <- the full row sums (quad reduction); inv[r] = numerator / l[r], the
@@ -273,20 +283,26 @@ struct OnlineSoftmax {
   }
 };
 
-// The thread's max of row r over its NT 8-key tiles (no quad shuffle), as a tree: depth log2(2NT)
-// instead of a chain of 2NT dependent FMNMX.
-template <int NT>
-FA_SOFTMAX_INLINE float thread_row_max_tree(const float (&s)[NT][4], int r) {
-  static_assert((NT & (NT - 1)) == 0, "thread_row_max_tree: NT a power of two");
-  float v[NT];
-#pragma unroll
-  for (int n = 0; n < NT; ++n) v[n] = fmaxf(s[n][2 * r], s[n][2 * r + 1]);
+// v[0] op v[1] op ... op v[NT-1] as a tree: depth log2(NT) instead of a chain of NT - 1
+// dependent operations (v is overwritten).
+template <int NT, typename Op>
+FA_SOFTMAX_INLINE float tree_fold(float (&v)[NT], Op op) {
+  static_assert((NT & (NT - 1)) == 0, "tree_fold: NT a power of two");
 #pragma unroll
   for (int w = 1; w < NT; w *= 2) {
 #pragma unroll
-    for (int n = 0; n + w < NT; n += 2 * w) v[n] = fmaxf(v[n], v[n + w]);
+    for (int n = 0; n + w < NT; n += 2 * w) v[n] = op(v[n], v[n + w]);
   }
   return v[0];
+}
+
+// The thread's max of row r over its NT 8-key tiles (no quad shuffle), as a tree.
+template <int NT>
+FA_SOFTMAX_INLINE float thread_row_max_tree(const float (&s)[NT][4], int r) {
+  float v[NT];
+#pragma unroll
+  for (int n = 0; n < NT; ++n) v[n] = fmaxf(s[n][2 * r], s[n][2 * r + 1]);
+  return tree_fold(v, [](float a, float b) { return fmaxf(a, b); });
 }
 
 // exp2_row_scaled with the thread's part of the row sum taken as a tree (same exponentials; the
@@ -294,7 +310,6 @@ FA_SOFTMAX_INLINE float thread_row_max_tree(const float (&s)[NT][4], int r) {
 template <int NT>
 FA_SOFTMAX_INLINE float exp2_row_scaled_tree(float (&s)[NT][4], int r, float scale_log2,
                                              float base) {
-  static_assert((NT & (NT - 1)) == 0, "exp2_row_scaled_tree: NT a power of two");
   float v[NT];
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
@@ -302,12 +317,7 @@ FA_SOFTMAX_INLINE float exp2_row_scaled_tree(float (&s)[NT][4], int r, float sca
     s[n][2 * r + 1] = fast_exp2(fmaf(s[n][2 * r + 1], scale_log2, -base));
     v[n] = s[n][2 * r] + s[n][2 * r + 1];
   }
-#pragma unroll
-  for (int w = 1; w < NT; w *= 2) {
-#pragma unroll
-    for (int n = 0; n + w < NT; n += 2 * w) v[n] += v[n + w];
-  }
-  return v[0];
+  return tree_fold(v, [](float a, float b) { return a + b; });
 }
 
 // OnlineSoftmax::update_scaled on the MT m16 tiles of one warp at once (fa2's warps of 32 rows):
@@ -341,22 +351,12 @@ FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], floa
   for (int m = 0; m < MT; ++m) {
 #pragma unroll
     for (int r = 0; r < R; ++r) {
-      // scale_log2 > 0, so the max of the scaled scores is the scaled max.
-      const float m_new = fmaxf(sm[m].m[r], mx[m][r] * scale_log2);
-      const float base = exp_base(m_new);
-      alpha[m][r] = fast_exp2(sm[m].m[r] - base);
-      sm[m].m[r] = m_new;
+      const float base = sm[m].move_max(r, mx[m][r] * scale_log2, &alpha[m][r]);
       sm[m].l[r] = sm[m].l[r] * alpha[m][r] + exp2_row_scaled_tree(s[m], r, scale_log2, base);
     }
   }
 #pragma unroll
-  for (int m = 0; m < MT; ++m) {
-#pragma unroll
-    for (int i = 0; i < DT; ++i) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) o[m][i][e] *= alpha[m][Layout::row(e)];
-    }
-  }
+  for (int m = 0; m < MT; ++m) scale_rows<Layout>(o[m], alpha[m]);
 }
 
 #undef FA_SOFTMAX_INLINE

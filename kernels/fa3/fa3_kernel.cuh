@@ -446,11 +446,7 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       if constexpr (kRescaleThreshold > 0) {
         if (!rescale) return;
       }
-#pragma unroll
-      for (int i = 0; i < DT; ++i) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) o[i][e] *= alpha[FragC16x8::row(e)];
-      }
+      scale_rows<FragC16x8>(o, alpha);
     };
     auto convert_p = [&] {
 #pragma unroll
