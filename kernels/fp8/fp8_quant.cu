@@ -214,6 +214,165 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
   }
 }
 
+// The wide form (FA_FP8_QUANT_WIDE): 512 threads per 128 rows, each thread one 16-byte chunk (8
+// consecutive elements) of 2 (d=64) or 4 (d=128) rows. Against the form above: a quarter of the
+// load instructions, half the registers per thread (so 2-3 blocks of 16 warps per SM instead of
+// 2-4 of 8), three of the Hadamard's stages inside a lane instead of one or two, and V's
+// transposed tile in E4M3 bytes (8 or 16 KB, read conflict-free: lanes along d) instead of
+// floats (17 or 33 KB). The same amax blocks, the same rounding, the same layouts.
+constexpr int kWideThreads = 512;
+
+// Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
+// lanes that hold the row (consecutive lanes of one warp); rotated in place.
+template <int D>
+__device__ inline void rotate_chunk(float (&x)[8], int sub) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e) {
+    if (flip_sign(sub * 8 + e)) x[e] = -x[e];
+  }
+#pragma unroll
+  for (int st = 1; st < 8; st <<= 1) {  // butterflies inside a lane
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      if (!(e & st)) {
+        const float a = x[e], b = x[e + st];
+        x[e] = a + b;
+        x[e + st] = a - b;
+      }
+    }
+  }
+#pragma unroll
+  for (int m = 1; m < D / 8; m <<= 1) {  // butterflies across the row's lanes
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+      const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
+      x[e] = (sub & m) ? (y - x[e]) : (x[e] + y);
+    }
+  }
+  const float norm = rsqrtf(static_cast<float>(D));
+#pragma unroll
+  for (int e = 0; e < 8; ++e) x[e] *= norm;
+}
+
+__device__ inline void load_chunk(float (&x)[8], const __nv_bfloat16* p, bool inside) {
+  if (inside) {
+    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(h[e]);
+      x[2 * e] = f.x;
+      x[2 * e + 1] = f.y;
+    }
+  } else {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) x[e] = 0.0f;
+  }
+}
+
+__device__ inline uint2 e4m3x8(const float (&x)[8], float sc) {
+  return make_uint2(e4m3x4(x[0] * sc, x[1] * sc, x[2] * sc, x[3] * sc),
+                    e4m3x4(x[4] * sc, x[5] * sc, x[6] * sc, x[7] * sc));
+}
+
+template <int D, bool HEAD_SCALE>
+__global__ void __launch_bounds__(kWideThreads, D == 64 ? 3 : 2) quantise_wide_kernel(const QuantParams p) {
+  constexpr int kSub = D / 8;                       // lanes per row
+  constexpr int kPassRows = kWideThreads / kSub;    // rows per pass of the block: 64 or 32
+  constexpr int kPasses = kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4
+  constexpr int kWarps = kWideThreads / 32;
+  static_assert(kPassRows * kPasses == kKvScaleRows && kKvScaleRows == 2 * kQScaleRows);
+  const int tensor = blockIdx.z;  // 0 Q, 1 K, 2 V
+  const std::int64_t bh = blockIdx.y, blk = blockIdx.x, N = p.N;
+  const int t = threadIdx.x, warp = t / 32, lane = t % 32, sub = t % kSub;
+  const int row_in_pass = t / kSub;
+  const std::int64_t row0 = blk * kKvScaleRows;
+  const __nv_bfloat16* src = (tensor == 0 ? p.q : (tensor == 1 ? p.k : p.v)) + bh * N * D;
+
+  // Load: every chunk of the thread in flight before the first use.
+  float x[kPasses][8];
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const std::int64_t row = row0 + i * kPassRows + row_in_pass;
+    load_chunk(x[i], src + row * D + sub * 8, row < N);
+  }
+  // Rotate Q and K; the amax of each 64-row half (pass i lies in half i * kPassRows / 64).
+  float m[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    if (tensor < 2) rotate_chunk<D>(x[i], sub);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) m[i * kPassRows / kQScaleRows] = fmaxf(m[i * kPassRows / kQScaleRows], fabsf(x[i][e]));
+  }
+  __shared__ float red[2][kWarps];
+  // Every lane takes part in the shuffles (see quantise_kernel).
+  m[0] = warp_max(m[0]);
+  m[1] = warp_max(m[1]);
+  if (lane == 0) {
+    red[0][warp] = m[0];
+    red[1][warp] = m[1];
+  }
+  __syncthreads();
+  float half_amax[2] = {red[0][0], red[1][0]};
+#pragma unroll
+  for (int w = 1; w < kWarps; ++w) {
+    half_amax[0] = fmaxf(half_amax[0], red[0][w]);
+    half_amax[1] = fmaxf(half_amax[1], red[1][w]);
+  }
+  const float block_amax = fmaxf(half_amax[0], half_amax[1]);
+  // The scale of each half: Q's own half, K's and V's whole block, or the head's (Scale::head,
+  // which every block of the head then records, so the attention kernels read one layout). An
+  // all-zero block keeps a finite scale.
+  float amax[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    amax[h] = HEAD_SCALE ? p.w.amax_head[tensor * p.heads + bh]
+                         : fmaxf(tensor == 0 ? half_amax[h] : block_amax, 1e-30f);
+  }
+  if (tensor == 0 && t < 2) {
+    const std::int64_t qb = blk * 2 + t;
+    if (qb < p.q_blocks) p.w.amax_q[bh * p.q_blocks + qb] = t == 0 ? amax[0] : amax[1];
+  } else if (tensor > 0 && t == 0) {
+    (tensor == 1 ? p.w.amax_k : p.w.amax_v)[bh * p.kv_blocks + blk] = amax[0];
+  }
+  const float sc[2] = {kE4m3Max / amax[0], kE4m3Max / amax[1]};
+
+  if (tensor < 2) {  // Q8, K8: row-major, 8 bytes per chunk
+    std::uint8_t* dst = (tensor == 0 ? p.w.q8 : p.w.k8) + bh * N * D;
+#pragma unroll
+    for (int i = 0; i < kPasses; ++i) {
+      const std::int64_t row = row0 + i * kPassRows + row_in_pass;
+      if (row < N)
+        *reinterpret_cast<uint2*>(dst + row * D + sub * 8) =
+            e4m3x8(x[i], sc[i * kPassRows / kQScaleRows]);
+    }
+    return;
+  }
+
+  // V8: the block's 128 keys as E4M3 bytes in shared memory, then out transposed ([d][Npad]) with
+  // keys permuted inside groups of 16 (fp8_layout.hpp): one 16-byte store per (column, group), the
+  // lanes of a warp along the columns (consecutive bytes of one tile row: no bank conflict).
+  __shared__ __align__(16) std::uint8_t tile[kKvScaleRows][D];
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i)
+    *reinterpret_cast<uint2*>(&tile[i * kPassRows + row_in_pass][sub * 8]) = e4m3x8(x[i], sc[0]);
+  __syncthreads();
+  std::uint8_t* out = p.w.vt8 + bh * D * p.Npad + blk * kKvScaleRows;
+#pragma unroll
+  for (int j = 0; j < D * (kKvScaleRows / 16) / kWideThreads; ++j) {
+    const int item = j * kWideThreads + t, c = item % D, g = item / D;
+    std::uint32_t word[4];
+#pragma unroll
+    for (int w = 0; w < 4; ++w) {
+      word[w] = 0;
+#pragma unroll
+      for (int b = 0; b < 4; ++b)
+        word[w] |= static_cast<std::uint32_t>(tile[permuted_key(g * 16 + 4 * w + b)][c]) << (8 * b);
+    }
+    *reinterpret_cast<uint4*>(out + c * p.Npad + g * 16) = make_uint4(word[0], word[1], word[2], word[3]);
+  }
+}
+
 template <int D>
 void enqueue(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t stream) {
   QuantParams p{static_cast<const __nv_bfloat16*>(b.q),
@@ -226,13 +385,22 @@ void enqueue(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t s
                 q_scale_blocks(s.N),
                 kv_scale_blocks(s.N)};
   const dim3 grid(static_cast<unsigned>(p.kv_blocks), static_cast<unsigned>(p.heads), 3);
-  if (scale == Scale::head) {
+  if (scale == Scale::head)
     amax_head_kernel<D><<<dim3(static_cast<unsigned>(p.heads), 3), 256, 0, stream>>>(
         p.q, p.k, p.v, s.N, p.w.amax_head);
+#if FA_FP8_QUANT_WIDE
+  if (scale == Scale::head) {
+    quantise_wide_kernel<D, true><<<grid, kWideThreads, 0, stream>>>(p);
+  } else {
+    quantise_wide_kernel<D, false><<<grid, kWideThreads, 0, stream>>>(p);
+  }
+#else
+  if (scale == Scale::head) {
     quantise_kernel<D, true><<<grid, 256, 0, stream>>>(p);
   } else {
     quantise_kernel<D, false><<<grid, 256, 0, stream>>>(p);
   }
+#endif
 }
 
 }  // namespace
