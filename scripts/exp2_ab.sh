@@ -31,7 +31,8 @@ variants=${EXP2_AB_VARIANTS:-fa2,fa3,fp8,cudnn}
 
 # Each side is configured afresh: CMake's cache would keep a switch an earlier A/B set on that
 # side (the objects stay, so only what the arguments change is rebuilt).
-rm -f build-ab-base/CMakeCache.txt build-ab-cand/CMakeCache.txt
+rm -f build-ab-base/CMakeCache.txt build-ab-cand/CMakeCache.txt build-ab-base/build.ninja \
+  build-ab-cand/build.ninja  # build.sh configures where build.ninja is missing
 FA_BUILD_DIR=build-ab-base FA3_BUILD_TARGETS=fa-bench FA3_CMAKE_EXTRA="$base_args" \
   fa3_build "$out/base" || exit 1
 # shellcheck disable=SC2154  # bin and build: set by fa3_build

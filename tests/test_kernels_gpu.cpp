@@ -621,6 +621,41 @@ TEST(Fp8, PassesOnEveryInputFamily) {
   }
 }
 
+// fa3 on every input family, each schedule a shape runs by default and d=64's ping-pong build.
+// The outlier and heavy-tailed inputs make a row's max jump by more than the lazy rescale's
+// threshold (FA3_RESCALE_THRESHOLD: 2^8) after blocks whose rescale was skipped, so both of its
+// paths run within one row: a late rescale that missed an earlier skipped block shows in O.
+TEST(Fa3, PassesOnEveryInputFamily) {
+  std::string why;
+  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
+  const auto device = query_device(0, &why);
+  const VariantInfo* info = find_variant("fa3");
+  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
+    GTEST_SKIP() << r;
+  for (Inputs inputs : {Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
+    for (int d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        for (std::int64_t N : {1000, 4096}) {
+          const Shape s = three_heads(N, d, causal);
+          std::vector<LaunchOptions> schedules(1);  // the shape's default
+          if (d == 64) {
+            schedules.emplace_back();
+            schedules.back().options[kOptionFa3Schedule] = std::string("full");
+          }
+          for (const LaunchOptions& lo : schedules) {
+            const auto v = run_and_check("fa3", s, 40 + N + d + static_cast<int>(inputs), false,
+                                         {}, nullptr, inputs, lo);
+            EXPECT_TRUE(v.passed) << "inputs " << static_cast<int>(inputs) << " d=" << d
+                                  << " N=" << N << " causal=" << causal
+                                  << (lo.options.empty() ? " (default schedule)" : " full")
+                                  << ": " << bench::verification_failure_reason(v);
+          }
+        }
+      }
+    }
+  }
+}
+
 // The watchdog's negative: a host call that blocks past the timeout (as run() did behind a hung
 // kernel) is reported while it still blocks; the same work inside the timeout is not.
 TEST(Watchdog, ReportsAHostCallThatBlocksPastTheTimeout) {

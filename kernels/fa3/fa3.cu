@@ -7,6 +7,7 @@
 
 #include <iterator>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -36,14 +37,17 @@ using Fa3Tiles =
     TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
 #endif
 
+// The schedule a launch runs: the one its options name, else the shape's default
+// (fa3_default_schedule), so a launcher built without the option (the tests) runs what a planned
+// row without --fa3-schedule runs.
 class Fa3Launcher final : public Launcher {
  public:
-  Fa3Launcher(fa3::Schedule schedule, const FaultInjection& fault)
-      : schedule_(schedule), fault_(fault) {}
+  Fa3Launcher(std::optional<fa3::Schedule> named, const FaultInjection& fault)
+      : named_(named), fault_(fault) {}
   // The dynamic grid's tile counter (kernels/fa3/fa3_launch.hpp).
   std::size_t workspace_bytes(const Shape& s, const Tiles& t) const override {
     const int d = static_cast<int>(s.d);
-    const fa3::Plan plan = fa3::plan_of(schedule_, d, t.block_kv, s.causal, t.block_q / 64,
+    const fa3::Plan plan = fa3::plan_of(schedule_for(s), d, t.block_kv, s.causal, t.block_q / 64,
                                         fa3::o_buffer_fits(d, t.block_q, t.block_kv));
     return plan.grid == fa3::Grid::dynamic ? fa3::kTileCounterBytes : 0;
   }
@@ -68,11 +72,12 @@ class Fa3Launcher final : public Launcher {
     return dispatch_tiles<List>("fa3", s, t, [&](auto shape, auto causal, auto type) {
       using S = decltype(shape);
       return fa3::launch<S::D, S::BR, S::BC, decltype(causal)::value, typename decltype(type)::type,
-                         FAULTS>(s, b, stream, schedule_, fault_);
+                         FAULTS>(s, b, stream, schedule_for(s), fault_);
     });
   }
+  fa3::Schedule schedule_for(const Shape& s) const;
 
-  fa3::Schedule schedule_;
+  std::optional<fa3::Schedule> named_;
   FaultInjection fault_;
   const void* zeroed_workspace_ = nullptr;
 };
@@ -102,6 +107,14 @@ const NamedSchedule* schedule_named(const std::string& name) {
   return nullptr;
 }
 
+fa3::Schedule Fa3Launcher::schedule_for(const Shape& s) const {
+  if (named_) return *named_;
+  const OptionValue v = fa3_default_schedule(s);
+  const std::string* name = std::get_if<std::string>(&v);
+  const NamedSchedule* n = name ? schedule_named(*name) : nullptr;
+  return n ? n->schedule : fa3::Schedule::full;
+}
+
 }  // namespace
 
 std::vector<Tiles> fa3_tile_options(int d) {
@@ -112,15 +125,14 @@ bool fa3_alternatives_built() {
   return fa3::kAlternativesBuilt;
 }
 
-// Without a schedule option the launcher runs full. A planned row always carries one, its
-// shape's default where the run named none (fa3_default_schedule: no-pingpong at d=64); callers
-// that build LaunchOptions themselves (the tests) name the schedule they mean.
+// Without a schedule option the launcher runs the shape's default (Fa3Launcher::schedule_for); a
+// planned row always carries one (its shape's default where the run named none).
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {
-  fa3::Schedule schedule = fa3::Schedule::full;
+  std::optional<fa3::Schedule> named;
   for (const NamedSchedule& n : kSchedules) {
-    if (o.is(kOptionFa3Schedule, std::string(n.name))) schedule = n.schedule;
+    if (o.is(kOptionFa3Schedule, std::string(n.name))) named = n.schedule;
   }
-  return std::make_unique<Fa3Launcher>(schedule, o.fault);
+  return std::make_unique<Fa3Launcher>(named, o.fault);
 }
 
 std::string fa3_shape_rule(const Shape&) {

@@ -15,6 +15,8 @@
 #include <algorithm>
 #include <string>
 
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/per_device.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 
 namespace fa::fp8 {
@@ -214,22 +216,46 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
   }
 }
 
-// The wide form (FA_FP8_QUANT_WIDE): 512 threads per 128 rows, each thread one 16-byte chunk (8
-// consecutive elements) of 2 (d=64) or 4 (d=128) rows. Against the form above: a quarter of the
-// load instructions, half the registers per thread (so 2-3 blocks of 16 warps per SM instead of
-// 2-4 of 8), three of the Hadamard's stages inside a lane instead of one or two, and V's
-// transposed tile in E4M3 bytes (8 or 16 KB, read conflict-free: lanes along d) instead of
-// floats (17 or 33 KB). The same amax blocks, the same rounding, the same layouts.
-constexpr int kWideThreads = 512;
+// The pipelined form (FA_FP8_QUANT_PIPELINED): a persistent grid (as many blocks as fit on the
+// SMs) walks the work items (128 rows of one tensor of one head; the rows of consecutive items
+// are adjacent) with the inputs of the next items already on their way into shared memory
+// (cp.async, a ring of kStages stages) while the block rotates, reduces and stores the current
+// one. The form above loads, then computes, then stores: with 2-4 blocks per SM, the SM often had
+// no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy kernel's 2.98, 2026-11-25).
+// Each thread copies and later reads back the same 16-byte chunks (8 consecutive elements of a
+// row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
+// program order, its reads of that stage's previous item. The same amax blocks, the same
+// rounding, the same layouts as the form above.
+constexpr int kPipeThreads = 512;
+template <int D>
+struct Pipe {
+  static constexpr int kSub = D / 8;                         // lanes per row
+  static constexpr int kPassRows = kPipeThreads / kSub;      // rows per pass: 64 or 32
+  static constexpr int kPasses = kKvScaleRows / kPassRows;   // chunks per thread: 2 or 4
+  static constexpr int kStages = D == 64 ? 3 : 2;            // 2 (d=64: 3) blocks per SM fit
+  static constexpr int kStageBytes = kKvScaleRows * D * 2;   // 16 or 32 KB of bf16
+  static constexpr int kTileBytes = kKvScaleRows * D;        // V's E4M3 tile
+  static constexpr int kSmemBytes = kStages * kStageBytes + kTileBytes;
+  static constexpr int kMinBlocks = D == 64 ? 3 : 2;
+};
 
 // Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
-// lanes that hold the row (consecutive lanes of one warp); rotated in place.
-template <int D>
-__device__ inline void rotate_chunk(float (&x)[8], int sub) {
+// lanes that hold the row (consecutive lanes of one warp); rotated in place. The Hadamard's
+// first three stages run inside the lane.
+// Bit e: flip_sign(sub * 8 + e), the signs of a lane's 8 coordinates (once per thread: the
+// constants' 64-bit shifts cost about 6 instructions per coordinate).
+__device__ inline std::uint32_t sign_bits(int sub) {
+  std::uint32_t bits = 0;
 #pragma unroll
-  for (int e = 0; e < 8; ++e) {
-    if (flip_sign(sub * 8 + e)) x[e] = -x[e];
-  }
+  for (int e = 0; e < 8; ++e) bits |= static_cast<std::uint32_t>(flip_sign(sub * 8 + e)) << e;
+  return bits;
+}
+
+template <int D>
+__device__ inline void rotate_chunk(float (&x)[8], int sub, std::uint32_t signs) {
+#pragma unroll
+  for (int e = 0; e < 8; ++e)
+    x[e] = __int_as_float(__float_as_int(x[e]) ^ static_cast<int>(((signs >> e) & 1u) << 31));
 #pragma unroll
   for (int st = 1; st < 8; st <<= 1) {  // butterflies inside a lane
 #pragma unroll
@@ -254,57 +280,89 @@ __device__ inline void rotate_chunk(float (&x)[8], int sub) {
   for (int e = 0; e < 8; ++e) x[e] *= norm;
 }
 
-__device__ inline void load_chunk(float (&x)[8], const __nv_bfloat16* p, bool inside) {
-  if (inside) {
-    const uint4 raw = __ldg(reinterpret_cast<const uint4*>(p));
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 f = __bfloat1622float2(h[e]);
-      x[2 * e] = f.x;
-      x[2 * e + 1] = f.y;
-    }
-  } else {
-#pragma unroll
-    for (int e = 0; e < 8; ++e) x[e] = 0.0f;
-  }
-}
-
 __device__ inline uint2 e4m3x8(const float (&x)[8], float sc) {
   return make_uint2(e4m3x4(x[0] * sc, x[1] * sc, x[2] * sc, x[3] * sc),
                     e4m3x4(x[4] * sc, x[5] * sc, x[6] * sc, x[7] * sc));
 }
 
-template <int D, bool HEAD_SCALE>
-__global__ void __launch_bounds__(kWideThreads, D == 64 ? 3 : 2) quantise_wide_kernel(const QuantParams p) {
-  constexpr int kSub = D / 8;                       // lanes per row
-  constexpr int kPassRows = kWideThreads / kSub;    // rows per pass of the block: 64 or 32
-  constexpr int kPasses = kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4
-  constexpr int kWarps = kWideThreads / 32;
-  static_assert(kPassRows * kPasses == kKvScaleRows && kKvScaleRows == 2 * kQScaleRows);
-  const int tensor = blockIdx.z;  // 0 Q, 1 K, 2 V
-  const std::int64_t bh = blockIdx.y, blk = blockIdx.x, N = p.N;
-  const int t = threadIdx.x, warp = t / 32, lane = t % 32, sub = t % kSub;
-  const int row_in_pass = t / kSub;
-  const std::int64_t row0 = blk * kKvScaleRows;
-  const __nv_bfloat16* src = (tensor == 0 ? p.q : (tensor == 1 ? p.k : p.v)) + bh * N * D;
+// Work item i: 128 rows (scale block blk) of one tensor (0 Q, 1 K, 2 V) of head bh.
+struct QuantItem {
+  int tensor;
+  std::int64_t bh, blk;
+};
+// In 32 bits (quantise() refuses more items): a 64-bit division is a call of about 70
+// instructions, and the d=64 kernel paid four per thread and item (ten CALLs in its SASS).
+__device__ inline QuantItem quant_item(std::uint32_t i, const QuantParams& p) {
+  const auto blocks = static_cast<std::uint32_t>(p.kv_blocks);
+  const auto heads = static_cast<std::uint32_t>(p.heads);
+  const std::uint32_t r = i / blocks;
+  return QuantItem{static_cast<int>(r / heads), r % heads, i % blocks};
+}
+template <int D>
+__device__ inline const __nv_bfloat16* item_rows(const QuantItem& it, const QuantParams& p) {
+  return (it.tensor == 0 ? p.q : (it.tensor == 1 ? p.k : p.v)) + it.bh * p.N * D;
+}
 
-  // Load: every chunk of the thread in flight before the first use.
-  float x[kPasses][8];
+// Producer step: this thread's chunks of item i (if any) into `stage`, as one cp.async group
+// (committed even when empty, so every thread counts the same groups). Rows past N arrive as
+// zeros (src-size 0).
+template <int D>
+__device__ inline void load_item_async(std::uint32_t stage, std::uint32_t i, std::uint32_t items,
+                                       const QuantParams& p, int t) {
+  using P = Pipe<D>;
+  if (i < items) {
+    const QuantItem it = quant_item(i, p);
+    const __nv_bfloat16* src = item_rows<D>(it, p);
 #pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    const std::int64_t row = row0 + i * kPassRows + row_in_pass;
-    load_chunk(x[i], src + row * D + sub * 8, row < N);
+    for (int pass = 0; pass < P::kPasses; ++pass) {
+      const std::int64_t row = it.blk * kKvScaleRows + pass * P::kPassRows + t / P::kSub;
+      const bool inside = row < p.N;
+      sm80::cp_async_16(stage + (pass * kPipeThreads + t) * 16,
+                        src + (inside ? row : 0) * D + (t % P::kSub) * 8, inside);
+    }
   }
-  // Rotate Q and K; the amax of each 64-row half (pass i lies in half i * kPassRows / 64).
+  sm80::cp_async_commit();
+}
+
+// This thread's chunks of the item in `stage`, as floats.
+template <int D>
+__device__ inline void read_item(float (&x)[Pipe<D>::kPasses][8], const std::uint8_t* stage,
+                                 int t) {
+#pragma unroll
+  for (int pass = 0; pass < Pipe<D>::kPasses; ++pass) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(stage + (pass * kPipeThreads + t) * 16);
+    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const float2 f = __bfloat1622float2(h[e]);
+      x[pass][2 * e] = f.x;
+      x[pass][2 * e + 1] = f.y;
+    }
+  }
+}
+
+// Consumer step: rotate (Q, K), reduce the amax of each 64-row half over the block (`red`: this
+// item's half of a double buffer, so a fast warp's next item cannot overwrite what a slow warp
+// still reads), record the amax, scale, round to E4M3 and store: Q8, K8 row-major; V8 through
+// `tile`, transposed to [d][Npad] with keys permuted inside groups of 16, one thread per (column,
+// 32 keys): a whole 32-byte sector; the lanes of a warp along the columns (consecutive bytes of
+// one tile row: no bank conflict).
+template <int D, bool HEAD_SCALE>
+__device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const QuantItem& it,
+                                     const QuantParams& p, float (&red)[2][kPipeThreads / 32],
+                                     std::uint8_t* tile, int t, std::uint32_t signs) {
+  using P = Pipe<D>;
+  constexpr int kWarps = kPipeThreads / 32;
+  const int warp = t / 32, lane = t % 32, sub = t % P::kSub, row_in_pass = t / P::kSub;
   float m[2] = {0.0f, 0.0f};
 #pragma unroll
-  for (int i = 0; i < kPasses; ++i) {
-    if (tensor < 2) rotate_chunk<D>(x[i], sub);
+  for (int pass = 0; pass < P::kPasses; ++pass) {
+    if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
+    constexpr int kHalfPasses = kQScaleRows / P::kPassRows;
 #pragma unroll
-    for (int e = 0; e < 8; ++e) m[i * kPassRows / kQScaleRows] = fmaxf(m[i * kPassRows / kQScaleRows], fabsf(x[i][e]));
+    for (int e = 0; e < 8; ++e)
+      m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
   }
-  __shared__ float red[2][kWarps];
   // Every lane takes part in the shuffles (see quantise_kernel).
   m[0] = warp_max(m[0]);
   m[1] = warp_max(m[1]);
@@ -326,51 +384,102 @@ __global__ void __launch_bounds__(kWideThreads, D == 64 ? 3 : 2) quantise_wide_k
   float amax[2];
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
-    amax[h] = HEAD_SCALE ? p.w.amax_head[tensor * p.heads + bh]
-                         : fmaxf(tensor == 0 ? half_amax[h] : block_amax, 1e-30f);
+    amax[h] = HEAD_SCALE ? p.w.amax_head[it.tensor * p.heads + it.bh]
+                         : fmaxf(it.tensor == 0 ? half_amax[h] : block_amax, 1e-30f);
   }
-  if (tensor == 0 && t < 2) {
-    const std::int64_t qb = blk * 2 + t;
-    if (qb < p.q_blocks) p.w.amax_q[bh * p.q_blocks + qb] = t == 0 ? amax[0] : amax[1];
-  } else if (tensor > 0 && t == 0) {
-    (tensor == 1 ? p.w.amax_k : p.w.amax_v)[bh * p.kv_blocks + blk] = amax[0];
+  if (it.tensor == 0 && t < 2) {
+    const std::int64_t qb = it.blk * 2 + t;
+    if (qb < p.q_blocks) p.w.amax_q[it.bh * p.q_blocks + qb] = t == 0 ? amax[0] : amax[1];
+  } else if (it.tensor > 0 && t == 0) {
+    (it.tensor == 1 ? p.w.amax_k : p.w.amax_v)[it.bh * p.kv_blocks + it.blk] = amax[0];
   }
   const float sc[2] = {kE4m3Max / amax[0], kE4m3Max / amax[1]};
+  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;
+  const std::int64_t row0 = it.blk * kKvScaleRows;
 
-  if (tensor < 2) {  // Q8, K8: row-major, 8 bytes per chunk
-    std::uint8_t* dst = (tensor == 0 ? p.w.q8 : p.w.k8) + bh * N * D;
+  if (it.tensor < 2) {
+    std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
 #pragma unroll
-    for (int i = 0; i < kPasses; ++i) {
-      const std::int64_t row = row0 + i * kPassRows + row_in_pass;
-      if (row < N)
+    for (int pass = 0; pass < P::kPasses; ++pass) {
+      const std::int64_t row = row0 + pass * P::kPassRows + row_in_pass;
+      if (row < p.N)
         *reinterpret_cast<uint2*>(dst + row * D + sub * 8) =
-            e4m3x8(x[i], sc[i * kPassRows / kQScaleRows]);
+            e4m3x8(x[pass], sc[pass / kHalfPasses]);
     }
     return;
   }
-
-  // V8: the block's 128 keys as E4M3 bytes in shared memory, then out transposed ([d][Npad]) with
-  // keys permuted inside groups of 16 (fp8_layout.hpp): one 16-byte store per (column, group), the
-  // lanes of a warp along the columns (consecutive bytes of one tile row: no bank conflict).
-  __shared__ __align__(16) std::uint8_t tile[kKvScaleRows][D];
+  // V. The tile's previous reader (an earlier V item of this block) finished before this item's
+  // amax barrier above.
 #pragma unroll
-  for (int i = 0; i < kPasses; ++i)
-    *reinterpret_cast<uint2*>(&tile[i * kPassRows + row_in_pass][sub * 8]) = e4m3x8(x[i], sc[0]);
+  for (int pass = 0; pass < P::kPasses; ++pass)
+    *reinterpret_cast<uint2*>(tile + (pass * P::kPassRows + row_in_pass) * D + sub * 8) =
+        e4m3x8(x[pass], sc[0]);
   __syncthreads();
-  std::uint8_t* out = p.w.vt8 + bh * D * p.Npad + blk * kKvScaleRows;
+  std::uint8_t* out = p.w.vt8 + it.bh * D * p.Npad + row0;
+  constexpr int kWork = D * (kKvScaleRows / 32);  // (column, 32 keys): one whole 32-byte sector
 #pragma unroll
-  for (int j = 0; j < D * (kKvScaleRows / 16) / kWideThreads; ++j) {
-    const int item = j * kWideThreads + t, c = item % D, g = item / D;
-    std::uint32_t word[4];
+  for (int j = 0; j < (kWork + kPipeThreads - 1) / kPipeThreads; ++j) {
+    const int w32 = j * kPipeThreads + t, c = w32 % D, k0 = (w32 / D) * 32;
+    if (kWork % kPipeThreads != 0 && w32 >= kWork) break;
+    std::uint32_t word[8];
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < 8; ++w) {
       word[w] = 0;
 #pragma unroll
       for (int b = 0; b < 4; ++b)
-        word[w] |= static_cast<std::uint32_t>(tile[permuted_key(g * 16 + 4 * w + b)][c]) << (8 * b);
+        word[w] |= static_cast<std::uint32_t>(tile[permuted_key(k0 + 4 * w + b) * D + c])
+                   << (8 * b);
     }
-    *reinterpret_cast<uint4*>(out + c * p.Npad + g * 16) = make_uint4(word[0], word[1], word[2], word[3]);
+    auto* dst = reinterpret_cast<uint4*>(out + c * p.Npad + k0);
+    dst[0] = make_uint4(word[0], word[1], word[2], word[3]);
+    dst[1] = make_uint4(word[4], word[5], word[6], word[7]);
   }
+}
+
+// The persistent loop: the ring's first kStages - 1 items in flight, then per item: issue the
+// load kStages - 1 items ahead, wait for this item's group, read, quantise.
+template <int D, bool HEAD_SCALE>
+__global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
+    quantise_pipelined_kernel(const QuantParams p) {
+  using P = Pipe<D>;
+  extern __shared__ __align__(16) std::uint8_t smem[];
+  __shared__ float red[2][2][kPipeThreads / 32];
+  const int t = threadIdx.x;
+  const auto items = static_cast<std::uint32_t>(3 * p.heads * p.kv_blocks);
+  const std::uint32_t step = gridDim.x;
+  const std::uint32_t signs = sign_bits(t % P::kSub);
+  const std::uint32_t ring = sm80::smem_u32(smem);
+  std::uint8_t* tile = smem + P::kStages * P::kStageBytes;
+#pragma unroll
+  for (int s = 0; s < P::kStages - 1; ++s)
+    load_item_async<D>(ring + s * P::kStageBytes, blockIdx.x + s * step, items, p, t);
+  int k = 0;
+  for (std::uint32_t i = blockIdx.x; i < items; i += step, ++k) {
+    load_item_async<D>(ring + ((k + P::kStages - 1) % P::kStages) * P::kStageBytes,
+                       i + (P::kStages - 1) * step, items, p, t);
+    sm80::cp_async_wait<P::kStages - 1>();
+    float x[P::kPasses][8];
+    read_item<D>(x, smem + (k % P::kStages) * P::kStageBytes, t);
+    quantise_item<D, HEAD_SCALE>(x, quant_item(i, p), p, red[k & 1], tile, t, signs);
+  }
+  sm80::cp_async_wait<0>();  // no copy outlives the block
+}
+
+// Blocks of the persistent grid: as many as fit on the device's SMs (once per device).
+template <int D, bool HEAD_SCALE>
+int pipelined_grid() {
+  static PerDevice<int> blocks;
+  return blocks.get([] {
+    const auto kernel = quantise_pipelined_kernel<D, HEAD_SCALE>;
+    int device = 0, sms = 0, per_sm = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                         Pipe<D>::kSmemBytes);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPipeThreads,
+                                                  Pipe<D>::kSmemBytes);
+    return std::max(1, sms) * std::max(1, per_sm);
+  });
 }
 
 template <int D>
@@ -388,11 +497,14 @@ void enqueue(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t s
   if (scale == Scale::head)
     amax_head_kernel<D><<<dim3(static_cast<unsigned>(p.heads), 3), 256, 0, stream>>>(
         p.q, p.k, p.v, s.N, p.w.amax_head);
-#if FA_FP8_QUANT_WIDE
+#if FA_FP8_QUANT_PIPELINED
+  const std::int64_t items = 3 * p.heads * p.kv_blocks;
   if (scale == Scale::head) {
-    quantise_wide_kernel<D, true><<<grid, kWideThreads, 0, stream>>>(p);
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, true>()));
+    quantise_pipelined_kernel<D, true><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
   } else {
-    quantise_wide_kernel<D, false><<<grid, kWideThreads, 0, stream>>>(p);
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, false>()));
+    quantise_pipelined_kernel<D, false><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
   }
 #else
   if (scale == Scale::head) {
@@ -471,6 +583,8 @@ std::string QuantisingLauncher::quantise_step(const Shape& s, const DeviceBuffer
 std::string quantise(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t stream) {
   if (b.workspace_bytes < workspace_bytes(s)) return "fp8 quantise: workspace too small";
   if (s.heads_total() > 65535) return "fp8 quantise: B*H must be <= 65535";
+  if (3 * s.heads_total() * kv_scale_blocks(s.N) > 0xffffffffLL)  // the pipelined form's items
+    return "fp8 quantise: 3 * B*H * ceil(N / 128) must be < 2^32";
   if (s.d == 64) {
     enqueue<64>(s, b, scale, stream);
   } else if (s.d == 128) {
