@@ -643,12 +643,12 @@ TEST(Fa3, PassesOnEveryInputFamily) {
             schedules.back().options[kOptionFa3Schedule] = std::string("full");
           }
           for (const LaunchOptions& lo : schedules) {
-            const auto v = run_and_check("fa3", s, 40 + N + d + static_cast<int>(inputs), false,
-                                         {}, nullptr, inputs, lo);
+            const auto v = run_and_check("fa3", s, 40 + N + d + static_cast<int>(inputs), false, {},
+                                         nullptr, inputs, lo);
             EXPECT_TRUE(v.passed) << "inputs " << static_cast<int>(inputs) << " d=" << d
                                   << " N=" << N << " causal=" << causal
-                                  << (lo.options.empty() ? " (default schedule)" : " full")
-                                  << ": " << bench::verification_failure_reason(v);
+                                  << (lo.options.empty() ? " (default schedule)" : " full") << ": "
+                                  << bench::verification_failure_reason(v);
           }
         }
       }

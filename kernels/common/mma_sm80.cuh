@@ -235,48 +235,6 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
   }
 }
 
-// warp_qkt_rows_smem_q with each k-step's Q and K fragments loaded from shared memory one k-step
-// ahead of its MMAs (a double buffer in registers, as CuTe's gemm in FlashAttention-2 does),
-// instead of leaving the order to ptxas. A candidate for fa2's 32-row tiles that re-read Q from
-// shared memory (d=128 128x64 and 256x32, d=64 128x128; CMake FA_FA2_FRAGMENT_PREFETCH, default
-// OFF: not yet measured; docs/perf-notes.md "fa2 v4").
-template <int MT, int D, int BC, typename T>
-__device__ inline void warp_qkt_rows_smem_q_prefetch(float (&s)[MT][BC / 8][4], const T* sQ,
-                                                     int row0, const T* sK, int lane) {
-#pragma unroll
-  for (int m = 0; m < MT; ++m) {
-#pragma unroll
-    for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
-  }
-  std::uint32_t a[2][MT][4], b[2][BC / 16][4];
-  auto load = [&](int kk, int buf) {
-#pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      ldmatrix_x4(a[buf][m],
-                  smem_u32(sQ + swz<D>(row0 + m * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-    }
-#pragma unroll
-    for (int np = 0; np < BC / 16; ++np) {
-      ldmatrix_x4(b[buf][np], smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                                   kk * 16 + ((lane >> 3) & 1) * 8)));
-    }
-  };
-  load(0, 0);
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    const int cur = kk & 1;
-    if (kk + 1 < D / 16) load(kk + 1, cur ^ 1);
-#pragma unroll
-    for (int np = 0; np < BC / 16; ++np) {
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        mma_16816<T>(s[m][2 * np], a[cur][m], b[cur][np][0], b[cur][np][1]);
-        mma_16816<T>(s[m][2 * np + 1], a[cur][m], b[cur][np][2], b[cur][np][3]);
-      }
-    }
-  }
-}
-
 // P (16*MT x BC, fp32) rounded to T and packed as A fragments: pk[m][kc] is the 16x16 A fragment
 // of keys [16kc, 16kc + 16) of m16 tile m. Packing all of P before P V frees the fp32 scores (half
 // the registers) before the V fragments stream in.

@@ -39,17 +39,10 @@
 // FA_FA2_SOFTMAX_TILES: the 32-row warps' two m16 tiles through one online-softmax step
 // (update_scaled_tiles: shuffles of both in flight together, tree reductions) instead of one tile
 // after the other. CMake option of the same name, ON by default there (H100 A/B, 2026-11-25: fa2
-// 1.06-1.08x at d=64, 1.00-1.03x at d=128; docs/perf-notes.md, fa2 v4).
+// 1.06-1.08x at d=64, 1.00-1.03x at d=128; docs/perf-notes.md, fa2 v4). The fallback below (0)
+// serves compiles outside CMake; CMake passes the switch's own default.
 #ifndef FA_FA2_SOFTMAX_TILES
 #define FA_FA2_SOFTMAX_TILES 0
-#endif
-// FA_FA2_FRAGMENT_PREFETCH: Q K^T of the 32-row tiles that re-read Q from shared memory (d=128
-// 128x64 and 256x32, d=64 128x128) through warp_qkt_rows_smem_q_prefetch, each k-step's
-// fragments loaded one k-step ahead. A candidate (CMake option of the same name, OFF; ptxas at
-// d=128 128x64: 160 bytes spilled against 144). The fallbacks below (0) serve compiles outside
-// CMake; CMake passes each switch's own default.
-#ifndef FA_FA2_FRAGMENT_PREFETCH
-#define FA_FA2_FRAGMENT_PREFETCH 0
 #endif
 
 namespace fa {
@@ -178,11 +171,7 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
     } else if constexpr (kQRegs) {
       warp_qkt_rows<kMT, D, BC>(s, qf, sK + buf * BC * D, lane);
     } else {
-#if FA_FA2_FRAGMENT_PREFETCH
-      warp_qkt_rows_smem_q_prefetch<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
-#else
       warp_qkt_rows_smem_q<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
-#endif
     }
 
 #pragma unroll

@@ -1,7 +1,9 @@
 // The FP8 variants' quantisation pass: bf16 Q, K, V -> E4M3 Q8, K8 (rotated) and V8 (transposed,
 // keys permuted), with their amax per scale block (kernels/fp8/fp8_quant.hpp).
 //
-// One thread block of 256 threads per (128 rows, batch*head, tensor): each warp holds 16 rows in
+// Two forms of one pass (CMake FA_FP8_QUANT_PIPELINED picks; the pipelined one, at the end of
+// this file, is the default). The first (quantise_kernel), of 2026-11-22:
+// one thread block of 256 threads per (128 rows, batch*head, tensor): each warp holds 16 rows in
 // registers (d/32 consecutive elements per lane), Q and K rotated in place (below); the block
 // reduces the amax of each scale block (Q: the two halves of 64 rows, K and V: all 128), writes
 // it, scales, rounds to E4M3 and stores: Q8, K8 row-major; V8 through shared memory, transposed to
@@ -222,6 +224,10 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 // (cp.async, a ring of kStages stages) while the block rotates, reduces and stores the current
 // one. The form above loads, then computes, then stores: with 2-4 blocks per SM, the SM often had
 // no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy kernel's 2.98, 2026-11-25).
+// Measured (H100, 2026-11-25, N=4096, ncu, cold L2): d=128 150 us against 176 (1.92 TB/s, 64%
+// of the copy kernel), d=64 182 us against 171 (the form above stays ahead there cold); fa-bench's
+// fp8 rows with the pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md,
+// "The quantisation pass, pipelined").
 // Each thread copies and later reads back the same 16-byte chunks (8 consecutive elements of a
 // row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
 // program order, its reads of that stage's previous item. The same amax blocks, the same
@@ -229,12 +235,12 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 constexpr int kPipeThreads = 512;
 template <int D>
 struct Pipe {
-  static constexpr int kSub = D / 8;                         // lanes per row
-  static constexpr int kPassRows = kPipeThreads / kSub;      // rows per pass: 64 or 32
-  static constexpr int kPasses = kKvScaleRows / kPassRows;   // chunks per thread: 2 or 4
-  static constexpr int kStages = D == 64 ? 3 : 2;            // 2 (d=64: 3) blocks per SM fit
-  static constexpr int kStageBytes = kKvScaleRows * D * 2;   // 16 or 32 KB of bf16
-  static constexpr int kTileBytes = kKvScaleRows * D;        // V's E4M3 tile
+  static constexpr int kSub = D / 8;                        // lanes per row
+  static constexpr int kPassRows = kPipeThreads / kSub;     // rows per pass: 64 or 32
+  static constexpr int kPasses = kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4
+  static constexpr int kStages = D == 64 ? 3 : 2;  // the ring: with it, 3 (d=64) or 2 blocks per SM
+  static constexpr int kStageBytes = kKvScaleRows * D * 2;  // 16 or 32 KB of bf16
+  static constexpr int kTileBytes = kKvScaleRows * D;       // V's E4M3 tile
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileBytes;
   static constexpr int kMinBlocks = D == 64 ? 3 : 2;
 };
@@ -474,8 +480,7 @@ int pipelined_grid() {
     int device = 0, sms = 0, per_sm = 0;
     cudaGetDevice(&device);
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                         Pipe<D>::kSmemBytes);
+    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Pipe<D>::kSmemBytes);
     cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPipeThreads,
                                                   Pipe<D>::kSmemBytes);
     return std::max(1, sms) * std::max(1, per_sm);
@@ -500,10 +505,12 @@ void enqueue(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t s
 #if FA_FP8_QUANT_PIPELINED
   const std::int64_t items = 3 * p.heads * p.kv_blocks;
   if (scale == Scale::head) {
-    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, true>()));
+    const auto blocks =
+        static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, true>()));
     quantise_pipelined_kernel<D, true><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
   } else {
-    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, false>()));
+    const auto blocks =
+        static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, false>()));
     quantise_pipelined_kernel<D, false><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
   }
 #else
