@@ -232,17 +232,37 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 // row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
 // program order, its reads of that stage's previous item. The same amax blocks, the same
 // rounding, the same layouts as the form above.
-constexpr int kPipeThreads = 512;
+// The ring's depth per head dim and the block's threads: CMake settings of the same names, A/B
+// knobs (the fallbacks, for compiles outside CMake, are CMake's defaults: the measured build).
+#ifndef FA_FP8_QUANT_STAGES_D64
+#define FA_FP8_QUANT_STAGES_D64 3
+#endif
+#ifndef FA_FP8_QUANT_STAGES_D128
+#define FA_FP8_QUANT_STAGES_D128 2
+#endif
+#ifndef FA_FP8_QUANT_THREADS
+#define FA_FP8_QUANT_THREADS 512
+#endif
+constexpr int kPipeThreads = FA_FP8_QUANT_THREADS;
 template <int D>
 struct Pipe {
-  static constexpr int kSub = D / 8;                        // lanes per row
-  static constexpr int kPassRows = kPipeThreads / kSub;     // rows per pass: 64 or 32
-  static constexpr int kPasses = kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4
-  static constexpr int kStages = D == 64 ? 3 : 2;  // the ring: with it, 3 (d=64) or 2 blocks per SM
+  static constexpr int kSub = D / 8;                     // lanes per row
+  static constexpr int kPassRows = kPipeThreads / kSub;  // rows per pass: 64 or 32 (512 threads)
+  static constexpr int kPasses =
+      kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4 (512 threads)
+  static constexpr int kStages = D == 64 ? FA_FP8_QUANT_STAGES_D64 : FA_FP8_QUANT_STAGES_D128;
   static constexpr int kStageBytes = kKvScaleRows * D * 2;  // 16 or 32 KB of bf16
   static constexpr int kTileBytes = kKvScaleRows * D;       // V's E4M3 tile
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileBytes;
-  static constexpr int kMinBlocks = D == 64 ? 3 : 2;
+  // The register cap's target: the blocks per SM that the shared memory allows (sm_90: 227 KB,
+  // 1 KB reserved per block), at most 3 (d=64) or 2. The defaults: 3 blocks of 56 KB at d=64, 2
+  // of 80 KB at d=128.
+  static constexpr int kSmemFit = 227 * 1024 / (kSmemBytes + 1024 + 256);
+  static constexpr int kMostBlocks = D == 64 ? 3 : 2;
+  static constexpr int kMinBlocks =
+      kSmemFit < 1 ? 1 : (kSmemFit < kMostBlocks ? kSmemFit : kMostBlocks);
+  static_assert(kPipeThreads % kSub == 0 && kQScaleRows % kPassRows == 0 && kStages >= 2,
+                "a pass covers whole rows of one 64-row half; the ring has two stages or more");
 };
 
 // Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
