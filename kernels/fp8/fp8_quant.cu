@@ -232,6 +232,11 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 // row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
 // program order, its reads of that stage's previous item. The same amax blocks, the same
 // rounding, the same layouts as the form above.
+// The switch between the two forms: CMake passes FA_FP8_QUANT_PIPELINED=1 when ON; outside CMake
+// (and with it OFF) the first form runs.
+#ifndef FA_FP8_QUANT_PIPELINED
+#define FA_FP8_QUANT_PIPELINED 0
+#endif
 // The ring's depth per head dim and the block's threads: CMake settings of the same names, A/B
 // knobs (the fallbacks, for compiles outside CMake, are CMake's defaults: the measured build).
 #ifndef FA_FP8_QUANT_STAGES_D64
@@ -484,6 +489,9 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
     load_item_async<D>(ring + ((k + P::kStages - 1) % P::kStages) * P::kStageBytes,
                        i + (P::kStages - 1) * step, items, p, t);
     sm80::cp_async_wait<P::kStages - 1>();
+    // No __syncthreads follows the wait here (each thread reads its own chunks): keep the
+    // compiler from moving the shared-memory reads above it.
+    asm volatile("" ::: "memory");
     float x[P::kPasses][8];
     read_item<D>(x, smem + (k % P::kStages) * P::kStageBytes, t);
     quantise_item<D, HEAD_SCALE>(x, quant_item(i, p), p, red[k & 1], tile, t, signs);
@@ -491,20 +499,42 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
   sm80::cp_async_wait<0>();  // no copy outlives the block
 }
 
-// Blocks of the persistent grid: as many as fit on the device's SMs (once per device).
+// Blocks of the persistent grid: as many as fit on the device's SMs (once per device); 0 where
+// the kernel cannot run (its shared memory is more than the device gives a block: a large ring
+// on sm_80/sm_89, whose fp8-sm89 variant shares this pass), and the caller takes the first form.
 template <int D, bool HEAD_SCALE>
 int pipelined_grid() {
   static PerDevice<int> blocks;
   return blocks.get([] {
     const auto kernel = quantise_pipelined_kernel<D, HEAD_SCALE>;
     int device = 0, sms = 0, per_sm = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
-    cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, Pipe<D>::kSmemBytes);
-    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPipeThreads,
-                                                  Pipe<D>::kSmemBytes);
-    return std::max(1, sms) * std::max(1, per_sm);
+    if (cudaGetDevice(&device) != cudaSuccess ||
+        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess ||
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             Pipe<D>::kSmemBytes) != cudaSuccess ||
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kPipeThreads,
+                                                      Pipe<D>::kSmemBytes) != cudaSuccess) {
+      (void)cudaGetLastError();  // the refusal is not the next launch's error
+      return 0;
+    }
+    return sms * per_sm;
   });
+}
+
+// The pipelined form where it fits (FA_FP8_QUANT_PIPELINED), else the first.
+template <int D, bool HEAD_SCALE>
+void launch_quantise(const QuantParams& p, cudaStream_t stream) {
+  if (FA_FP8_QUANT_PIPELINED) {
+    const std::int64_t items = 3 * p.heads * p.kv_blocks;
+    if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
+      const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
+      quantise_pipelined_kernel<D, HEAD_SCALE>
+          <<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
+      return;
+    }
+  }
+  const dim3 grid(static_cast<unsigned>(p.kv_blocks), static_cast<unsigned>(p.heads), 3);
+  quantise_kernel<D, HEAD_SCALE><<<grid, 256, 0, stream>>>(p);
 }
 
 template <int D>
@@ -518,28 +548,13 @@ void enqueue(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t s
                 s.heads_total(),
                 q_scale_blocks(s.N),
                 kv_scale_blocks(s.N)};
-  const dim3 grid(static_cast<unsigned>(p.kv_blocks), static_cast<unsigned>(p.heads), 3);
-  if (scale == Scale::head)
+  if (scale == Scale::head) {
     amax_head_kernel<D><<<dim3(static_cast<unsigned>(p.heads), 3), 256, 0, stream>>>(
         p.q, p.k, p.v, s.N, p.w.amax_head);
-#if FA_FP8_QUANT_PIPELINED
-  const std::int64_t items = 3 * p.heads * p.kv_blocks;
-  if (scale == Scale::head) {
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, true>()));
-    quantise_pipelined_kernel<D, true><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
+    launch_quantise<D, true>(p, stream);
   } else {
-    const auto blocks =
-        static_cast<unsigned>(std::min<std::int64_t>(items, pipelined_grid<D, false>()));
-    quantise_pipelined_kernel<D, false><<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
+    launch_quantise<D, false>(p, stream);
   }
-#else
-  if (scale == Scale::head) {
-    quantise_kernel<D, true><<<grid, 256, 0, stream>>>(p);
-  } else {
-    quantise_kernel<D, false><<<grid, 256, 0, stream>>>(p);
-  }
-#endif
 }
 
 }  // namespace
@@ -610,8 +625,9 @@ std::string QuantisingLauncher::quantise_step(const Shape& s, const DeviceBuffer
 std::string quantise(const Shape& s, const DeviceBuffers& b, Scale scale, cudaStream_t stream) {
   if (b.workspace_bytes < workspace_bytes(s)) return "fp8 quantise: workspace too small";
   if (s.heads_total() > 65535) return "fp8 quantise: B*H must be <= 65535";
-  if (3 * s.heads_total() * kv_scale_blocks(s.N) > 0xffffffffLL)  // the pipelined form's items
-    return "fp8 quantise: 3 * B*H * ceil(N / 128) must be < 2^32";
+  // The pipelined form's item indices, and those its ring looks ahead to, in 32 bits.
+  if (3 * s.heads_total() * kv_scale_blocks(s.N) > 0x7fffffffLL)
+    return "fp8 quantise: 3 * B*H * ceil(N / 128) must be < 2^31";
   if (s.d == 64) {
     enqueue<64>(s, b, scale, stream);
   } else if (s.d == 128) {
