@@ -237,6 +237,9 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #ifndef FA_FP8_QUANT_PIPELINED
 #define FA_FP8_QUANT_PIPELINED 0
 #endif
+#ifndef FA_FP8_QUANT_WARP_AMAX
+#define FA_FP8_QUANT_WARP_AMAX 0
+#endif
 // The ring's depth per head dim and the block's threads: CMake settings of the same names, A/B
 // knobs (the fallbacks, for compiles outside CMake, are CMake's defaults: the measured build).
 #ifndef FA_FP8_QUANT_STAGES_D64
@@ -402,12 +405,30 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
     red[1][warp] = m[1];
   }
   __syncthreads();
-  float half_amax[2] = {red[0][0], red[1][0]};
+  float half_amax[2];
+#if FA_FP8_QUANT_WARP_AMAX
+  // Lane l reads one of the 2 x kWarps partial maxima and the warp reduces them: 1 shared load
+  // and 6 shuffles per thread instead of 2 x kWarps loads (32 at 512 threads; at d=64 the pass
+  // spends about 300 instructions per thread and item, so that was a fifth of it). A candidate:
+  // CMake FA_FP8_QUANT_WARP_AMAX, OFF, not measured (docs/perf-notes.md).
+  {
+    static_assert(2 * kWarps <= 32, "one lane per partial maximum");
+    const int slot = lane % (2 * kWarps);
+    float v = red[slot / kWarps][slot % kWarps];
+#pragma unroll
+    for (int off = 1; off < kWarps; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    half_amax[0] = __shfl_sync(0xffffffffu, v, 0);
+    half_amax[1] = __shfl_sync(0xffffffffu, v, kWarps);
+  }
+#else
+  half_amax[0] = red[0][0];
+  half_amax[1] = red[1][0];
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) {
     half_amax[0] = fmaxf(half_amax[0], red[0][w]);
     half_amax[1] = fmaxf(half_amax[1], red[1][w]);
   }
+#endif
   const float block_amax = fmaxf(half_amax[0], half_amax[1]);
   // The scale of each half: Q's own half, K's and V's whole block, or the head's (Scale::head,
   // which every block of the head then records, so the attention kernels read one layout). An
