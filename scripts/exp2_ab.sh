@@ -60,37 +60,8 @@ done
   step tests-cand "$cand_build/bin/fa_tests_gpu" \
   --gtest_filter="${EXP2_AB_TEST_FILTER:-AllVariants/*:Shapes/BackwardMatchesReference.*:Fp8.*:Fp8Schedules.*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_bf16_full_N1000}"
 
-python3 - "$out" "$base_args" "$cand_args" <<'PY'
-import json, os, sys
-out, base_args, cand_args = sys.argv[1:4]
-
-def rows(name):
-    try:
-        doc = json.load(open(os.path.join(out, name)))
-    except (OSError, ValueError):
-        return {}
-    res = {}
-    for c in doc.get("configs", []):
-        for r in c["results"]:
-            ok = r["status"] == "ok" and (r.get("verification") or {}).get("passed") is not False
-            t = (r.get("derived") or {}).get("tflops_convention") if ok else None
-            kc = r.get("kernel_config") or {}
-            name = r["variant"] + (f"@{kc['block_q']}x{kc['block_kv']}" if kc else "")
-            opts = r.get("options") or {}
-            if "fp8_schedule" in opts:
-                name += "~" + opts["fp8_schedule"]
-            res[(name, c["d"], c["causal"], c["N"])] = (t, r["status"])
-    return res
-
-base, cand = rows("base.json"), rows("cand.json")
-print(f"== TFLOP/s, base ({base_args}) against cand ({cand_args}), fa-bench median ==")
-print(f"{'row':>34} {'d':>4} {'causal':>6} {'N':>6} {'base':>8} {'cand':>8} {'cand/base':>9}")
-for key in sorted(set(base) | set(cand)):
-    (tb, sb), (tc, sc) = base.get(key, (None, "-")), cand.get(key, (None, "-"))
-    ratio = f"{tc / tb:.3f}" if tb and tc else "-"
-    cell = lambda t, s: f"{t:8.1f}" if t else f"{s[:8]:>8}"
-    print(f"{key[0]:>34} {key[1]:>4} {int(key[2]):>6} {key[3]:>6} {cell(tb, sb)} {cell(tc, sc)} {ratio:>9}")
-PY
+echo "== TFLOP/s, base ($base_args) against cand ($cand_args), fa-bench median =="
+python3 scripts/ab_table.py base="$out/base.json" cand="$out/cand.json"
 grep -E '^\[  PASSED  \] [0-9]+ test|^\[  FAILED  \] ' "$out/tests-cand.log" 2>/dev/null | sed 's/^/tests-cand: /'
 printf '%s\n' "${summary[@]}"
 [ "$failed" -eq 0 ] || exit 3

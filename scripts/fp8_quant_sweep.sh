@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# The FP8 quantisation pass's settings against each other in one device call: one build folder,
+# one fa-bench per side (a side's settings reach kernels/fp8/fp8_quant.cu alone, so after the
+# first full build each side recompiles that file and relinks: seconds), then the same table from
+# every side and the pass under ncu (scripts/fp8_quant_profile.sh), side by side with each
+# side's ratio to the first (scripts/ab_table.py).
+#   scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" [LABEL="CMAKE ARGS" ...]
+# Every side starts from the defaults (the pass's switches and settings in CMakeLists.txt), then
+# its own arguments, so a side is what it names and nothing an earlier side set. The first side
+# is the base of the ratios; "" is the defaults. E.g.
+#   scripts/fp8_quant_sweep.sh OUT base="" stages43="-DFA_FP8_QUANT_STAGES_D64=4
+#     -DFA_FP8_QUANT_STAGES_D128=3" warp_amax="-DFA_FP8_QUANT_WARP_AMAX=ON"
+#     first_form="-DFA_FP8_QUANT_PIPELINED=OFF"
+# The table: fa-bench --N $QS_N --d 64,128 --causal both --variants fp8,cudnn --no-counters
+# (cudnn: the control, untouched by the settings; QS_N default 1024,4096,16384; QS_FLAGS more
+# flags). QS_TESTS=1 also runs the fp8 GPU tests with every side (not only its verified rows).
+# Exit codes: 0 every side built and ran; 1 a build failed; 3 a run failed (its log in OUTDIR).
+set -uo pipefail
+# shellcheck source=scripts/fa3_check.sh
+source "$(dirname "$0")/fa3_check.sh"  # fa3_build, step (cd's to the repository root)
+out=${1:?usage: scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" ...}
+shift
+[ $# -ge 1 ] || { echo "fp8_quant_sweep: name at least one side (LABEL=\"CMAKE ARGS\")" >&2; exit 2; }
+mkdir -p "$out/bin"
+defaults="-DFA_FP8_QUANT_PIPELINED=ON -DFA_FP8_QUANT_WARP_AMAX=OFF -DFA_FP8_QUANT_STAGES_D64=3"
+defaults+=" -DFA_FP8_QUANT_STAGES_D128=2 -DFA_FP8_QUANT_THREADS=512"
+labels=()
+for spec in "$@"; do
+  label=${spec%%=*} args=${spec#*=}
+  mkdir -p "$out/$label"
+  targets=fa-bench
+  [ "${QS_TESTS:-0}" = 1 ] && targets="fa-bench fa_tests_gpu"
+  # A subshell: fa3_build exports FA_CMAKE_ARGS, which must not carry one side's arguments into
+  # the next.
+  (FA_BUILD_DIR=build-qsweep FA3_BUILD_TARGETS=$targets FA3_CMAKE_EXTRA="$defaults $args" \
+    fa3_build "$out/$label") || exit 1
+  cp build-qsweep/bin/fa-bench "$out/bin/fa-bench-$label"
+  [ "${QS_TESTS:-0}" = 1 ] && cp build-qsweep/bin/fa_tests_gpu "$out/bin/fa_tests_gpu-$label"
+  labels+=("$label")
+done
+tables=() profiles=()
+for label in "${labels[@]}"; do
+  # shellcheck disable=SC2086  # QS_FLAGS: a list of flags
+  step "table-$label" "$out/bin/fa-bench-$label" --N "${QS_N:-1024,4096,16384}" --d 64,128 \
+    --causal both --variants fp8,cudnn --no-counters ${QS_FLAGS:-} --json "$out/$label.json"
+  [ "${QS_TESTS:-0}" = 1 ] && step "tests-$label" "$out/bin/fa_tests_gpu-$label" \
+    --gtest_filter='AllVariants/*fp8*:Fp8.*:Fp8Schedules.*:Fp8Dynamic.*'
+  tables+=("$label=$out/$label.json")
+  profiles+=("$label=$out/bin/fa-bench-$label")
+done
+echo "== TFLOP/s (fa-bench median), each side against ${labels[0]} =="
+python3 scripts/ab_table.py "${tables[@]}"
+echo "== the pass under ncu (cold L2, base clocks), N=4096 =="
+QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" | grep -v copy_unrolled
+printf '%s\n' "${summary[@]}"
+[ "$failed" -eq 0 ] || exit 3
