@@ -22,8 +22,9 @@ out=${1:?usage: scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" ...}
 shift
 [ $# -ge 1 ] || { echo "fp8_quant_sweep: name at least one side (LABEL=\"CMAKE ARGS\")" >&2; exit 2; }
 mkdir -p "$out/bin"
-defaults="-DFA_FP8_QUANT_PIPELINED=ON -DFA_FP8_QUANT_WARP_AMAX=OFF -DFA_FP8_QUANT_STAGES_D64=3"
-defaults+=" -DFA_FP8_QUANT_STAGES_D128=2 -DFA_FP8_QUANT_THREADS=512"
+# -U drops the pass's cached switches and settings, so CMakeLists.txt's defaults come back before
+# the side's own arguments.
+defaults="-UFA_FP8_QUANT_*"
 labels=()
 for spec in "$@"; do
   label=${spec%%=*} args=${spec#*=}
