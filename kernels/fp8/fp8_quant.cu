@@ -32,14 +32,11 @@ namespace {
 // independent errors instead of one error shared by every key's score (the FlashAttention-3
 // paper's "incoherent processing"; the signs: fp8_layout.hpp). Measured effect in
 // docs/accuracy.md.
-// One row of D elements held by a warp, D/32 consecutive elements per lane; rotated in place.
-template <int D>
-__device__ inline void rotate_row(float (&x)[D / 32], int lane) {
-  constexpr int E = D / 32;
-#pragma unroll
-  for (int e = 0; e < E; ++e) {
-    if (flip_sign(lane * E + e)) x[e] = -x[e];
-  }
+// The Walsh-Hadamard butterflies and the 1/sqrt(D) of a row of D elements held by the lanes whose
+// index within the row is `sub` (consecutive lanes of one warp), E consecutive elements per lane:
+// first the log2(E) stages inside a lane, then the stages across the row's D/E lanes.
+template <int D, int E>
+__device__ inline void hadamard(float (&x)[E], int sub) {
 #pragma unroll
   for (int st = 1; st < E; st <<= 1) {  // butterflies inside a lane
 #pragma unroll
@@ -52,16 +49,27 @@ __device__ inline void rotate_row(float (&x)[D / 32], int lane) {
     }
   }
 #pragma unroll
-  for (int m = 1; m < 32; m <<= 1) {  // butterflies across lanes
+  for (int m = 1; m < D / E; m <<= 1) {  // butterflies across the row's lanes
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
-      x[e] = (lane & m) ? (y - x[e]) : (x[e] + y);
+      x[e] = (sub & m) ? (y - x[e]) : (x[e] + y);
     }
   }
   const float norm = rsqrtf(static_cast<float>(D));
 #pragma unroll
   for (int e = 0; e < E; ++e) x[e] *= norm;
+}
+
+// One row of D elements held by a warp, D/32 consecutive elements per lane; rotated in place.
+template <int D>
+__device__ inline void rotate_row(float (&x)[D / 32], int lane) {
+  constexpr int E = D / 32;
+#pragma unroll
+  for (int e = 0; e < E; ++e) {
+    if (flip_sign(lane * E + e)) x[e] = -x[e];
+  }
+  hadamard<D>(x, lane);
 }
 
 // Row `row` (< N, else zeros) of D elements, D/32 consecutive ones per lane.
@@ -290,28 +298,7 @@ __device__ inline void rotate_chunk(float (&x)[8], int sub, std::uint32_t signs)
 #pragma unroll
   for (int e = 0; e < 8; ++e)
     x[e] = __int_as_float(__float_as_int(x[e]) ^ static_cast<int>(((signs >> e) & 1u) << 31));
-#pragma unroll
-  for (int st = 1; st < 8; st <<= 1) {  // butterflies inside a lane
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      if (!(e & st)) {
-        const float a = x[e], b = x[e + st];
-        x[e] = a + b;
-        x[e + st] = a - b;
-      }
-    }
-  }
-#pragma unroll
-  for (int m = 1; m < D / 8; m <<= 1) {  // butterflies across the row's lanes
-#pragma unroll
-    for (int e = 0; e < 8; ++e) {
-      const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
-      x[e] = (sub & m) ? (y - x[e]) : (x[e] + y);
-    }
-  }
-  const float norm = rsqrtf(static_cast<float>(D));
-#pragma unroll
-  for (int e = 0; e < 8; ++e) x[e] *= norm;
+  hadamard<D>(x, sub);
 }
 
 __device__ inline uint2 e4m3x8(const float (&x)[8], float sc) {
@@ -388,11 +375,11 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
   using P = Pipe<D>;
   constexpr int kWarps = kPipeThreads / 32;
   const int warp = t / 32, lane = t % 32, sub = t % P::kSub, row_in_pass = t / P::kSub;
+  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row half
   float m[2] = {0.0f, 0.0f};
 #pragma unroll
   for (int pass = 0; pass < P::kPasses; ++pass) {
     if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
-    constexpr int kHalfPasses = kQScaleRows / P::kPassRows;
 #pragma unroll
     for (int e = 0; e < 8; ++e)
       m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
@@ -446,7 +433,6 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
     (it.tensor == 1 ? p.w.amax_k : p.w.amax_v)[it.bh * p.kv_blocks + it.blk] = amax[0];
   }
   const float sc[2] = {kE4m3Max / amax[0], kE4m3Max / amax[1]};
-  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;
   const std::int64_t row0 = it.blk * kKvScaleRows;
 
   if (it.tensor < 2) {
