@@ -130,12 +130,10 @@ struct Runner {
 };
 std::vector<Runner> runners(const Shape& s) {
   std::vector<Runner> out;
-  // fa3 runs its default schedule for the shape (fa3_default_schedule: no-pingpong at d=64), as
-  // a planned row does; at d=64 also full, the ping-pong build.
-  LaunchOptions fa3_default;
-  fa3_default.options[kOptionFa3Schedule] = fa3_default_schedule(s);
+  // Without options fa3's launcher runs the shape's default schedule (fa3_default_schedule:
+  // no-pingpong at d=64), as a planned row does; at d=64 also full, the ping-pong build.
   for (const char* name : {"standard", "fa1", "fa2", "fa3", "fp8", "fp8-sm89"})
-    out.push_back({name, std::string(name) == "fa3" ? fa3_default : LaunchOptions{}, name});
+    out.push_back({name, {}, name});
   if (s.d == 64) {
     LaunchOptions lo;
     lo.options[kOptionFa3Schedule] = std::string("full");
@@ -143,7 +141,7 @@ std::vector<Runner> runners(const Shape& s) {
   }
   // fa3's d=64 causal default at N <= 2048 (fa3_shape_default_tiles): 128 rows on the dynamic
   // grid with the TMA store (fa3::default_plan), in both types.
-  if (s.d == 64 && s.causal) out.push_back({"fa3", fa3_default, "fa3@128x128", Tiles{128, 128}});
+  if (s.d == 64 && s.causal) out.push_back({"fa3", {}, "fa3@128x128", Tiles{128, 128}});
   // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
   if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
     LaunchOptions lo;
