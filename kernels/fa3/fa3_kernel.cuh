@@ -430,11 +430,8 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
-          // scale_log2 > 0, so the max of the scaled scores is the scaled max.
-          const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * p.scale_log2);
-          const float base = exp_base(mx);
-          alpha[r] = fast_exp2(softmax.m[r] - base);
-          softmax.m[r] = mx;
+          const float base =
+              softmax.move_max(r, row_max(s, r, -INFINITY) * p.scale_log2, &alpha[r]);
           softmax.l[r] =
               softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
         }
