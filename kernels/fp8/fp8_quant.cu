@@ -531,7 +531,7 @@ int pipelined_grid() {
 // The pipelined form where it fits (FA_FP8_QUANT_PIPELINED), else the first.
 template <int D, bool HEAD_SCALE>
 void launch_quantise(const QuantParams& p, cudaStream_t stream) {
-  if (FA_FP8_QUANT_PIPELINED) {
+  if constexpr (FA_FP8_QUANT_PIPELINED != 0) {
     const std::int64_t items = 3 * p.heads * p.kv_blocks;
     if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
       const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
