@@ -102,7 +102,7 @@ const std::vector<VariantInfo>& variant_registry() {
         "sm_90a: TMA loads (swizzled shared memory, mbarriers), wgmma (S from shared memory, P V "
         "with P in registers), setmaxnreg 24/240 or 32/160, named-barrier ping-pong; CuTe "
         "(nvidia-cutlass)",
-        {64, 128},
+        {64, 128, 256},
         {DType::bf16, DType::fp16},
         fa3_tile_options,
         [](const LaunchOptions& o) { return make_fa3_launcher(o); },
@@ -211,7 +211,7 @@ const std::vector<VariantInfo>& variant_registry() {
         "cuDNN 9 SDPA engines (on sm_90 wgmma kernels) through cudnn-frontend (header-only, the "
         "API PyTorch uses); libcudnn.so.9 loaded at run time; the same BHSD buffers, no layout "
         "conversion",
-        {64, 128},
+        {64, 128, 256},
         {DType::bf16, DType::fp16},
         [](int) { return std::vector<Tiles>{}; },
         [](const LaunchOptions& o) { return make_cudnn_launcher(o); },

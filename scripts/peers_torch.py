@@ -73,7 +73,7 @@ def int_list(text: str, flag: str) -> list[int]:
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--N", default="4096", help="sequence lengths, comma-separated (default 4096)")
-    p.add_argument("--d", default="64", help="head dims, comma-separated: 64, 128 (default 64)")
+    p.add_argument("--d", default="64", help="head dims, comma-separated: 64, 128, 256 (default 64)")
     p.add_argument("--causal", default="off", choices=("off", "on", "both"))
     p.add_argument("--dtype", default="bf16", choices=("bf16", "fp16"))
     p.add_argument("--direction", default="fwd", choices=("fwd", "bwd", "both"),
@@ -90,8 +90,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a = p.parse_args(argv)
     a.N = int_list(a.N, "--N")
     a.d = int_list(a.d, "--d")
-    if any(d not in (64, 128) for d in a.d):
-        bad(f"error: --d: accepted 64 or 128, got {a.d}")
+    if any(d not in (64, 128, 256) for d in a.d):
+        bad(f"error: --d: accepted 64, 128 or 256, got {a.d}")
     names = a.backends.split(",")
     known = [b[0].removeprefix("torch-") for b in BACKENDS]
     if any(n not in known for n in names):

@@ -580,6 +580,24 @@ TEST(Plan, UnsupportedHeadDimHasNoModelAndNoCrash) {
   }
 }
 
+// fa3 at d=256: FlashAttention-3's 128x80 tile, planned and modelled like the others (both
+// builds list it: fa3.cu and fa3_unavailable.cpp).
+TEST(Plan, Fa3PlansD256On128x80) {
+  EXPECT_EQ(find_variant("fa3")->tile_options(256), (std::vector<Tiles>{Tiles{128, 80}}));
+  const auto out = parse({"--d", "256", "--variants", "fa3,cudnn", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 1u);
+  int fa3_rows = 0;
+  for (const auto& v : r.configs[0].results) {
+    if (v.spec.variant != "fa3") continue;
+    ++fa3_rows;
+    EXPECT_EQ(v.spec.tiles(), (Tiles{128, 80})) << to_string(v.spec);
+    EXPECT_GT(v.model.bytes(), 0) << to_string(v.spec);
+  }
+  EXPECT_GE(fa3_rows, 1);
+}
+
 TEST(Plan, StopsWhenInterruptedAndSaysIncomplete) {
   const auto out = parse({"--N", "1024:8192", "--model-only"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;

@@ -249,6 +249,11 @@ std::vector<Grid> grids() {
   out.push_back(
       {64, DType::bf16, false, 32768});  // the all-zero output an absolute bar let through
   out.push_back({128, DType::bf16, true, 16384});
+  // d=256: fa3's 128x80 tile (and standard); the other variants have no d=256 kernel.
+  for (bool causal : {false, true}) {
+    out.push_back({256, DType::bf16, causal, 1000});
+    out.push_back({256, DType::fp16, causal, 4096});
+  }
   return out;
 }
 

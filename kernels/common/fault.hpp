@@ -28,8 +28,16 @@ struct FaultInjection {
   // The last partial query block (N % Br rows; the last full one when Br divides N) is never
   // written.
   bool skip_last_query_block = false;
+  // fa3 only: O keeps its scale when a block moves the row max (l is rescaled, O is not): the
+  // lazy rescale's skip (FA3_RESCALE_THRESHOLD) taken where the update is due. Harmless on the
+  // first block (O is still 0); later, with the threshold at 8, only a max that grows by more than
+  // 2^8 after O has taken weight shows it, which the outlier inputs make and normal ones rarely do
+  // (tests/test_kernels_gpu.cpp: Fa3.LazyRescaleFaultIsCaughtOnOutliers).
+  bool o_rescale_skipped = false;
 
-  bool in_kernel() const { return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0; }
+  bool in_kernel() const {
+    return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped;
+  }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;
   }

@@ -1,7 +1,7 @@
 // fa3: the launcher and the variant's entry points. The kernel, its algorithm and its schedule:
 // kernels/fa3/fa3_kernel.cuh; its instantiations, one head dimension per file: fa3_d64.cu,
-// fa3_d64_192.cu, fa3_d128.cu, fa3_d128_176.cu (nvcc compiles one file on one core; the 40
-// kernels in one file took 4 minutes).
+// fa3_d64_192.cu, fa3_d128.cu, fa3_d128_176.cu, fa3_d256.cu (nvcc compiles one file on one core;
+// the 40 kernels in one file took 4 minutes).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -27,14 +27,18 @@ namespace {
 // 128x176 at d=128 is FlashAttention-3's non-causal tile (Bc = 176: 11 k-steps of P V, wgmma
 // n176 for Q K^T); its shared memory (208 KB) leaves no room for the TMA-store epilogue's O. It is
 // one of the alternatives (CMake FA_FA3_ALTERNATIVES, scripts/fa3_tune.sh).
+// 128x80 at d=256 is FlashAttention-3's d=256 tile: O alone takes 128 of a consumer thread's 240
+// registers (64 x 256 fp32 per warpgroup), so Bc is what is left (S 40, P 20); Q (64 KB) and the
+// two-stage K/V ring (160 KB) fill the shared memory, so O leaves from registers.
 // Defaults: the first tile of each head dim (a one-line reorder); the schedule's grid and
 // epilogue per (d, causal): fa3::default_plan in fa3_launch.hpp.
 #if FA3_ALTERNATIVES
-using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
-                          TileShape<128, 128, 128>, TileShape<128, 128, 176>>;
-#else
 using Fa3Tiles =
-    TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
+    TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>,
+             TileShape<128, 128, 176>, TileShape<256, 128, 80>>;
+#else
+using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
+                          TileShape<128, 128, 128>, TileShape<256, 128, 80>>;
 #endif
 
 // The schedule a launch runs: the one its options name, else the shape's default

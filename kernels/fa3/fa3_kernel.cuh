@@ -50,8 +50,9 @@
 //             defaults: fa3::default_plan).
 //
 // HBM traffic: FA2's (profiler/io_model.cpp): Q once, K and V once per query block (causal: up to
-// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128, and
-// 128 x 176 at d = 128.
+// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128,
+// 128 x 176 at d = 128, and 128 x 80 at d = 256 (O's 128 registers per thread leave room for
+// only 80 columns of S).
 #pragma once
 
 // wgmma's n = 176 (the 128x176 tile's Q K^T) is one of CuTe's "extended" shapes: without this,
@@ -443,6 +444,9 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
       if constexpr (kRescaleThreshold > 0) {
         if (!rescale) return;
       }
+      if constexpr (FAULTS) {
+        if (p.fault.o_rescale_skipped) return;
+      }
       scale_rows<FragC16x8>(o, alpha);
     };
     auto convert_p = [&] {
@@ -676,7 +680,7 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
               fa3_forward_kernel<Traits, CAUSAL, true, true, Grid::persistent, Epilogue::registers>,
               Plan{Grid::persistent, Epilogue::registers});
         else
-          return unbuilt("causal persistent grids are compiled for 128-row tiles only");
+          return unbuilt("causal persistent grids are not compiled for this tile (they spill)");
       case Schedule::dynamic:
         if constexpr (kAlternatives && kDynamicBuilt)
           return go(fa3_alt_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::registers>,

@@ -26,6 +26,7 @@ std::vector<Tiles> fa3_tile_options(int d) {
   // The built kernel's list (fa3.cu: Fa3Tiles), so the IO model and --model-only agree.
   if (d == 64) return {Tiles{192, 128}, Tiles{128, 128}};
   if (d == 128) return {Tiles{128, 128}};  // 128x176: only with FA_FA3_ALTERNATIVES
+  if (d == 256) return {Tiles{128, 80}};
   return {};
 }
 

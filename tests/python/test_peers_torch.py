@@ -15,7 +15,7 @@ def run(*args):
 def test_bad_head_dim_is_refused_naming_the_flag(tmp_path):
     r = run("--d", "96", "--json", str(tmp_path / "x.json"))
     assert r.returncode == 2
-    assert r.stderr.strip() == "error: --d: accepted 64 or 128, got [96]"
+    assert r.stderr.strip() == "error: --d: accepted 64, 128 or 256, got [96]"
 
 
 def test_bad_sequence_length_and_backend(tmp_path):
