@@ -227,11 +227,12 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 }
 
 // The pipelined form (FA_FP8_QUANT_PIPELINED): a persistent grid (as many blocks as fit on the
-// SMs) walks the work items (128 rows of one tensor of one head; the rows of consecutive items
-// are adjacent) with the inputs of the next items already on their way into shared memory
-// (cp.async, a ring of kStages stages) while the block rotates, reduces and stores the current
-// one. The form above loads, then computes, then stores: with 2-4 blocks per SM, the SM often had
-// no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy kernel's 2.98, 2026-11-25).
+// SMs) walks the work items (128 rows, or FA_FP8_QUANT_ROWS_D64 at d=64, of one tensor of one
+// head; the rows of consecutive items are adjacent) with the inputs of the next items already on
+// their way into shared memory (cp.async, a ring of kStages stages) while the block rotates,
+// reduces and stores the current one. The form above loads, then computes, then stores: with 2-4
+// blocks per SM, the SM often had no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy
+// kernel's 2.98, 2026-11-25).
 // Measured (H100, 2026-11-25, N=4096, ncu, cold L2): d=128 150 us against 176 (1.92 TB/s, 64%
 // of the copy kernel), d=64 182 us against 171 (the form above stays ahead there cold); fa-bench's
 // fp8 rows with the pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md,
@@ -259,27 +260,50 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #ifndef FA_FP8_QUANT_THREADS
 #define FA_FP8_QUANT_THREADS 512
 #endif
+// Rows per item at d=64 (CMake setting of the same name), 128 or 256; the scale blocks stay
+// those of fp8_layout.hpp, so a 256-row item records two K/V blocks and four Q blocks. At 128
+// rows an item is 16 KB of bf16 and pays a block-wide amax barrier and about 300 instructions
+// per thread (ncu, H100, 2026-11-25: 1.59 TB/s, 53% of the copy kernel, against 64% at d=128
+// with its 32 KB items); 256 rows make it 32 KB. A candidate, not measured. Its ring (112 KB a
+// block with 3 stages) is more than sm_89 gives a block (99 KB): the fp8-sm89 variant then runs
+// the first form (pipelined_grid).
+#ifndef FA_FP8_QUANT_ROWS_D64
+#define FA_FP8_QUANT_ROWS_D64 128
+#endif
 constexpr int kPipeThreads = FA_FP8_QUANT_THREADS;
 template <int D>
 struct Pipe {
   static constexpr int kSub = D / 8;                     // lanes per row
   static constexpr int kPassRows = kPipeThreads / kSub;  // rows per pass: 64 or 32 (512 threads)
+  static constexpr int kItemRows = D == 64 ? FA_FP8_QUANT_ROWS_D64 : kKvScaleRows;
+  static constexpr int kKvBlocks = kItemRows / kKvScaleRows;  // K, V scale blocks per item
+  static constexpr int kQBlocks = kItemRows / kQScaleRows;    // Q scale blocks per item
   static constexpr int kPasses =
-      kKvScaleRows / kPassRows;  // chunks per thread: 2 or 4 (512 threads)
+      kItemRows / kPassRows;  // chunks per thread: 2 or 4 (512 threads, 128 rows)
   static constexpr int kStages = D == 64 ? FA_FP8_QUANT_STAGES_D64 : FA_FP8_QUANT_STAGES_D128;
-  static constexpr int kStageBytes = kKvScaleRows * D * 2;  // 16 or 32 KB of bf16
-  static constexpr int kTileBytes = kKvScaleRows * D;       // V's E4M3 tile
+  static constexpr int kStageBytes = kItemRows * D * 2;  // 16 or 32 KB of bf16 (128 rows)
+  static constexpr int kTileBytes = kItemRows * D;       // V's E4M3 tile
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileBytes;
+  // The block amax's partial maxima: per Q scale block and warp, double-buffered (static).
+  static constexpr int kRedBytes = 2 * kQBlocks * (kPipeThreads / 32) * 4;
   // The register cap's target: the blocks per SM that the shared memory allows (sm_90: 227 KB,
   // 1 KB reserved per block), at most 3 (d=64) or 2. The defaults: 3 blocks of 56 KB at d=64, 2
-  // of 80 KB at d=128.
-  static constexpr int kSmemFit = 227 * 1024 / (kSmemBytes + 1024 + 256);
+  // of 80 KB at d=128; 256 rows at d=64 with 3 stages: 2 blocks of 112 KB, which fill the 227 KB
+  // exactly (and keep 128 KB in flight per SM against 96 with 128 rows).
+  static constexpr int kSmemFit = 227 * 1024 / (kSmemBytes + 1024 + kRedBytes);
   static constexpr int kMostBlocks = D == 64 ? 3 : 2;
   static constexpr int kMinBlocks =
       kSmemFit < 1 ? 1 : (kSmemFit < kMostBlocks ? kSmemFit : kMostBlocks);
   static_assert(kPipeThreads % kSub == 0 && kQScaleRows % kPassRows == 0 && kStages >= 2,
                 "a pass covers whole rows of one 64-row half; the ring has two stages or more");
+  static_assert(kItemRows % kKvScaleRows == 0 && kItemRows % kPad == 0,
+                "an item covers whole K/V scale blocks and whole blocks of V8's padding");
 };
+// Items per (tensor, head): ceil(N / kItemRows), from the K/V scale blocks.
+template <int D, typename T>
+__host__ __device__ inline T item_blocks(T kv_blocks) {
+  return (kv_blocks + Pipe<D>::kKvBlocks - 1) / Pipe<D>::kKvBlocks;
+}
 
 // Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
 // lanes that hold the row (consecutive lanes of one warp); rotated in place. The Hadamard's
@@ -306,15 +330,28 @@ __device__ inline uint2 e4m3x8(const float (&x)[8], float sc) {
                     e4m3x4(x[4] * sc, x[5] * sc, x[6] * sc, x[7] * sc));
 }
 
-// Work item i: 128 rows (scale block blk) of one tensor (0 Q, 1 K, 2 V) of head bh.
+// a[i * STRIDE] for i < N, by selects (a dynamic index would put `a` in local memory). Called
+// inside the condition of the store it feeds: the same selects before it spilled 12 bytes at
+// d=64's cap of 40 registers (ptxas, 2026-11-25).
+template <int N, int STRIDE, int M>
+__device__ inline float pick(const float (&a)[M], int i) {
+  float v = a[(N - 1) * STRIDE];
+#pragma unroll
+  for (int j = N - 2; j >= 0; --j) v = i == j ? a[j * STRIDE] : v;
+  return v;
+}
+
+// Work item i: kItemRows rows (the item's K/V scale blocks from blk * kKvBlocks) of one tensor
+// (0 Q, 1 K, 2 V) of head bh.
 struct QuantItem {
   int tensor;
   std::int64_t bh, blk;
 };
 // In 32 bits (quantise() refuses more items): a 64-bit division is a call of about 70
 // instructions, and the d=64 kernel paid four per thread and item (ten CALLs in its SASS).
+template <int D>
 __device__ inline QuantItem quant_item(std::uint32_t i, const QuantParams& p) {
-  const auto blocks = static_cast<std::uint32_t>(p.kv_blocks);
+  const auto blocks = item_blocks<D>(static_cast<std::uint32_t>(p.kv_blocks));
   const auto heads = static_cast<std::uint32_t>(p.heads);
   const std::uint32_t r = i / blocks;
   return QuantItem{static_cast<int>(r / heads), r % heads, i % blocks};
@@ -332,11 +369,11 @@ __device__ inline void load_item_async(std::uint32_t stage, std::uint32_t i, std
                                        const QuantParams& p, int t) {
   using P = Pipe<D>;
   if (i < items) {
-    const QuantItem it = quant_item(i, p);
+    const QuantItem it = quant_item<D>(i, p);
     const __nv_bfloat16* src = item_rows<D>(it, p);
 #pragma unroll
     for (int pass = 0; pass < P::kPasses; ++pass) {
-      const std::int64_t row = it.blk * kKvScaleRows + pass * P::kPassRows + t / P::kSub;
+      const std::int64_t row = it.blk * P::kItemRows + pass * P::kPassRows + t / P::kSub;
       const bool inside = row < p.N;
       sm80::cp_async_16(stage + (pass * kPipeThreads + t) * 16,
                         src + (inside ? row : 0) * D + (t % P::kSub) * 8, inside);
@@ -362,21 +399,24 @@ __device__ inline void read_item(float (&x)[Pipe<D>::kPasses][8], const std::uin
   }
 }
 
-// Consumer step: rotate (Q, K), reduce the amax of each 64-row half over the block (`red`: this
-// item's half of a double buffer, so a fast warp's next item cannot overwrite what a slow warp
-// still reads), record the amax, scale, round to E4M3 and store: Q8, K8 row-major; V8 through
-// `tile`, transposed to [d][Npad] with keys permuted inside groups of 16, one thread per (column,
-// 32 keys): a whole 32-byte sector; the lanes of a warp along the columns (consecutive bytes of
-// one tile row: no bank conflict).
+// Consumer step: rotate (Q, K), reduce the amax of each 64-row Q scale block over the block
+// (`red`: this item's half of a double buffer, so a fast warp's next item cannot overwrite what a
+// slow warp still reads), record the amax of the item's scale blocks, scale, round to E4M3 and
+// store: Q8, K8 row-major; V8 through `tile`, transposed to [d][Npad] with keys permuted inside
+// groups of 16, one thread per (column, 32 keys): a whole 32-byte sector; the lanes of a warp
+// along the columns (consecutive bytes of one tile row: no bank conflict).
 template <int D, bool HEAD_SCALE>
 __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const QuantItem& it,
-                                     const QuantParams& p, float (&red)[2][kPipeThreads / 32],
+                                     const QuantParams& p,
+                                     float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
                                      std::uint8_t* tile, int t, std::uint32_t signs) {
   using P = Pipe<D>;
-  constexpr int kWarps = kPipeThreads / 32;
+  constexpr int kWarps = kPipeThreads / 32, kQ = P::kQBlocks;
   const int warp = t / 32, lane = t % 32, sub = t % P::kSub, row_in_pass = t / P::kSub;
-  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row half
-  float m[2] = {0.0f, 0.0f};
+  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row Q block
+  float m[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
 #pragma unroll
   for (int pass = 0; pass < P::kPasses; ++pass) {
     if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
@@ -385,55 +425,73 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
       m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
   }
   // Every lane takes part in the shuffles (see quantise_kernel).
-  m[0] = warp_max(m[0]);
-  m[1] = warp_max(m[1]);
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = warp_max(m[q]);
   if (lane == 0) {
-    red[0][warp] = m[0];
-    red[1][warp] = m[1];
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) red[q][warp] = m[q];
   }
   __syncthreads();
-  float half_amax[2];
+  float q_amax[kQ];
 #if FA_FP8_QUANT_WARP_AMAX
-  // Lane l reads one of the 2 x kWarps partial maxima and the warp reduces them: 1 shared load
-  // and 6 shuffles per thread instead of 2 x kWarps loads (32 at 512 threads; at d=64 the pass
-  // spends about 300 instructions per thread and item, so that was a fifth of it). A candidate:
-  // CMake FA_FP8_QUANT_WARP_AMAX, OFF, not measured (docs/perf-notes.md).
+  // Lane l reads one of the kQ x kWarps partial maxima (two with 256 rows at 512 threads) and the
+  // warp reduces them: 1 shared load and 6 shuffles per thread instead of 2 x kWarps loads (32 at
+  // 512 threads; at d=64 the pass spends about 300 instructions per thread and item, so that was
+  // a fifth of it). A candidate: CMake FA_FP8_QUANT_WARP_AMAX, OFF, not measured
+  // (docs/perf-notes.md).
   {
-    static_assert(2 * kWarps <= 32, "one lane per partial maximum");
-    const int slot = lane % (2 * kWarps);
-    float v = red[slot / kWarps][slot % kWarps];
+    constexpr int kSlots = kQ * kWarps, kLaneSlots = kSlots < 32 ? kSlots : 32;
+    static_assert(kSlots % kLaneSlots == 0 && kLaneSlots % kWarps == 0,
+                  "each lane's partial maxima lie in whole Q blocks' slots");
+    const int slot = lane % kLaneSlots;
+    float v[kSlots / kLaneSlots];
 #pragma unroll
-    for (int off = 1; off < kWarps; off <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    half_amax[0] = __shfl_sync(0xffffffffu, v, 0);
-    half_amax[1] = __shfl_sync(0xffffffffu, v, kWarps);
+    for (int r = 0; r < kSlots / kLaneSlots; ++r) {
+      const int s = r * kLaneSlots + slot;
+      v[r] = red[s / kWarps][s % kWarps];
+#pragma unroll
+      for (int off = 1; off < kWarps; off <<= 1)
+        v[r] = fmaxf(v[r], __shfl_xor_sync(0xffffffffu, v[r], off));
+    }
+#pragma unroll
+    for (int q = 0; q < kQ; ++q)
+      q_amax[q] = __shfl_sync(0xffffffffu, v[q * kWarps / kLaneSlots], q * kWarps % kLaneSlots);
   }
 #else
-  half_amax[0] = red[0][0];
-  half_amax[1] = red[1][0];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) q_amax[q] = red[q][0];
 #pragma unroll
   for (int w = 1; w < kWarps; ++w) {
-    half_amax[0] = fmaxf(half_amax[0], red[0][w]);
-    half_amax[1] = fmaxf(half_amax[1], red[1][w]);
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) q_amax[q] = fmaxf(q_amax[q], red[q][w]);
   }
 #endif
-  const float block_amax = fmaxf(half_amax[0], half_amax[1]);
-  // The scale of each half: Q's own half, K's and V's whole block, or the head's (Scale::head,
-  // which every block of the head then records, so the attention kernels read one layout). An
-  // all-zero block keeps a finite scale.
-  float amax[2];
+  // The scale of each Q block's rows: Q's own block, K's and V's 128-key block (the two Q blocks
+  // it covers), or the head's (Scale::head, which every block of the head then records, so the
+  // attention kernels read one layout). An all-zero block keeps a finite scale.
+  float amax[kQ];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    amax[h] = HEAD_SCALE ? p.w.amax_head[it.tensor * p.heads + it.bh]
-                         : fmaxf(it.tensor == 0 ? half_amax[h] : block_amax, 1e-30f);
+  for (int q = 0; q < kQ; ++q) {
+    amax[q] = HEAD_SCALE ? p.w.amax_head[it.tensor * p.heads + it.bh]
+                         : fmaxf(it.tensor == 0 ? q_amax[q] : fmaxf(q_amax[q & ~1], q_amax[q | 1]),
+                                 1e-30f);
   }
-  if (it.tensor == 0 && t < 2) {
-    const std::int64_t qb = it.blk * 2 + t;
-    if (qb < p.q_blocks) p.w.amax_q[it.bh * p.q_blocks + qb] = t == 0 ? amax[0] : amax[1];
-  } else if (it.tensor > 0 && t == 0) {
-    (it.tensor == 1 ? p.w.amax_k : p.w.amax_v)[it.bh * p.kv_blocks + it.blk] = amax[0];
+  // Blocks past N (the last item's, with 256 rows) record nothing: their slots belong to the
+  // next head.
+  if (it.tensor == 0 && t < kQ) {
+    const std::int64_t qb = it.blk * kQ + t;
+    if (qb < p.q_blocks) p.w.amax_q[it.bh * p.q_blocks + qb] = pick<kQ, 1>(amax, t);
+  } else if (it.tensor > 0 && static_cast<unsigned>(t) < P::kKvBlocks) {
+    // (Unsigned: with one block per item that is t == 0, and kb below folds to it.blk.)
+    const std::int64_t kb = it.blk * P::kKvBlocks + t;
+    if (P::kKvBlocks == 1 || kb < p.kv_blocks)
+      (it.tensor == 1 ? p.w.amax_k : p.w.amax_v)[it.bh * p.kv_blocks + kb] =
+          pick<P::kKvBlocks, 2>(amax, t);
   }
-  const float sc[2] = {kE4m3Max / amax[0], kE4m3Max / amax[1]};
-  const std::int64_t row0 = it.blk * kKvScaleRows;
+  float sc[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) sc[q] = kE4m3Max / amax[q];
+  const std::int64_t row0 = it.blk * P::kItemRows;
 
   if (it.tensor < 2) {
     std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
@@ -446,19 +504,21 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
     }
     return;
   }
-  // V. The tile's previous reader (an earlier V item of this block) finished before this item's
-  // amax barrier above.
+  // V (the scale of the K/V block's first Q block: the block's own). The tile's previous reader
+  // (an earlier V item of this block) finished before this item's amax barrier above.
 #pragma unroll
   for (int pass = 0; pass < P::kPasses; ++pass)
     *reinterpret_cast<uint2*>(tile + (pass * P::kPassRows + row_in_pass) * D + sub * 8) =
-        e4m3x8(x[pass], sc[0]);
+        e4m3x8(x[pass], sc[(pass / kHalfPasses) & ~1]);
   __syncthreads();
   std::uint8_t* out = p.w.vt8 + it.bh * D * p.Npad + row0;
-  constexpr int kWork = D * (kKvScaleRows / 32);  // (column, 32 keys): one whole 32-byte sector
+  constexpr int kWork = D * (P::kItemRows / 32);  // (column, 32 keys): one whole 32-byte sector
 #pragma unroll
   for (int j = 0; j < (kWork + kPipeThreads - 1) / kPipeThreads; ++j) {
     const int w32 = j * kPipeThreads + t, c = w32 % D, k0 = (w32 / D) * 32;
     if (kWork % kPipeThreads != 0 && w32 >= kWork) break;
+    // Keys past Npad (a last 256-row item's second K/V block past N) are the next head's.
+    if (P::kKvBlocks > 1 && row0 + k0 >= p.Npad) break;
     std::uint32_t word[8];
 #pragma unroll
     for (int w = 0; w < 8; ++w) {
@@ -481,9 +541,9 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
     quantise_pipelined_kernel(const QuantParams p) {
   using P = Pipe<D>;
   extern __shared__ __align__(16) std::uint8_t smem[];
-  __shared__ float red[2][2][kPipeThreads / 32];
+  __shared__ float red[2][P::kQBlocks][kPipeThreads / 32];
   const int t = threadIdx.x;
-  const auto items = static_cast<std::uint32_t>(3 * p.heads * p.kv_blocks);
+  const auto items = static_cast<std::uint32_t>(3 * p.heads * item_blocks<D>(p.kv_blocks));
   const std::uint32_t step = gridDim.x;
   const std::uint32_t signs = sign_bits(t % P::kSub);
   const std::uint32_t ring = sm80::smem_u32(smem);
@@ -501,7 +561,7 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
     asm volatile("" ::: "memory");
     float x[P::kPasses][8];
     read_item<D>(x, smem + (k % P::kStages) * P::kStageBytes, t);
-    quantise_item<D, HEAD_SCALE>(x, quant_item(i, p), p, red[k & 1], tile, t, signs);
+    quantise_item<D, HEAD_SCALE>(x, quant_item<D>(i, p), p, red[k & 1], tile, t, signs);
   }
   sm80::cp_async_wait<0>();  // no copy outlives the block
 }
@@ -532,7 +592,7 @@ int pipelined_grid() {
 template <int D, bool HEAD_SCALE>
 void launch_quantise(const QuantParams& p, cudaStream_t stream) {
   if constexpr (FA_FP8_QUANT_PIPELINED != 0) {
-    const std::int64_t items = 3 * p.heads * p.kv_blocks;
+    const std::int64_t items = 3 * p.heads * item_blocks<D>(p.kv_blocks);
     if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
       const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
       quantise_pipelined_kernel<D, HEAD_SCALE>
