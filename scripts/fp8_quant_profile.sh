@@ -24,7 +24,7 @@ for spec in "$@"; do
   label=${spec%%=*} bin=${spec#*=}
   ncu --kernel-name "regex:quantise|copy_unrolled" --csv --page raw \
     --metrics gpu__time_duration.sum,dram__bytes_read.sum,dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active,launch__grid_size \
-    "$bin" --N "$N" --d 64,128 --variants fp8 --no-counters --repetitions 1 --warmup 0 \
+    "$bin" --N "$N" --d 64,128 --variants fp8 --no-counters --repetitions 1 --warmup 0 --remeasure \
     >"$out/$label.csv" 2>"$out/$label.err" || rc=1
   python3 - "$label" "$out/$label.csv" <<'PY'
 import csv, sys

@@ -246,11 +246,12 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #ifndef FA_FP8_QUANT_PIPELINED
 #define FA_FP8_QUANT_PIPELINED 0
 #endif
+// The ring's depth per head dim, the block's threads, the rows of a d=64 item and the warp
+// amax: CMake settings and a switch of the same names, A/B knobs (the fallbacks, for compiles
+// outside CMake, are CMake's defaults: the measured build).
 #ifndef FA_FP8_QUANT_WARP_AMAX
-#define FA_FP8_QUANT_WARP_AMAX 0
+#define FA_FP8_QUANT_WARP_AMAX 1
 #endif
-// The ring's depth per head dim and the block's threads: CMake settings of the same names, A/B
-// knobs (the fallbacks, for compiles outside CMake, are CMake's defaults: the measured build).
 #ifndef FA_FP8_QUANT_STAGES_D64
 #define FA_FP8_QUANT_STAGES_D64 3
 #endif
@@ -260,15 +261,16 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #ifndef FA_FP8_QUANT_THREADS
 #define FA_FP8_QUANT_THREADS 512
 #endif
-// Rows per item at d=64 (CMake setting of the same name), 128 or 256; the scale blocks stay
-// those of fp8_layout.hpp, so a 256-row item records two K/V blocks and four Q blocks. At 128
-// rows an item is 16 KB of bf16 and pays a block-wide amax barrier and about 300 instructions
-// per thread (ncu, H100, 2026-11-25: 1.59 TB/s, 53% of the copy kernel, against 64% at d=128
-// with its 32 KB items); 256 rows make it 32 KB. A candidate, not measured. Its ring (112 KB a
-// block with 3 stages) is more than sm_89 gives a block (99 KB): the fp8-sm89 variant then runs
-// the first form (pipelined_grid).
+// Rows per item at d=64, 128 or 256; the scale blocks stay those of fp8_layout.hpp, so a 256-row
+// item records two K/V blocks and four Q blocks. At 128 rows an item is 16 KB of bf16 and pays a
+// block-wide amax barrier and about 300 instructions per thread (ncu, H100, 2026-11-25: 1.59
+// TB/s, 53% of the copy kernel, against 64% at d=128 with its 32 KB items); 256 rows make it 32
+// KB: with the warp amax, 182 -> 152 us at N=4096 (1.90 TB/s), the same output bytes
+// (docs/perf-notes.md, "The quantisation pass, step 3"). Its ring (112 KB a block with 3
+// stages) is more than sm_89 gives a block (99 KB): the fp8-sm89 variant then runs the first
+// form (pipelined_grid).
 #ifndef FA_FP8_QUANT_ROWS_D64
-#define FA_FP8_QUANT_ROWS_D64 128
+#define FA_FP8_QUANT_ROWS_D64 256
 #endif
 constexpr int kPipeThreads = FA_FP8_QUANT_THREADS;
 template <int D>
@@ -437,8 +439,8 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
   // Lane l reads one of the kQ x kWarps partial maxima (two with 256 rows at 512 threads) and the
   // warp reduces them: 1 shared load and 6 shuffles per thread instead of 2 x kWarps loads (32 at
   // 512 threads; at d=64 the pass spends about 300 instructions per thread and item, so that was
-  // a fifth of it). A candidate: CMake FA_FP8_QUANT_WARP_AMAX, OFF, not measured
-  // (docs/perf-notes.md).
+  // a fifth of it). CMake FA_FP8_QUANT_WARP_AMAX, ON: measured 1.02-1.07x faster for the pass
+  // (docs/perf-notes.md, "The quantisation pass, step 3").
   {
     constexpr int kSlots = kQ * kWarps, kLaneSlots = kSlots < 32 ? kSlots : 32;
     static_assert(kSlots % kLaneSlots == 0 && kLaneSlots % kWarps == 0,
