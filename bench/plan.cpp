@@ -32,6 +32,10 @@ std::vector<Shape> make_plan(const Options& o) {
   return plan;
 }
 
+OptionValue option_default(const OptionDecl& decl, const Shape* shape) {
+  return decl.shape_default && shape ? decl.shape_default(*shape) : decl.accepted.front();
+}
+
 std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& decl,
                                           const Shape* shape) {
   std::vector<OptionValue> wanted;
@@ -44,8 +48,7 @@ std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& de
     // all, one value or a comma list (bench/cli.cpp checked each)
     const std::string& list = decl.name == kOptionFa3Schedule ? o.fa3_schedule : o.fp8_schedule;
     if (list.empty()) {  // not named: the default (for this shape, where the option has one)
-      wanted.push_back(decl.shape_default && shape ? decl.shape_default(*shape)
-                                                   : decl.accepted.front());
+      wanted.push_back(option_default(decl, shape));
     } else if (list == "all") {
       wanted = decl.accepted;
     } else {
@@ -158,8 +161,15 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out, con
       for (const auto& config : configs) {
         const bool is_default = !config || !default_config || *config == *default_config;
         for (const OptionValues& values : option_combinations(o, *info, direction, shape)) {
+          bool options_default = true;
+          for (const OptionDecl& decl : info->options) {
+            const auto it = values.find(decl.name);
+            if (it != values.end() && it->second != option_default(decl, shape))
+              options_default = false;
+          }
           RowSpec spec{info->name, direction, config, values};
-          if (planned.insert(spec).second) out->push_back({std::move(spec), info, is_default});
+          if (planned.insert(spec).second)
+            out->push_back({std::move(spec), info, is_default, options_default});
         }
       }
     }

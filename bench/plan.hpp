@@ -22,7 +22,15 @@ struct PlannedRow {
   // spec.kernel_config is the variant's default for the shape (at this d when planned without a
   // shape), or none.
   bool default_config = true;
+  // Every option value of spec is the one the variant runs for this shape when the run names
+  // none (option_default), e.g. fa3's schedule no-pingpong at d=64 (named or not).
+  bool default_options = true;
 };
+
+// The value of option `decl` a run that names none of it takes for `shape`: its shape default
+// (OptionDecl::shape_default) where it has one and a shape is given, else the declared default
+// (the first accepted value).
+OptionValue option_default(const OptionDecl& decl, const Shape* shape);
 
 // The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized
 // for prequantized; the declared default otherwise), each one among those the option accepts.

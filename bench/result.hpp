@@ -111,6 +111,10 @@ struct VariantResult {
   // more of the shape; true for a row with none): a row of another configuration is a tile
   // sweep's. Unknown (not written) for files that do not say.
   std::optional<bool> default_config;
+  // Whether every option value in spec is the variant's default for this shape (what a run that
+  // names none of them runs: fa3's schedule by head dim, fp8's by shape). Unknown for files that
+  // do not say.
+  std::optional<bool> default_options;
   Algorithm algorithm = Algorithm::standard;
   bool peer = false;
   Status status = Status::model_only;

@@ -124,6 +124,7 @@ json result_json(const VariantResult& r) {
          {"block_order", r.block_order()},
          {"model", model_json(r.model)}};
   if (r.default_config) j["default_config"] = *r.default_config;
+  if (r.default_options) j["default_options"] = *r.default_options;
   if (r.verification) {
     const auto& v = *r.verification;
     j["verification"] = {{"metric", v.metric},
@@ -425,6 +426,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     if (r.peer && r.spec.variant == "cudnn" && r.spec.options.empty())
       r.spec.options[kOptionStats] = true;
     if (j.contains("default_config")) r.default_config = rd.boolean(j, p, "default_config");
+    if (j.contains("default_options")) r.default_options = rd.boolean(j, p, "default_options");
   }
   const json& m = rd.at(j, p, "model");
   const std::string mp = p + ".model";

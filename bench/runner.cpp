@@ -122,6 +122,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   VariantResult v;
   v.spec = row.spec;
   v.default_config = row.default_config;
+  v.default_options = row.default_options;
   v.algorithm = info.algorithm;
   v.peer = info.peer;
   model::ModelOptions mo;

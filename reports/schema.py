@@ -510,6 +510,8 @@ class _Validator:
             self.kernel_config(r["kernel_config"], p("kernel_config"))
         if "default_config" in r:
             self.boolean(r["default_config"], p("default_config"))
+        if "default_options" in r:
+            self.boolean(r["default_options"], p("default_options"))
         if "options" in r:
             for name, value in self.obj(r["options"], p("options")).items():
                 if not isinstance(value, (str, int, float)):

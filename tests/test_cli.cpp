@@ -362,6 +362,34 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
     EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
 }
 
+// A row records whether its option values are the shape's defaults (default_options), so scripts
+// need not restate fa3_default_schedule: with every schedule planned, exactly the shape's default
+// row is marked, named or not; options a variant does not vary (cudnn's stats) count as default.
+TEST(Plan, RowsSayWhetherTheirOptionsAreTheShapesDefaults) {
+  const auto out = parse({"--variants", "fa3,cudnn", "--N", "4096", "--d", "64,128",
+                          "--fa3-schedule", "all", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 2u);
+  for (const ConfigResult& c : r.configs) {
+    std::vector<std::string> marked;
+    for (const auto& v : c.results) {
+      ASSERT_TRUE(v.default_options.has_value()) << to_string(v.spec);
+      if (v.spec.variant == "cudnn") EXPECT_TRUE(*v.default_options) << to_string(v.spec);
+      if (v.spec.variant == "fa3" && *v.default_options)
+        marked.push_back(fa::to_string(*v.spec.option(kOptionFa3Schedule)));
+    }
+    const std::string want = fa::to_string(fa3_default_schedule(c.shape));
+    EXPECT_EQ(marked, std::vector<std::string>{want}) << "d=" << c.shape.d;
+  }
+  // A named schedule that is not the shape's default is marked false.
+  const auto pinned = parse(
+      {"--variants", "fa3", "--N", "4096", "--d", "64", "--fa3-schedule", "full", "--model-only"});
+  const RunResult p = plan_run(pinned.options, std::nullopt, "no GPU");
+  ASSERT_EQ(p.configs.at(0).results.size(), 1u);
+  EXPECT_EQ(p.configs[0].results[0].default_options, std::optional<bool>(false));
+}
+
 // fa3's schedule without --fa3-schedule follows the shape (fa3_default_schedule: no-pingpong at
 // d=64, full at d=128); a named schedule is taken for every shape.
 TEST(Plan, Fa3DefaultScheduleFollowsTheShape) {

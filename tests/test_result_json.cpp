@@ -432,6 +432,24 @@ TEST(ResultJson, DefaultConfigIsOptional) {
                  "configs[0].results[0].default_config: expected true or false");
 }
 
+// default_options: as default_config (written when known, read back, absent unknown, a bool).
+TEST(ResultJson, DefaultOptionsIsOptional) {
+  RunResult a = sample_record();
+  a.configs[0].results[0].default_options = false;
+  a.configs[0].results[1].default_options = true;
+  const std::string text = to_json_text(a);
+  const auto doc = nlohmann::json::parse(text);
+  EXPECT_EQ(doc["configs"][0]["results"][0]["default_options"], false);
+  EXPECT_EQ(doc["configs"][0]["results"][1]["default_options"], true);
+  EXPECT_FALSE(doc["configs"][0]["results"][2].contains("default_options"));
+  const RunResult b = from_json_text(text, "mem");
+  EXPECT_EQ(b.configs[0].results[0].default_options, std::optional<bool>(false));
+  EXPECT_EQ(b.configs[0].results[1].default_options, std::optional<bool>(true));
+  EXPECT_FALSE(b.configs[0].results[2].default_options.has_value());
+  expect_refused(first_row_changed()([](auto& r) { r["default_options"] = "yes"; }),
+                 "configs[0].results[0].default_options: expected true or false");
+}
+
 TEST(ResultJson, RefusesABadRowSpec) {
   const nlohmann::json good = nlohmann::json::parse(to_json_text(sample_record()));
   const auto with = first_row_changed();
