@@ -85,6 +85,16 @@ struct Buffers {
 };
 
 // One batch, three heads: the shape of most tests here (several query blocks of several heads).
+// Why `info` cannot run on this machine ("no GPU: ...", or the GPU is not one the variant runs on);
+// "" when it can.
+std::string cannot_run_here(const VariantInfo& info) {
+  std::string why;
+  if (!have_gpu(&why)) return "no GPU: " + why;
+  const auto device = query_device(0, &why);
+  if (!device) return "no GPU: " + why;
+  return info.unsupported_on_device(device->cc_major, device->cc_minor);
+}
+
 Shape three_heads(std::int64_t N, std::int64_t d, bool causal) {
   Shape s;
   s.N = N;
@@ -636,12 +646,8 @@ TEST(Fp8, PassesOnEveryInputFamily) {
 // threshold (FA3_RESCALE_THRESHOLD: 2^8) after blocks whose rescale was skipped, so both of its
 // paths run within one row: a late rescale that missed an earlier skipped block shows in O.
 TEST(Fa3, PassesOnEveryInputFamily) {
-  std::string why;
-  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto device = query_device(0, &why);
   const VariantInfo* info = find_variant("fa3");
-  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
-    GTEST_SKIP() << r;
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
   for (Inputs inputs : {Inputs::outliers, Inputs::uniform, Inputs::heavy}) {
     for (int d : {64, 128, 256}) {
       for (bool causal : {false, true}) {
@@ -673,12 +679,8 @@ TEST(Fa3, PassesOnEveryInputFamily) {
 // them says whether that family alone would have caught it (not asserted: that it may not is why
 // the outlier family runs).
 TEST(Fa3, LazyRescaleFaultIsCaughtOnOutliers) {
-  std::string why;
-  if (!have_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
-  const auto device = query_device(0, &why);
   const VariantInfo* info = find_variant("fa3");
-  if (auto r = info->unsupported_on_device(device->cc_major, device->cc_minor); !r.empty())
-    GTEST_SKIP() << r;
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
   LaunchOptions faulty;
   faulty.fault.o_rescale_skipped = true;
   for (int d : {64, 128, 256}) {
