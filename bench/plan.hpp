@@ -23,7 +23,9 @@ struct PlannedRow {
   // shape), or none.
   bool default_config = true;
   // Every option value of spec is the one the variant runs for this shape when the run names
-  // none (option_default), e.g. fa3's schedule no-pingpong at d=64 (named or not).
+  // none (option_default), e.g. fa3's schedule no-pingpong at d=64 (named or not). Meaningful
+  // only when planned with a shape (plan_rows' `shape`): without one, options with a shape
+  // default are compared with their declared default.
   bool default_options = true;
 };
 

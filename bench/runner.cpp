@@ -137,7 +137,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   v.reason = direction_unsupported_reason(info, row.spec.direction);
   if (v.reason.empty()) v.reason = info.unsupported_row(shape, row.spec);
-  // No model for a shape the variant does not support: it has no tiles there (d=256).
+  // No model for a shape the variant does not support: it has no tiles there (fa2 at d=256).
   if (v.reason.empty()) v.model = model::io_model(info.algorithm, shape, model_tiles, smem, mo);
   if (v.reason.empty() && device)
     v.reason = info.unsupported_on_device(device->cc_major, device->cc_minor);

@@ -963,11 +963,13 @@ def make_result(
     kernel_config: dict | None = None,
     options: dict | None = None,
     default_config: bool | None = None,
+    default_options: bool | None = None,
 ) -> dict:
     """One result of a ``version`` document. fa-bench/2 rows also get ``direction``,
     ``kernel_config`` (null: a configuration we do not choose, e.g. a peer's) and ``options``
     ({} when none); fa-bench/1 rows get them only when given; ``default_config`` (whether
-    kernel_config is the variant's default) is written when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
+    kernel_config is the variant's default) and ``default_options`` (whether every option value
+    is the shape's default) are written when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
     with statistics computed as the C++ side does (SM clocks -1 = unknown). ``model`` keys
     not given are 0 (not modelled), ``terms`` []. ``derived`` defaults, for status "ok", to
     :func:`derive` with unknown roofs.
@@ -1004,6 +1006,7 @@ def make_result(
            if version != "fa-bench/1" or kernel_config is not None or options is not None
            else {}),
         **({"default_config": default_config} if default_config is not None else {}),
+        **({"default_options": default_options} if default_options is not None else {}),
         "verification": verification,
         "timing": timing,
         "model": model,

@@ -91,8 +91,8 @@ if [ -n "${FA3_CHECK_BUILD_ONLY:-}" ]; then
   exit 0
 fi
 
-# FaultsAreCaught runs every variant per shape: four shapes (both head dims, dtypes, causal, a
-# partial last block) keep it short; the full grid is in scripts/test.sh's GPU run.
+# FaultsAreCaught runs every variant per shape: five shapes (the three head dims, dtypes, causal,
+# a partial last block) keep it short; the full grid is in scripts/test.sh's GPU run.
 steps=" ${FA3_CHECK_STEPS:-tests memcheck racecheck synccheck tiles table} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 want tests && step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
@@ -159,6 +159,9 @@ for (dd, causal, n) in sorted(rows):
     f3, cu = v.get(defaults.get((dd, causal, n)), (None,))[0], v.get("cudnn", (None,))[0]
     ratio = f"{f3 / cu:.2f}x" if f3 and cu else "-"
     print(f"{dd:>4} {int(causal):>6} {n:>6} " + " ".join(cells) + f"   {ratio:>8}")
+if not defaults:
+    print("(no fa3 row is marked default_options: a file from before 2026-11-25, or no default "
+          "schedule in the run; fa3/cudnn left blank)")
 bad = [(k, lab) for k, v in rows.items() for lab, (_, s, ver) in v.items() if s != "ok" or ver is False]
 print(f"rows not ok or failing verification: {len(bad)}" +
       (": " + ", ".join(f"d={k[0]} causal={int(k[1])} N={k[2]} {lab}" for k, lab in bad[:8]) if bad else "") +

@@ -4,7 +4,8 @@
 # the same process, profiled the same way. For each BIN:
 #   ncu --kernel-name "regex:quantise|copy_unrolled" --metrics gpu__time_duration.sum,dram__bytes_read.sum,
 #       dram__bytes_write.sum,sm__warps_active.avg.pct_of_peak_sustained_active
-#       BIN --N $QP_N --d 64,128 --variants fp8 --no-counters --repetitions 1 --warmup 0
+#       BIN --N $QP_N --d 64,128 --variants fp8 --no-counters --repetitions 1 --warmup 0 --remeasure
+# (--remeasure: the copy kernel runs even where the roofs are cached, as after a table run)
 # (ncu flushes the caches before each profiled launch: cold-L2 figures). Never timed figures:
 # fa-bench's own rows time the variant with the quantisation (the default) or without it
 # (--fp8-prequantized); their difference is the timed cost of the pass.

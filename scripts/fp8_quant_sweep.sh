@@ -9,8 +9,8 @@
 # its own arguments, so a side is what it names and nothing an earlier side set. The first side
 # is the base of the ratios; "" is the defaults. E.g.
 #   scripts/fp8_quant_sweep.sh OUT base="" stages43="-DFA_FP8_QUANT_STAGES_D64=4
-#     -DFA_FP8_QUANT_STAGES_D128=3" warp_amax="-DFA_FP8_QUANT_WARP_AMAX=ON"
-#     first_form="-DFA_FP8_QUANT_PIPELINED=OFF"
+#     -DFA_FP8_QUANT_STAGES_D128=3" rows128="-DFA_FP8_QUANT_ROWS_D64=128
+#     -DFA_FP8_QUANT_WARP_AMAX=OFF" first_form="-DFA_FP8_QUANT_PIPELINED=OFF"
 # The table: fa-bench --N $QS_N --d 64,128 --causal both --variants fp8,cudnn --no-counters
 # (cudnn: the control, untouched by the settings; QS_N default 1024,4096,16384; QS_FLAGS more
 # flags). QS_TESTS=1 also runs the fp8 GPU tests with every side (not only its verified rows).

@@ -64,8 +64,10 @@ timeout 120 "$bin/fa_tests_cpu" --gtest_brief=1 >>"$log" 2>&1
 note "cpu tests: rc=$?"
 
 # Our kernels only: the cuDNN peer is the library's business (and compiles graphs slowly under the tools).
-# fa3 at every head dim it builds (d=256: its 128x80 tile; the other variants' d=256 rows say
-# unsupported); racecheck on fa3 is slower (scripts/fa3_check.sh runs every schedule).
+# fa3 at every head dim it builds (d=256: its 128x80 tile; standard runs at d=256 too, fa1, fa2
+# and fp8 rows say unsupported there); racecheck on fa3 is slower (scripts/fa3_check.sh runs every
+# schedule). Four sanitizer runs of up to 180 s: with FA_NO_GPU_TESTS they fit one 600 s call only
+# if they finish early; FA_NO_SANITIZER splits them off.
 small=(--N 130 --batch 2 --heads 3 --d 64,128,256 --causal both --variants standard,fa1,fa2,fa3,fp8 --warmup 0 --repetitions 1 --warm --no-counters --datasheet-roofs)
 for tool in $([ -n "${FA_NO_SANITIZER:-}" ] || echo memcheck racecheck); do
   for dtype in bf16 fp16; do

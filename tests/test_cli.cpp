@@ -362,6 +362,33 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
     EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
 }
 
+// d=256's rows that have not run in this project's checks say so: cudnn's backward (checked at d
+// 64 and 128 only); fa3's causal persistent grid at 128x80 (it spills) names the schedules that
+// run that tile, not a tile d=256 does not have.
+TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
+  auto only_row = [](std::vector<std::string> args) {
+    args.insert(args.end(), {"--N", "1024", "--d", "256", "--model-only"});
+    const auto out = parse(args);
+    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+    const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+    EXPECT_EQ(r.configs.size(), 1u);
+    EXPECT_EQ(r.configs.at(0).results.size(), 1u);
+    return r.configs.at(0).results.at(0);
+  };
+  const auto bwd = only_row({"--variants", "cudnn", "--direction", "bwd"});
+  EXPECT_EQ(bwd.status, Status::unsupported);
+  EXPECT_NE(bwd.reason.find("checked here at d 64 and 128 only"), std::string::npos) << bwd.reason;
+  EXPECT_NE(only_row({"--variants", "cudnn"}).status, Status::unsupported);  // forward: planned
+  if (fa3_build_status().find("built for sm_90a") == std::string::npos)
+    GTEST_SKIP() << "fa3 not built: " << fa3_build_status();
+  const auto persistent =
+      only_row({"--variants", "fa3", "--causal", "on", "--fa3-schedule", "persistent"});
+  EXPECT_EQ(persistent.status, Status::unsupported);
+  EXPECT_NE(persistent.reason.find("schedules full, no-pingpong and no-overlap run this tile"),
+            std::string::npos)
+      << persistent.reason;
+}
+
 // A row records whether its option values are the shape's defaults (default_options), so scripts
 // need not restate fa3_default_schedule: with every schedule planned, exactly the shape's default
 // row is marked, named or not; options a variant does not vary (cudnn's stats) count as default.

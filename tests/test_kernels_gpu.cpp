@@ -84,7 +84,6 @@ struct Buffers {
   }
 };
 
-// One batch, three heads: the shape of most tests here (several query blocks of several heads).
 // Why `info` cannot run on this machine ("no GPU: ...", or the GPU is not one the variant runs on);
 // "" when it can.
 std::string cannot_run_here(const VariantInfo& info) {
@@ -95,6 +94,7 @@ std::string cannot_run_here(const VariantInfo& info) {
   return info.unsupported_on_device(device->cc_major, device->cc_minor);
 }
 
+// One batch, three heads: the shape of most tests here (several query blocks of several heads).
 Shape three_heads(std::int64_t N, std::int64_t d, bool causal) {
   Shape s;
   s.N = N;

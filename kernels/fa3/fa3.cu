@@ -157,10 +157,18 @@ std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
     return "unsupported: schedule " + *name + " is compiled for bf16 only (the tuning runs)";
   const fa3::Plan plan = fa3::plan_of(n->schedule, d, t.block_kv, s.causal, t.block_q / 64,
                                       fa3::o_buffer_fits(d, t.block_q, t.block_kv));
-  if (!fa3::grid_built(plan.grid, t.block_q, t.block_kv, s.causal))
+  if (!fa3::grid_built(plan.grid, t.block_q, t.block_kv, s.causal)) {
+    // A compiled tile of this head dim that has the grid, else the schedules that run this tile.
+    std::string instead = "; schedules full, no-pingpong and no-overlap run this tile";
+    for (const Tiles& other : Fa3Tiles::options(d)) {
+      if (fa3::grid_built(plan.grid, other.block_q, other.block_kv, s.causal))
+        instead = "; --block-q " + std::to_string(other.block_q) + " --block-kv " +
+                  std::to_string(other.block_kv);
+    }
     return "unsupported: schedule " + *name + " has no build for the " + std::to_string(t.block_q) +
            "x" + std::to_string(t.block_kv) + (s.causal ? " causal" : "") +
-           " tile (its kernel spills); --block-q 128 --block-kv 128";
+           " tile (its kernel spills)" + instead;
+  }
   if (plan.epilogue == fa3::Epilogue::tma_store && !fa3::o_buffer_fits(d, t.block_q, t.block_kv))
     return "unsupported: schedule " + *name + " needs shared memory for O, which a " +
            std::to_string(t.block_q) + "x" + std::to_string(t.block_kv) +

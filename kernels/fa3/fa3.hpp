@@ -26,7 +26,7 @@ inline constexpr const char* kFa3Schedules[] = {
 // (FA3_RESCALE_THRESHOLD 8) the d=64 softmax is short enough that the warpgroups' turns cost more
 // than they hide: no-pingpong ran 1.006-1.044x of full on all 10 d=64 rows (N 1024-16384, causal
 // both; H100, tests/data/h100-fa3-2026-11-25.json); at d=128 full stays (no-pingpong 0.98-1.02x of
-// it).
+// it); at d=256 full too (no-pingpong 0.98-1.01x of it on 10 rows, within noise; not tuned).
 inline OptionValue fa3_default_schedule(const Shape& s) {
   return std::string(s.d == 64 ? "no-pingpong" : "full");
 }

@@ -59,8 +59,8 @@ constexpr Plan default_plan(int d, bool causal, int br) {
   if (d == 128 && !causal) return {Grid::persistent, Epilogue::tma_store};  // 0.972x, 128x128
   if (d == 128) return {Grid::dynamic, Epilogue::tma_store};  // causal: 0.971x, 128x128
   // d=256 (128x80; no room for O's buffer: the register epilogue): the dynamic grid as d=128
-  // causal, not yet measured against the others; causal on the tile grid, the one it builds
-  // (grid_built).
+  // causal (the static persistent one ran 0.98-1.00x of it, H100, docs/perf-notes.md "Eleventh
+  // step"); causal on the tile grid, the one it builds (grid_built).
   return {causal ? Grid::tiles : Grid::dynamic, Epilogue::registers};
 }
 

@@ -234,9 +234,10 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 // blocks per SM, the SM often had no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy
 // kernel's 2.98, 2026-11-25).
 // Measured (H100, 2026-11-25, N=4096, ncu, cold L2): d=128 150 us against 176 (1.92 TB/s, 64%
-// of the copy kernel), d=64 182 us against 171 (the form above stays ahead there cold); fa-bench's
-// fp8 rows with the pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md,
-// "The quantisation pass, pipelined").
+// of the copy kernel), d=64 182 us against 171 with 128-row items; fa-bench's fp8 rows with the
+// pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md, "The quantisation
+// pass, pipelined"). With 256-row items at d=64 and the warp amax (the defaults since): d=64 152
+// us, d=128 147 us (step 3 there).
 // Each thread copies and later reads back the same 16-byte chunks (8 consecutive elements of a
 // row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
 // program order, its reads of that stage's previous item. The same amax blocks, the same
@@ -263,8 +264,8 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #endif
 // Rows per item at d=64, 128 or 256; the scale blocks stay those of fp8_layout.hpp, so a 256-row
 // item records two K/V blocks and four Q blocks. At 128 rows an item is 16 KB of bf16 and pays a
-// block-wide amax barrier and about 300 instructions per thread (ncu, H100, 2026-11-25: 1.59
-// TB/s, 53% of the copy kernel, against 64% at d=128 with its 32 KB items); 256 rows make it 32
+// block-wide amax barrier and about 300 instructions per thread (ncu, H100, 2026-11-25: 1.59-1.60
+// TB/s, 53-54% of the copy kernel, against 64% at d=128 with its 32 KB items); 256 rows make it 32
 // KB: with the warp amax, 182 -> 152 us at N=4096 (1.90 TB/s), the same output bytes
 // (docs/perf-notes.md, "The quantisation pass, step 3"). Its ring (112 KB a block with 3
 // stages) is more than sm_89 gives a block (99 KB): the fp8-sm89 variant then runs the first
@@ -289,9 +290,9 @@ struct Pipe {
   // The block amax's partial maxima: per Q scale block and warp, double-buffered (static).
   static constexpr int kRedBytes = 2 * kQBlocks * (kPipeThreads / 32) * 4;
   // The register cap's target: the blocks per SM that the shared memory allows (sm_90: 227 KB,
-  // 1 KB reserved per block), at most 3 (d=64) or 2. The defaults: 3 blocks of 56 KB at d=64, 2
-  // of 80 KB at d=128; 256 rows at d=64 with 3 stages: 2 blocks of 112 KB, which fill the 227 KB
-  // exactly (and keep 128 KB in flight per SM against 96 with 128 rows).
+  // 1 KB reserved per block), at most 3 (d=64) or 2. The defaults: 2 blocks of 112 KB at d=64
+  // (256 rows, 3 stages), which fill the 227 KB exactly and keep 128 KB in flight per SM; 2 of 80
+  // KB at d=128. With 128-row items at d=64: 3 blocks of 56 KB (96 KB in flight).
   static constexpr int kSmemFit = 227 * 1024 / (kSmemBytes + 1024 + kRedBytes);
   static constexpr int kMostBlocks = D == 64 ? 3 : 2;
   static constexpr int kMinBlocks =

@@ -92,6 +92,12 @@ def _v2_default_config(doc):
     rs[1]["default_config"] = False
 
 
+def _v2_default_options(doc):
+    rs = doc["configs"][0]["results"]
+    rs[0]["default_options"] = True
+    rs[1]["default_options"] = False
+
+
 def _calibration_without_observed(doc):
     del doc["gate_calibration"]["rows"][0]["observed"]
 
@@ -113,6 +119,7 @@ GOOD = [
     ("v2", good_doc_v2, None),
     ("v2 other direction", good_doc_v2, _v2_same_variant_other_direction),
     ("v2 default_config", good_doc_v2, _v2_default_config),
+    ("v2 default_options", good_doc_v2, _v2_default_options),
     ("v2 calibration without observed", good_doc_v2, _calibration_without_observed),
     ("v2 worst row -1, null ratio", good_doc_v2, _worst_row_minus_one),
     ("v2 compulsory placement", good_doc_v2, _placement_compulsory),
@@ -168,6 +175,8 @@ V2_BAD = [
     (_v2_duplicate_identity, "configs[0].results[1].variant"),
     (ts._set(1, *_r2(0, "default_config")), "configs[0].results[0].default_config"),
     (ts._set(None, *_r2(0, "default_config")), "configs[0].results[0].default_config"),
+    (ts._set("yes", *_r2(0, "default_options")), "configs[0].results[0].default_options"),
+    (ts._set(None, *_r2(0, "default_options")), "configs[0].results[0].default_options"),
     (ts._set("bad", *_r2(0, "counters", "status")), "configs[0].results[0].counters.status"),
     (ts._set(None, *_r2(0, "counters", "values", "dram__bytes_read.sum")),
      "configs[0].results[0].counters.values.dram__bytes_read.sum"),
