@@ -138,6 +138,14 @@ std::vector<OptionValues> option_combinations(const Options& o, const VariantInf
   return combos;
 }
 
+// Whether each of `values` is its option's default for `shape` (option_default).
+bool are_shape_defaults(const VariantInfo& info, const OptionValues& values, const Shape* shape) {
+  return std::all_of(info.options.begin(), info.options.end(), [&](const OptionDecl& decl) {
+    const auto it = values.find(decl.name);
+    return it == values.end() || it->second == option_default(decl, shape);
+  });
+}
+
 }  // namespace
 
 std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out, const Shape* shape) {
@@ -161,12 +169,7 @@ std::string plan_rows(const Options& o, int d, std::vector<PlannedRow>* out, con
       for (const auto& config : configs) {
         const bool is_default = !config || !default_config || *config == *default_config;
         for (const OptionValues& values : option_combinations(o, *info, direction, shape)) {
-          bool options_default = true;
-          for (const OptionDecl& decl : info->options) {
-            const auto it = values.find(decl.name);
-            if (it != values.end() && it->second != option_default(decl, shape))
-              options_default = false;
-          }
+          const bool options_default = are_shape_defaults(*info, values, shape);
           RowSpec spec{info->name, direction, config, values};
           if (planned.insert(spec).second)
             out->push_back({std::move(spec), info, is_default, options_default});

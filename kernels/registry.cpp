@@ -232,11 +232,7 @@ const std::vector<VariantInfo>& variant_registry() {
     // d=256 is fa3's yardstick (forward). cuDNN's backward there has never run in this project's
     // tests (tests/test_backward_gpu.cpp: d 64 and 128), so its rows say so rather than run
     // unchecked.
-    r.back().row_rule = [](const Shape& s, const RowSpec& row) -> std::string {
-      if (row.direction == Direction::backward && s.d > 128)
-        return "unsupported: cudnn's backward is checked here at d 64 and 128 only";
-      return "";
-    };
+    r.back().backward_head_dims = {64, 128};
     r.push_back(VariantInfo{
         "cudnn-fp8",
         Algorithm::fp8,

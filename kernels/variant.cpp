@@ -147,6 +147,14 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
 
 std::string VariantInfo::unsupported_row(const Shape& s, const RowSpec& row) const {
   if (std::string r = unsupported_reason(s); !r.empty()) return r;
+  const auto& bwd = backward_head_dims;
+  if (row.direction == Direction::backward && !bwd.empty() &&
+      std::find(bwd.begin(), bwd.end(), static_cast<int>(s.d)) == bwd.end()) {
+    std::string dims;
+    for (std::size_t i = 0; i < bwd.size(); ++i)
+      dims += (i == 0 ? "" : i + 1 == bwd.size() ? " and " : ", ") + std::to_string(bwd[i]);
+    return "unsupported: " + name + "'s backward is checked here at d " + dims + " only";
+  }
   return row_rule ? row_rule(s, row) : "";
 }
 

@@ -238,6 +238,9 @@ struct VariantInfo {
   // A tiled backward's own compiled tiles at head dim d, default first (null: tile_options'; its
   // kernel keeps one stage); bench/plan.cpp gives backward rows these.
   std::vector<Tiles> (*backward_tile_options)(int d) = nullptr;
+  // The head dims its backward rows run at, where fewer than head_dims (empty: head_dims); a
+  // backward row at another says unsupported (unsupported_row).
+  std::vector<int> backward_head_dims{};
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
   Tiles (*shape_default_tiles)(const Shape& s) = nullptr;

@@ -97,9 +97,11 @@ steps=" ${FA3_CHECK_STEPS:-tests memcheck racecheck synccheck tiles table} "
 want() { [[ "$steps" == *" $1 "* ]]; }
 want tests && step gpu-tests-fa3 "$build/bin/fa_tests_gpu" \
   --gtest_filter='AllVariants/*fa3*:OtherTiles/*fa3*:Ablation/*:Fa3.*:Shapes/FaultsAreCaught.*/d64_bf16_causal_N1000:Shapes/FaultsAreCaught.*/d128_fp16_full_N1000:Shapes/FaultsAreCaught.*/d128_bf16_causal_N4096:Shapes/FaultsAreCaught.*/d64_fp16_full_N4096:Shapes/FaultsAreCaught.*/d256_bf16_causal_N1000'
-# Small runs under the sanitizer (one timed repetition; verification on).
+# Small runs under the sanitizer (one timed repetition; verification on), at every head dim fa3
+# builds.
 fa3_ceilings
-san="$bin --N 1000 --d 64,128,256 --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
+dims=64,128,256
+san="$bin --N 1000 --d $dims --causal both --variants fa3 --batch 1 --heads 2 --warmup 0 --repetitions 1 --no-counters"
 want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcode 9 \
   --kernel-name kns=fa3_forward_kernel $san --fa3-schedule all
 # racecheck is slow on these kernels: N=300 (3 query blocks, a partial one), every schedule.
@@ -107,11 +109,11 @@ want memcheck && step memcheck compute-sanitizer --tool memcheck --error-exitcod
 # process, and racecheck stopped at its hazard limit inside them (H200, 2026-11-23).
 want racecheck && step racecheck compute-sanitizer --tool racecheck --error-exitcode 9 \
   --kernel-name kns=fa3_forward_kernel \
-  "$bin" --N 300 --d 64,128,256 --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
+  "$bin" --N 300 --d "$dims" --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
   --repetitions 1 --no-counters --fa3-schedule all
 want synccheck && step synccheck compute-sanitizer --tool synccheck --error-exitcode 9 \
   --kernel-name kns=fa3_forward_kernel \
-  "$bin" --N 300 --d 64,128,256 --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
+  "$bin" --N 300 --d "$dims" --causal both --variants fa3 --batch 1 --heads 1 --warmup 0 \
   --repetitions 1 --no-counters --fa3-schedule all
 # The d=64 tiles (128 and 192 query rows) side by side, with and without the intra-warpgroup
 # overlap and the turns (192 rows has no causal persistent build).
@@ -120,7 +122,7 @@ for sch in full no-overlap no-pingpong; do
     --block-q 128,192 --block-kv 128 --fa3-schedule "$sch" --no-counters \
     --json "$out/fa3-tiles-$sch.json"
 done
-want table && step table "$bin" --N "${FA3_CHECK_N:-1024,2048,4096,8192,16384}" --d 64,128,256 --causal both \
+want table && step table "$bin" --N "${FA3_CHECK_N:-1024,2048,4096,8192,16384}" --d "$dims" --causal both \
   --variants fa2,fa3,cudnn --fa3-schedule full,no-pingpong,no-overlap,persistent \
   --json "$out/fa3-table.json"
 

@@ -414,40 +414,32 @@ TEST(ResultJson, WritesAndReadsTheRowSpec) {
   EXPECT_EQ(b.configs[0].results[2].spec.direction, Direction::backward);
 }
 
-// default_config: written when known, read back; absent stays unknown; not a bool is refused.
-TEST(ResultJson, DefaultConfigIsOptional) {
+// An optional bool of a row (default_config, default_options): written when known, read back;
+// absent stays unknown; `not_a_bool` in its place is refused.
+void expect_optional_row_bool(std::optional<bool> VariantResult::*field, const std::string& key,
+                              const nlohmann::json& not_a_bool) {
   RunResult a = sample_record();
-  a.configs[0].results[0].default_config = false;
-  a.configs[0].results[1].default_config = true;
+  a.configs[0].results[0].*field = false;
+  a.configs[0].results[1].*field = true;
   const std::string text = to_json_text(a);
   const auto doc = nlohmann::json::parse(text);
-  EXPECT_EQ(doc["configs"][0]["results"][0]["default_config"], false);
-  EXPECT_EQ(doc["configs"][0]["results"][1]["default_config"], true);
-  EXPECT_FALSE(doc["configs"][0]["results"][2].contains("default_config"));
+  EXPECT_EQ(doc["configs"][0]["results"][0][key], false);
+  EXPECT_EQ(doc["configs"][0]["results"][1][key], true);
+  EXPECT_FALSE(doc["configs"][0]["results"][2].contains(key));
   const RunResult b = from_json_text(text, "mem");
-  EXPECT_EQ(b.configs[0].results[0].default_config, std::optional<bool>(false));
-  EXPECT_EQ(b.configs[0].results[1].default_config, std::optional<bool>(true));
-  EXPECT_FALSE(b.configs[0].results[2].default_config.has_value());
-  expect_refused(first_row_changed()([](auto& r) { r["default_config"] = 1; }),
-                 "configs[0].results[0].default_config: expected true or false");
+  EXPECT_EQ(b.configs[0].results[0].*field, std::optional<bool>(false));
+  EXPECT_EQ(b.configs[0].results[1].*field, std::optional<bool>(true));
+  EXPECT_FALSE((b.configs[0].results[2].*field).has_value());
+  expect_refused(first_row_changed()([&](auto& r) { r[key] = not_a_bool; }),
+                 "configs[0].results[0]." + key + ": expected true or false");
 }
 
-// default_options: as default_config (written when known, read back, absent unknown, a bool).
+TEST(ResultJson, DefaultConfigIsOptional) {
+  expect_optional_row_bool(&VariantResult::default_config, "default_config", 1);
+}
+
 TEST(ResultJson, DefaultOptionsIsOptional) {
-  RunResult a = sample_record();
-  a.configs[0].results[0].default_options = false;
-  a.configs[0].results[1].default_options = true;
-  const std::string text = to_json_text(a);
-  const auto doc = nlohmann::json::parse(text);
-  EXPECT_EQ(doc["configs"][0]["results"][0]["default_options"], false);
-  EXPECT_EQ(doc["configs"][0]["results"][1]["default_options"], true);
-  EXPECT_FALSE(doc["configs"][0]["results"][2].contains("default_options"));
-  const RunResult b = from_json_text(text, "mem");
-  EXPECT_EQ(b.configs[0].results[0].default_options, std::optional<bool>(false));
-  EXPECT_EQ(b.configs[0].results[1].default_options, std::optional<bool>(true));
-  EXPECT_FALSE(b.configs[0].results[2].default_options.has_value());
-  expect_refused(first_row_changed()([](auto& r) { r["default_options"] = "yes"; }),
-                 "configs[0].results[0].default_options: expected true or false");
+  expect_optional_row_bool(&VariantResult::default_options, "default_options", "yes");
 }
 
 TEST(ResultJson, RefusesABadRowSpec) {

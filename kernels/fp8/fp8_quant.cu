@@ -307,6 +307,11 @@ template <int D, typename T>
 __host__ __device__ inline T item_blocks(T kv_blocks) {
   return (kv_blocks + Pipe<D>::kKvBlocks - 1) / Pipe<D>::kKvBlocks;
 }
+// Items of the whole pass: Q, K and V of every head (quantise() keeps it below 2^31).
+template <int D>
+__host__ __device__ inline std::int64_t pass_items(const QuantParams& p) {
+  return 3 * p.heads * item_blocks<D>(p.kv_blocks);
+}
 
 // Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
 // lanes that hold the row (consecutive lanes of one warp); rotated in place. The Hadamard's
@@ -546,7 +551,7 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
   extern __shared__ __align__(16) std::uint8_t smem[];
   __shared__ float red[2][P::kQBlocks][kPipeThreads / 32];
   const int t = threadIdx.x;
-  const auto items = static_cast<std::uint32_t>(3 * p.heads * item_blocks<D>(p.kv_blocks));
+  const auto items = static_cast<std::uint32_t>(pass_items<D>(p));
   const std::uint32_t step = gridDim.x;
   const std::uint32_t signs = sign_bits(t % P::kSub);
   const std::uint32_t ring = sm80::smem_u32(smem);
@@ -595,7 +600,7 @@ int pipelined_grid() {
 template <int D, bool HEAD_SCALE>
 void launch_quantise(const QuantParams& p, cudaStream_t stream) {
   if constexpr (FA_FP8_QUANT_PIPELINED != 0) {
-    const std::int64_t items = 3 * p.heads * item_blocks<D>(p.kv_blocks);
+    const std::int64_t items = pass_items<D>(p);
     if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
       const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
       quantise_pipelined_kernel<D, HEAD_SCALE>
