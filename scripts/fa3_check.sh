@@ -24,26 +24,10 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 1
 # $FA_BUILD_DIR (default build), configured with $FA3_CMAKE_EXTRA too; sets $build and $bin.
 # Returns 1 (one line on stderr) when the build fails or fa3 was not built.
 fa3_build() {
-  local out=$1 cutlass=${FA_CUTLASS_INCLUDE:-}
+  local out=$1 cutlass
   build=${FA_BUILD_DIR:-build}
   export PATH="$PATH:/usr/local/cuda/bin"
-  if [ -z "$cutlass" ]; then
-    cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1)
-  fi
-  if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; then
-    # Unpacked once per build folder: unpacking again gives every CuTe header a new mtime, and
-    # ninja then rebuilt all sm_90a kernels for each side of an A/B or a sweep (about 2.5 minutes
-    # a side on the H100 machine, 2026-11-25, where only fp8_quant.cu had changed).
-    if [ ! -f "$build/_deps/cutlass/cutlass_library/source/include/cute/tensor.hpp" ]; then
-      mkdir -p "$build/_deps/cutlass"
-      python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass"
-    fi
-    cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
-  fi
-  if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
-    echo "fa3: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
-    return 1
-  fi
+  cutlass=$(scripts/cute_include.sh "$build") || return 1  # its reason on stderr
   scripts/cudnn_frontend.sh >"$out/cudnn-frontend.log" 2>&1 ||
     echo "fa3: warning: no cudnn-frontend headers (the cudnn rows will say unsupported): $out/cudnn-frontend.log" >&2
   # FA3_CMAKE_EXTRA: more configure arguments (fa3_tune.sh: -DFA_FA3_ALTERNATIVES=ON)

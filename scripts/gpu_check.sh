@@ -35,7 +35,15 @@ if [ -n "${FA_PREBUILT:-}" ]; then
 else
   build=${FA_BUILD_DIR:-build-gpu}
   section build
-  if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
+  # The sm_90a kernels (fa3, fp8) need the CuTe headers; without them the build succeeds and their
+  # rows and tests say "not built" (a call on 2026-11-26 lost its GPU tests to that).
+  cute=()
+  if cutlass=$(scripts/cute_include.sh "$build" 2>>"$log"); then
+    cute=(-DFA_CUTLASS_INCLUDE="$cutlass")
+  else
+    note "build: no CuTe headers (scripts/cute_include.sh): fa3 and fp8 will not be built"
+  fi
+  if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cute[@]}" >>"$log" 2>&1 &&
          timeout 900 cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; }; then
     tail -40 "$log"
     note "build: FAILED"
@@ -44,6 +52,11 @@ else
   fi
   bin=$build/bin
   note "build: ok ($(grep -c 'spill' "$log") spill warnings)"
+fi
+# On an sm_90 GPU a build without fa3 is a check that cannot see half of the kernels: say so.
+if nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0' &&
+  ! "$bin/fa-bench" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
+  note "build: FAILED: fa3 and fp8 (sm_90a) are not in these binaries on an sm_90 GPU; their tests fail"
 fi
 
 if [ -z "${FA_NO_GPU_TESTS:-}" ]; then

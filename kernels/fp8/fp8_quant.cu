@@ -237,7 +237,8 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 // of the copy kernel), d=64 182 us against 171 with 128-row items; fa-bench's fp8 rows with the
 // pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md, "The quantisation
 // pass, pipelined"). With 256-row items at d=64 and the warp amax (the defaults since): d=64 152
-// us, d=128 147 us (step 3 there).
+// us, d=128 147 us (step 3 there). With 256 threads a block (the default since 2026-11-26), on
+// the H200: d=64 160 -> 137 us, d=128 156 -> 141 us against 512 (step 4 there).
 // Each thread copies and later reads back the same 16-byte chunks (8 consecutive elements of a
 // row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
 // program order, its reads of that stage's previous item. The same amax blocks, the same
@@ -260,7 +261,7 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
 #define FA_FP8_QUANT_STAGES_D128 2
 #endif
 #ifndef FA_FP8_QUANT_THREADS
-#define FA_FP8_QUANT_THREADS 512
+#define FA_FP8_QUANT_THREADS 256
 #endif
 // Rows per item at d=64, 128 or 256; the scale blocks stay those of fp8_layout.hpp, so a 256-row
 // item records two K/V blocks and four Q blocks. At 128 rows an item is 16 KB of bf16 and pays a
@@ -277,12 +278,12 @@ constexpr int kPipeThreads = FA_FP8_QUANT_THREADS;
 template <int D>
 struct Pipe {
   static constexpr int kSub = D / 8;                     // lanes per row
-  static constexpr int kPassRows = kPipeThreads / kSub;  // rows per pass: 64 or 32 (512 threads)
+  static constexpr int kPassRows = kPipeThreads / kSub;  // rows per pass: 32 or 16 (256 threads)
   static constexpr int kItemRows = D == 64 ? FA_FP8_QUANT_ROWS_D64 : kKvScaleRows;
   static constexpr int kKvBlocks = kItemRows / kKvScaleRows;  // K, V scale blocks per item
   static constexpr int kQBlocks = kItemRows / kQScaleRows;    // Q scale blocks per item
   static constexpr int kPasses =
-      kItemRows / kPassRows;  // chunks per thread: 2 or 4 (512 threads, 128 rows)
+      kItemRows / kPassRows;  // chunks per thread: 8 (256 threads: 256 rows at d=64, 128 at 128)
   static constexpr int kStages = D == 64 ? FA_FP8_QUANT_STAGES_D64 : FA_FP8_QUANT_STAGES_D128;
   static constexpr int kStageBytes = kItemRows * D * 2;  // 16 or 32 KB of bf16 (128 rows)
   static constexpr int kTileBytes = kItemRows * D;       // V's E4M3 tile
