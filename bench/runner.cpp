@@ -105,6 +105,11 @@ std::string time_variant(const std::string& name, const Options& o, L2Flusher* f
 
 }  // namespace
 
+const VariantInfo& backward_forward_variant(const Shape& s) {
+  const VariantInfo* fa2 = find_variant("fa2");
+  return fa2->unsupported_reason(s).empty() ? *fa2 : *find_variant("standard");
+}
+
 std::string direction_unsupported_reason(const VariantInfo& info, Direction d) {
   if (std::find(info.directions.begin(), info.directions.end(), d) != info.directions.end())
     return "";
@@ -406,11 +411,9 @@ bool has_rows(const ConfigResult& c, Direction d) {
   });
 }
 
-// The forward whose O and lse every backward row of the configuration starts from: fa2's (verified
-// by its own forward rows and tests), or standard's at head dims fa2 has no kernel for.
+// Runs backward_forward_variant(s) into the configuration's backward inputs.
 std::string backward_forward_pass(const RunContext& ctx, const Shape& s, ConfigInputs* in) {
-  const VariantInfo* info = find_variant("fa2");
-  if (!info->unsupported_reason(s).empty()) info = find_variant("standard");
+  const VariantInfo* info = &backward_forward_variant(s);
   const Tiles tiles = info->default_tiles(static_cast<int>(s.d));
   auto launcher = info->make_launcher(LaunchOptions{});
   DeviceAllocation ws;

@@ -35,6 +35,11 @@ RunResult execute(RunResult record, const Options& options, const RunHooks& hook
 // "" when the variant implements pass `d` (VariantInfo::directions), else the row's reason.
 std::string direction_unsupported_reason(const VariantInfo& info, Direction d);
 
+// The forward whose O and lse every backward row of a shape starts from: fa2's (verified by its
+// own forward rows and tests), or standard's at head dims fa2 has no kernel for (d=256). The
+// backward GPU tests start from the same one.
+const VariantInfo& backward_forward_variant(const Shape& s);
+
 // Sets each timed row's speed relative to the fastest timed peer of its configuration.
 void compare_with_peers(ConfigResult& config);
 
