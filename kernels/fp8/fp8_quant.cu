@@ -32,6 +32,11 @@ namespace {
 // independent errors instead of one error shared by every key's score (the FlashAttention-3
 // paper's "incoherent processing"; the signs: fp8_layout.hpp). Measured effect in
 // docs/accuracy.md.
+// FA_FP8_QUANT_FMA_BUTTERFLY: the cross-lane butterflies as one FFMA each (a candidate, OFF: not
+// measured yet; CMake switch of the same name).
+#ifndef FA_FP8_QUANT_FMA_BUTTERFLY
+#define FA_FP8_QUANT_FMA_BUTTERFLY 0
+#endif
 // The Walsh-Hadamard butterflies and the 1/sqrt(D) of a row of D elements held by the lanes whose
 // index within the row is `sub` (consecutive lanes of one warp), E consecutive elements per lane:
 // first the log2(E) stages inside a lane, then the stages across the row's D/E lanes.
@@ -50,10 +55,21 @@ __device__ inline void hadamard(float (&x)[E], int sub) {
   }
 #pragma unroll
   for (int m = 1; m < D / E; m <<= 1) {  // butterflies across the row's lanes
+#if FA_FP8_QUANT_FMA_BUTTERFLY
+    // The lane's side of the butterfly as a sign: fma(+1, a, b) = a + b and fma(-1, b, a) = a - b
+    // round exactly as the additions below, so the outputs are the same bits, and a stage costs a
+    // shuffle and an FFMA per element instead of a shuffle, an FSEL and an FADD (SASS of the
+    // pipelined d=64 kernel, nvcc 13.0: 192 FSEL per Q or K item, 2026-11-26).
+    const float side = (sub & m) ? -1.0f : 1.0f;
+#endif
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
+#if FA_FP8_QUANT_FMA_BUTTERFLY
+      x[e] = fmaf(side, x[e], y);
+#else
       x[e] = (sub & m) ? (y - x[e]) : (x[e] + y);
+#endif
     }
   }
   const float norm = rsqrtf(static_cast<float>(D));
