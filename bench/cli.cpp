@@ -241,6 +241,9 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--metrics", f.metrics,
                  "more CUPTI metrics to collect, comma-separated, with their rollup (e.g. "
                  "sm__warps_launched.sum)");
+  app.add_flag("--stall-reasons", o.stall_reasons,
+               "also count the warp stall reasons (cycles stalled per issued instruction, as "
+               "Nsight Compute's WarpStateStats); each row prints its largest three");
   app.add_flag("--remeasure", o.remeasure_ceilings,
                "measure the roofline ceilings again (ignore the cache)");
   app.add_flag(
@@ -403,6 +406,10 @@ void resolve_rows(const RawFlags& f, Options& o) {
 void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
   o.counters = !f.no_counters;
   o.kernel_breakdown = !f.no_kernel_breakdown;
+  if (o.stall_reasons && !o.counters) {
+    throw BadInput{
+        "--stall-reasons: needs the hardware counters (accepted: without --no-counters)"};
+  }
   if (!f.metrics.empty()) {
     for (const auto& m : split(f.metrics, ',')) {
       if (m.empty() || m.find_first_of(" \t") != std::string::npos) {

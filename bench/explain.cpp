@@ -8,6 +8,15 @@
 
 namespace fa::bench {
 
+std::string stall_summary(const std::map<std::string, double>& values) {
+  const auto top = counters::top_stalls(values, 3);
+  if (top.empty()) return "";
+  std::string out = "; stalls per issued instruction:";
+  for (std::size_t i = 0; i < top.size(); ++i)
+    out += fmt::format("{} {} {:.2f}", i == 0 ? "" : ",", top[i].first, top[i].second);
+  return out;
+}
+
 std::string explain_counters(const ConfigResult& c) {
   std::string out;
   for (const auto& r : c.results) {
@@ -37,7 +46,8 @@ std::string explain_counters(const ConfigResult& c) {
             ? fmt::format("; {}-bound, {:.0f}% of the lowest roof at its measured intensities",
                           r.placement->bound, 100 * r.placement->fraction)
             : "";
-    out += fmt::format("    {}: {}; {}{}\n", row_label(c, r), dram, tensor, roof);
+    out += fmt::format("    {}: {}; {}{}{}\n", row_label(c, r), dram, tensor, roof,
+                       r.counters ? stall_summary(r.counters->values) : "");
     // Several kernels: where the bytes and the time went, kernel by kernel.
     if (r.counters && r.counters->kernels.size() > 1) {
       const counters::Measured whole = counters::interpret(r.counters->values);

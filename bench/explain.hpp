@@ -3,6 +3,7 @@
 // from the numbers only: no sentence is written without the figure that supports it.
 #pragma once
 
+#include <map>
 #include <string>
 
 #include "bench/result.hpp"
@@ -10,5 +11,9 @@
 namespace fa::bench {
 
 std::string explain_counters(const ConfigResult& config);
+
+// "; stalls per issued instruction: wait 2.21, short_scoreboard 0.72, ..." (the largest three)
+// when a row's counters hold stall reasons (--stall-reasons), else "".
+std::string stall_summary(const std::map<std::string, double>& values);
 
 }  // namespace fa::bench

@@ -26,11 +26,39 @@
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
 #include "bench/writers.hpp"
+#include "profiler/counters.hpp"
 #include "profiler/cupti_range.hpp"
 
 namespace {
 
 using namespace fa::bench;
+
+// --stall-reasons: the stall reasons' metrics join --metrics' where this GPU offers them; the
+// others are named in one warning line (the reasons are a view, not a verdict: a missing one does
+// not stop the run, unlike a metric the user named).
+void add_stall_metrics(const fa::DeviceInfo& device, Options& o) {
+  std::vector<std::string> wanted;
+  for (const auto& s : fa::counters::stall_reasons()) wanted.push_back(s.metric);
+  std::vector<std::string> refused;
+  try {
+    refused = fa::CounterSession::unsupported(device.index, wanted);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr,
+                 "warning: --stall-reasons: not counted (the metrics could not be checked: %s)\n",
+                 e.what());
+    return;
+  }
+  const std::set<std::string> missing(refused.begin(), refused.end());
+  for (const auto& m : wanted) {
+    if (!missing.count(m)) o.extra_metrics.push_back(m);
+  }
+  if (!refused.empty()) {
+    std::string list;
+    for (const auto& m : refused) list += (list.empty() ? "" : ", ") + m;
+    std::fprintf(stderr, "warning: --stall-reasons: not available on this GPU (%s): %s\n",
+                 device.name.c_str(), list.c_str());
+  }
+}
 
 extern "C" void on_sigint(int) {
   if (g_interrupted.exchange(true)) {  // second Ctrl-C: leave now
@@ -192,6 +220,9 @@ int run(int argc, char** argv) {
     } catch (const std::exception& e) {
       std::fprintf(stderr, "warning: --metrics not checked (%s)\n", e.what());
     }
+  }
+  if (device && o.counters && o.stall_reasons && o.test_fake_devices == 0) {
+    add_stall_metrics(*device, o);
   }
   // Planning is quick unless the sweep is huge (the IO model walks the blocks): a progress line
   // after the first second, then every half second on a terminal, every 10 s otherwise.

@@ -48,8 +48,11 @@ struct Options {
   bool kernel_breakdown =
       true;  // per-kernel counters of multi-kernel variants (--no-kernel-breakdown)
   std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name
-  bool remeasure_ceilings = false;         // --remeasure: ignore the ceilings cache
-  bool datasheet_roofs = false;            // --datasheet-roofs: measure no ceilings
+  // --stall-reasons: the warp stall reasons' metrics too (those the GPU offers), each row's
+  // largest ones printed beside its counters
+  bool stall_reasons = false;
+  bool remeasure_ceilings = false;  // --remeasure: ignore the ceilings cache
+  bool datasheet_roofs = false;     // --datasheet-roofs: measure no ceilings
   bool require_gpu = false;
   // --profiler-range: each non-peer variant's verification launch alone between
   // cudaProfilerStart/Stop, after one untimed launch (Nsight Compute's range replay).

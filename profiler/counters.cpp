@@ -1,5 +1,7 @@
 #include "profiler/counters.hpp"
 
+#include <algorithm>
+
 namespace fa::counters {
 namespace {
 double get(const std::map<std::string, double>& v, const char* name) {
@@ -52,6 +54,34 @@ Measured interpret(const std::map<std::string, double>& v) {
   m.seconds = get(v, "gpu__time_duration.sum") * 1e-9;
   m.sm_clock_hz = get(v, "sm__cycles_elapsed.avg.per_second");
   return m;
+}
+
+const std::vector<StallReason>& stall_reasons() {
+  static const std::vector<StallReason> reasons = [] {
+    std::vector<StallReason> r;
+    for (const char* name : {"barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss",
+                             "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar",
+                             "mio_throttle", "misc", "no_instruction", "not_selected",
+                             "short_scoreboard", "sleeping", "tex_throttle", "wait"}) {
+      r.push_back({name, std::string("smsp__average_warps_issue_stalled_") + name +
+                             "_per_issue_active.ratio"});
+    }
+    return r;
+  }();
+  return reasons;
+}
+
+std::vector<std::pair<std::string, double>> top_stalls(const std::map<std::string, double>& v,
+                                                       std::size_t n) {
+  std::vector<std::pair<std::string, double>> out;
+  for (const auto& s : stall_reasons()) {
+    const auto it = v.find(s.metric);
+    if (it != v.end()) out.emplace_back(s.reason, it->second);
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const auto& a, const auto& b) { return a.second > b.second; });
+  if (out.size() > n) out.resize(n);
+  return out;
 }
 
 }  // namespace fa::counters

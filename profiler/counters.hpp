@@ -2,8 +2,10 @@
 // chip GH100, against CUPTI's metric list), and the figures derived from them.
 #pragma once
 
+#include <cstddef>
 #include <map>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace fa::counters {
@@ -39,5 +41,20 @@ struct Measured {
 };
 
 Measured interpret(const std::map<std::string, double>& values);
+
+// Warp stall reasons (--stall-reasons): for each reason, the cycles a warp spent stalled on it per
+// instruction it issued, as Nsight Compute's WarpStateStats section reports them
+// (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio; scripts/fa2_profile.sh read
+// them through ncu on the H100 on 2026-11-25). "selected" (1 per issued instruction by
+// definition) is left out.
+struct StallReason {
+  std::string reason;  // e.g. "long_scoreboard"
+  std::string metric;  // its CUPTI metric name
+};
+const std::vector<StallReason>& stall_reasons();
+
+// The stall reasons present in a row's counter values, largest first, at most `n` of them.
+std::vector<std::pair<std::string, double>> top_stalls(const std::map<std::string, double>& values,
+                                                       std::size_t n);
 
 }  // namespace fa::counters

@@ -40,6 +40,17 @@ void expect_bad(std::vector<std::string> args, const std::string& must_mention) 
   EXPECT_EQ(out.output.find('\n'), out.output.size() - 1) << out.output;
 }
 
+TEST(Cli, StallReasonsIsAFlag) {
+  const auto off = parse({"--N", "4096"});
+  ASSERT_EQ(off.action, ParseOutcome::Action::run) << off.output;
+  EXPECT_FALSE(off.options.stall_reasons);
+  const auto on = parse({"--N", "4096", "--stall-reasons"});
+  ASSERT_EQ(on.action, ParseOutcome::Action::run) << on.output;
+  EXPECT_TRUE(on.options.stall_reasons);
+  // The metrics join at run time, where the GPU says which it offers (bench/main.cpp).
+  EXPECT_TRUE(on.options.extra_metrics.empty());
+}
+
 TEST(Cli, TheReadmeCommandParses) {
   const auto out = parse({"--N", "4096", "--d", "64", "--variants", "all"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
@@ -91,6 +102,7 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   expect_bad({"--repetitions", "-1"}, "--repetitions");
   expect_bad({"--min-time", "0"}, "--min-time");
   expect_bad({"--cold", "--warm"}, "--cold");
+  expect_bad({"--stall-reasons", "--no-counters"}, "--stall-reasons");
   expect_bad({"--no-such-flag"}, "no-such-flag");
   // The counters' forced failure is a hidden test flag with two accepted values (no environment
   // variable); --profiler-range is a documented flag.

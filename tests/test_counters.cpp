@@ -34,6 +34,44 @@ TEST(Counters, DefaultMetricsExistOnGH100) {
   EXPECT_EQ(bad[1], "sm__ops_path_tensor_src_fp16_dst_fp32.sum");
 }
 
+// --stall-reasons asks for these by name: every one must exist on the chip the tool is built for
+// (the run drops and names any a GPU refuses; here a wrong name is caught without a GPU).
+TEST(Counters, StallReasonMetricsExistOnGH100) {
+  std::vector<std::string> names;
+  for (const auto& s : counters::stall_reasons()) names.push_back(s.metric);
+  ASSERT_EQ(names.size(), 17u);
+  std::vector<std::string> bad;
+  try {
+    bad = CounterSession::unsupported(std::string("GH100"), names);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "CUPTI host API unavailable here: " << e.what();
+  }
+  EXPECT_TRUE(bad.empty()) << bad.size() << " refused, first " << bad.front();
+}
+
+TEST(Counters, TopStallsAreTheLargestInOrder) {
+  const auto metric = [](const char* reason) {
+    return std::string("smsp__average_warps_issue_stalled_") + reason + "_per_issue_active.ratio";
+  };
+  const std::map<std::string, double> v{{metric("wait"), 2.21},
+                                        {metric("short_scoreboard"), 0.72},
+                                        {metric("dispatch_stall"), 0.32},
+                                        {metric("math_pipe_throttle"), 0.34},
+                                        {"dram__bytes_read.sum", 1e9}};
+  const auto top = counters::top_stalls(v, 3);
+  ASSERT_EQ(top.size(), 3u);
+  EXPECT_EQ(top[0].first, "wait");
+  EXPECT_EQ(top[1].first, "short_scoreboard");
+  EXPECT_EQ(top[2].first, "math_pipe_throttle");
+  EXPECT_DOUBLE_EQ(top[2].second, 0.34);
+  EXPECT_EQ(bench::stall_summary(v),
+            "; stalls per issued instruction: wait 2.21, short_scoreboard 0.72, "
+            "math_pipe_throttle 0.34");
+  // Without stall metrics the line says nothing (runs without --stall-reasons).
+  EXPECT_EQ(bench::stall_summary({{"dram__bytes_read.sum", 1e9}}), "");
+  EXPECT_TRUE(counters::top_stalls(v, 0).empty());
+}
+
 TEST(Counters, InterpretSumsTheRightThings) {
   const auto m = counters::interpret({{"dram__bytes_read.sum", 100},
                                       {"dram__bytes_write.sum", 50},
