@@ -108,6 +108,14 @@ timeout 120 "$bin/fa-bench" --N 4096 --d 64 --variants all --remeasure --json "$
 note "bench N=4096 d=64: rc=$?"
 cat "$out/.bench.txt" | tee -a "$log"
 
+# --stall-reasons (first landed 2026-11-26 without a GPU run): every row counted, and how many
+# rows name their stall reasons in the reading under the table.
+section "stall reasons"
+timeout 120 "$bin/fa-bench" --N 1024 --d 64,128 --variants fa2,fa3,fp8 --stall-reasons --warmup 1 \
+  --repetitions 5 --datasheet-roofs --json "$out/stall-reasons.json" >"$out/.bench.txt" 2>&1
+note "stall reasons: rc=$?, rows with stalls: $(grep -c 'stalls per issued instruction' "$out/.bench.txt"), warnings: $(grep -c 'warning' "$out/.bench.txt")"
+cat "$out/.bench.txt" >>"$log"
+
 # Counters unavailable: forced (no permission) and real (Nsight Compute holds the counters).
 # Either way the run must finish with timing, exit 0, and say why the counter columns are empty.
 small_run=(--N 1024 --d 64 --variants fa2 --warmup 1 --repetitions 5 --datasheet-roofs)
