@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -49,8 +50,10 @@ void add_stall_metrics(const fa::DeviceInfo& device, Options& o) {
     return;
   }
   const std::set<std::string> missing(refused.begin(), refused.end());
-  for (const auto& m : wanted) {
-    if (!missing.count(m)) o.extra_metrics.push_back(m);
+  for (const auto& m : wanted) {  // once each, also when --metrics names it
+    if (!missing.count(m) &&
+        std::find(o.extra_metrics.begin(), o.extra_metrics.end(), m) == o.extra_metrics.end())
+      o.extra_metrics.push_back(m);
   }
   if (!refused.empty()) {
     std::string list;

@@ -59,9 +59,9 @@ Measured interpret(const std::map<std::string, double>& v) {
 const std::vector<StallReason>& stall_reasons() {
   static const std::vector<StallReason> reasons = [] {
     std::vector<StallReason> r;
-    for (const char* name : {"barrier", "branch_resolving", "dispatch_stall", "drain", "imc_miss",
-                             "lg_throttle", "long_scoreboard", "math_pipe_throttle", "membar",
-                             "mio_throttle", "misc", "no_instruction", "not_selected",
+    for (const char* name : {"barrier", "branch_resolving", "dispatch_stall", "drain", "gmma",
+                             "imc_miss", "lg_throttle", "long_scoreboard", "math_pipe_throttle",
+                             "membar", "mio_throttle", "misc", "no_instruction", "not_selected",
                              "short_scoreboard", "sleeping", "tex_throttle", "wait"}) {
       r.push_back({name, std::string("smsp__average_warps_issue_stalled_") + name +
                              "_per_issue_active.ratio"});

@@ -10,6 +10,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:?usage: scripts/cute_include.sh BUILD_DIR}
+[[ $build = /* ]] || build=$PWD/$build
 cutlass=${FA_CUTLASS_INCLUDE:-}
 if [ -z "$cutlass" ]; then
   cutlass=$(ls -d .venv/lib/python3*/site-packages/cutlass_library/source/include 2>/dev/null | head -1 || true)
@@ -19,7 +20,7 @@ if [ -z "$cutlass" ] && ls .whl/nvidia_cutlass-4.2.0.0-*.whl >/dev/null 2>&1; th
     mkdir -p "$build/_deps/cutlass"
     python3 -m zipfile -e .whl/nvidia_cutlass-4.2.0.0-*.whl "$build/_deps/cutlass"
   fi
-  cutlass="$PWD/$build/_deps/cutlass/cutlass_library/source/include"
+  cutlass="$build/_deps/cutlass/cutlass_library/source/include"
 fi
 if [ -z "$cutlass" ] || [ ! -f "$cutlass/cute/tensor.hpp" ]; then
   echo "cute_include: error: no CuTe headers (.venv nvidia-cutlass, .whl/nvidia_cutlass-4.2.0.0-*.whl or FA_CUTLASS_INCLUDE)" >&2
