@@ -2,6 +2,7 @@
 // result record -> writers (table, JSON, CSV, Markdown).
 #include <benchmark/benchmark.h>
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -56,10 +57,8 @@ void add_stall_metrics(const fa::DeviceInfo& device, Options& o) {
       o.extra_metrics.push_back(m);
   }
   if (!refused.empty()) {
-    std::string list;
-    for (const auto& m : refused) list += (list.empty() ? "" : ", ") + m;
     std::fprintf(stderr, "warning: --stall-reasons: not available on this GPU (%s): %s\n",
-                 device.name.c_str(), list.c_str());
+                 device.name.c_str(), fmt::format("{}", fmt::join(refused, ", ")).c_str());
   }
 }
 
@@ -214,10 +213,8 @@ int run(int argc, char** argv) {
     try {
       const auto bad = fa::CounterSession::unsupported(device->index, o.extra_metrics);
       if (!bad.empty()) {
-        std::string list;
-        for (const auto& m : bad) list += (list.empty() ? "" : ", ") + m;
         std::fprintf(stderr, "error: --metrics: not available on this GPU (%s): %s\n",
-                     device->name.c_str(), list.c_str());
+                     device->name.c_str(), fmt::format("{}", fmt::join(bad, ", ")).c_str());
         return kExitBadInput;
       }
     } catch (const std::exception& e) {
