@@ -2,7 +2,10 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <utility>
+#include <vector>
 
 namespace fa::bench {
 namespace {
@@ -75,6 +78,28 @@ Row make_row(const ConfigResult& c, const VariantResult& r) {
   return row;
 }
 
+// One line per distinct reason a row's counters failed, naming its rows: a DRAM column that
+// says "n/a" and nothing else hid a CUPTI failure from the console (H200, 2026-11-26:
+// --stall-reasons' 10 passes against a guard of 6 left every row uncounted without a word).
+std::string counter_failures(const ConfigResult& c) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> failures;  // reason -> rows
+  for (const auto& r : c.results) {
+    // "unavailable" (the whole run: said once at its start) and "skipped" (--no-counters) are not
+    // a row's failure.
+    if (!r.counters || r.counters->status != "error") continue;
+    const std::string& why = r.counters->reason;
+    auto it = std::find_if(failures.begin(), failures.end(),
+                           [&](const auto& f) { return f.first == why; });
+    if (it == failures.end()) it = failures.insert(failures.end(), {why, {}});
+    it->second.push_back(row_label(c, r));
+  }
+  std::string out;
+  for (const auto& [why, rows] : failures) {
+    out += fmt::format("  counters not counted ({}): {}\n", fmt::join(rows, ", "), why);
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string format_config_header(const ConfigResult& c) {
@@ -102,6 +127,7 @@ std::string format_table(const ConfigResult& c) {
                        w.bytes, w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai,
                        w.roof, w.err, w.status);
   }
+  out += counter_failures(c);
   return out;
 }
 

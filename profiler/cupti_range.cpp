@@ -431,7 +431,11 @@ CounterSession CounterSession::create(int device, const std::vector<std::string>
     const std::vector<std::uint8_t> availability = counter_availability(s.context_);
 
     s.config_image_ = config_image(s.chip_, availability, metrics);
-    s.passes_ = num_passes(s.config_image_);
+    // The larger of two schedules: the one made with this GPU's counter availability said 1 pass
+    // on the H200 (2026-11-26) for metrics that the chip-only one schedules in 4 (the defaults)
+    // or 10 (with --stall-reasons' 18), and the replay loop's guard, sized from 1, stopped the
+    // latter after 6 with every row uncounted.
+    s.passes_ = std::max(num_passes(s.config_image_), passes(s.chip_, metrics));
     s.evaluator_ = host_initialize(s.chip_, availability);
 
     s.profiler_ = enable_range_profiler(s.context_);
@@ -452,7 +456,7 @@ void CounterSession::setup_write_back(const std::vector<std::uint8_t>& availabil
   if (std::find(metrics_.begin(), metrics_.end(), kDramWrite) == metrics_.end()) return;
   try {
     wb_config_image_ = config_image(chip_, availability, {kDramWrite});
-    wb_passes_ = num_passes(wb_config_image_);
+    wb_passes_ = std::max(num_passes(wb_config_image_), passes(chip_, {kDramWrite}));
     wb_counter_data_ = counter_data_image(profiler_, {kDramWrite});
     int l2 = 0;
     check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_),
@@ -623,6 +627,11 @@ std::vector<std::string> CounterSession::unsupported(int device,
 std::vector<std::string> CounterSession::unsupported(const std::string& chip,
                                                      const std::vector<std::string>& metrics) {
   return refused_metrics(chip, {}, metrics);
+}
+
+int CounterSession::passes(const std::string& chip, const std::vector<std::string>& metrics) {
+  std::vector<std::uint8_t> image = config_image(chip, {}, metrics);
+  return num_passes(image);
 }
 
 void CounterSession::release() noexcept {

@@ -71,6 +71,9 @@ class CounterSession {
   static std::vector<std::string> unsupported(int device, const std::vector<std::string>& metrics);
   static std::vector<std::string> unsupported(const std::string& chip,
                                               const std::vector<std::string>& metrics);
+  // The replays CUPTI's host side schedules for these metrics on this chip (no GPU needed).
+  // Throws CounterFailure when CUPTI itself fails or refuses a metric.
+  static int passes(const std::string& chip, const std::vector<std::string>& metrics);
 
   bool ok() const { return error_.kind == CounterError::none; }
   const CounterError& error() const { return error_; }

@@ -49,6 +49,26 @@ TEST(Counters, StallReasonMetricsExistOnGH100) {
   EXPECT_TRUE(bad.empty()) << bad.size() << " refused, first " << bad.front();
 }
 
+// The replay loop is sized from CUPTI's pass count (with a guard against a loop): on the H200 the
+// count made with the GPU's availability said 1 where these metrics need several, so the session
+// takes the chip's own schedule as well. These are that schedule's facts the fix rests on
+// (CUPTI 13.0, GH100): the defaults need more than one pass and the stall reasons add more.
+TEST(Counters, StallReasonsNeedMorePassesThanTheDefaults) {
+  std::vector<std::string> all = counters::default_metrics();
+  for (const auto& s : counters::stall_reasons()) all.push_back(s.metric);
+  int defaults = 0, with_stalls = 0;
+  try {
+    defaults = CounterSession::passes("GH100", counters::default_metrics());
+    with_stalls = CounterSession::passes("GH100", all);
+  } catch (const std::exception& e) {
+    GTEST_SKIP() << "CUPTI host API unavailable here: " << e.what();
+  }
+  EXPECT_GT(defaults, 1);
+  EXPECT_GT(with_stalls, defaults);
+  // A 2x+4 guard on the defaults' count (the loop's) would have stopped the stall collection.
+  EXPECT_GT(with_stalls, 2 * 1 + 4);
+}
+
 TEST(Counters, TopStallsAreTheLargestInOrder) {
   const auto metric = [](const char* reason) {
     return std::string("smsp__average_warps_issue_stalled_") + reason + "_per_issue_active.ratio";

@@ -363,6 +363,28 @@ TEST(ResultJson, ReadsFileNamedInEnvironment) {
   }
 }
 
+// A row whose counters failed says why under the table, once per reason with the rows it names;
+// a run without counters (--no-counters, or none available: said once at the start) adds nothing.
+TEST(ResultJson, CounterFailuresAreNamedUnderTheTable) {
+  RunResult a = sample_record();
+  ConfigResult& c = a.configs[0];
+  ASSERT_FALSE(c.results.empty());
+  c.results.push_back(c.results[0]);
+  for (auto& r : c.results) r.counters = CounterResult{};
+  c.results[0].counters->status = "error";
+  c.results[0].counters->reason = "cuptiRangeProfilerStop: not all passes submitted";
+  EXPECT_NE(format_table(c).find("  counters not counted (" + row_label(c, c.results[0]) +
+                                 "): cuptiRangeProfilerStop: not all passes submitted\n"),
+            std::string::npos)
+      << format_table(c);
+  c.results[1].counters->status = "error";
+  c.results[1].counters->reason = c.results[0].counters->reason;
+  const std::string both = format_table(c);
+  EXPECT_EQ(both.find("counters not counted"), both.rfind("counters not counted")) << both;
+  for (auto& r : c.results) r.counters->status = "skipped";
+  EXPECT_EQ(format_table(c).find("counters not counted"), std::string::npos);
+}
+
 // One row, one placement: the console table, the CSV, the Markdown and the JSON give the same bound
 // and fraction (the report reads the JSON's: tests/python).
 TEST(ResultJson, OnePlacementInEveryWriter) {
