@@ -45,13 +45,6 @@
 #define FA_FA2_SOFTMAX_TILES 0
 #endif
 
-// FA_FA2_KEY_SPLIT: a K/V block's keys in this many steps (S, softmax, P V each) in the 4x32
-// tiles that re-read Q from shared memory (d=128). A candidate, 1 (off) by default: CMake
-// setting of the same name; docs/perf-notes.md, "fa2 v5".
-#ifndef FA_FA2_KEY_SPLIT
-#define FA_FA2_KEY_SPLIT 1
-#endif
-
 namespace fa {
 namespace {
 
@@ -95,11 +88,6 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
   constexpr int kNTiles = BC / 8;  // 8-column tiles of S
   constexpr int kDTiles = D / 8;   // 8-column tiles of O
   constexpr bool kQRegs = fa2_q_in_registers<D, BC, WR>();
-  // Key steps per K/V block: FA_FA2_KEY_SPLIT for the 32-row warps that re-read Q from shared
-  // memory (d=128's 4x32 tiles, whose S, O and K fragments fill 255 registers), 1 elsewhere.
-  constexpr int kSplit = (kMT > 1 && !kQRegs) ? FA_FA2_KEY_SPLIT : 1;
-  constexpr int BCS = BC / kSplit;  // keys per step
-  static_assert(BC % (16 * kSplit) == 0 && BCS % 8 == 0, "fa2: key split");
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
 #ifdef FA_TEST_FA2_SLOWDOWN  // test builds only (scripts/gate_h200.sh): see the end of the kernel
@@ -177,60 +165,49 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
     }
     __syncthreads();
 
-    // The block's keys in kSplit steps of BCS (FA_FA2_KEY_SPLIT): each step's S, softmax and
-    // P V before the next step's S, so the scores of only BCS keys are live beside O.
-#pragma unroll
-    for (int h = 0; h < kSplit; ++h) {
-      const T* sKh = sK + buf * BC * D + h * BCS * D;  // h * BCS rows: a whole swizzle period
-      const T* sVh = sV + buf * BC * D + h * BCS * D;
-      float s[kMT][BCS / 8][4];
-      if constexpr (kMT == 1) {
-        warp_qkt<D, BCS>(s[0], qf[0], sKh, lane);
-      } else if constexpr (kQRegs) {
-        warp_qkt_rows<kMT, D, BCS>(s, qf, sKh, lane);
-      } else {
-        warp_qkt_rows_smem_q<kMT, D, BCS>(s, sQ, warp * WR, sKh, lane);
-      }
+    float s[kMT][kNTiles][4];
+    if constexpr (kMT == 1) {
+      warp_qkt<D, BC>(s[0], qf[0], sK + buf * BC * D, lane);
+    } else if constexpr (kQRegs) {
+      warp_qkt_rows<kMT, D, BC>(s, qf, sK + buf * BC * D, lane);
+    } else {
+      warp_qkt_rows_smem_q<kMT, D, BC>(s, sQ, warp * WR, sK + buf * BC * D, lane);
+    }
 
 #pragma unroll
-      for (int m = 0; m < kMT; ++m) {
-        const std::int64_t row_a = row0 + m * 16;
-        const KeyMask<CAUSAL, BCS, FAULTS> mask{static_cast<std::int64_t>(j) * BC + h * BCS,
-                                                N,
-                                                row_a,
-                                                row_a + 8,
-                                                p.fault.mask_shift,
-                                                j == p.fault.drop_kv_block};
-        if constexpr (kMT == 1) {
-          const bool needs_mask =  // written out here: see scale_and_mask
-              mask.k0 + BCS > N || (CAUSAL && mask.k0 + BCS - 1 > q0 + mask.shift()) ||
-              mask.dropped();
-          scale_and_mask(s[m], p.scale_log2, mask, needs_mask, t);
-          softmax[m].update(s[m], o[m]);  // s becomes P; m, l move on; O rescaled
-        } else {
-          // Per m16 tile: a tile wholly below the diagonal skips the mask. The scale is folded
-          // into the exponent (one FFMA per score), the mask works on the raw scores.
-          const std::int64_t tile_row0 = q0 + warp * WR + m * 16;
-          const bool needs_mask = mask.k0 + BCS > N ||
-                                  (CAUSAL && mask.k0 + BCS - 1 > tile_row0 + mask.shift()) ||
-                                  mask.dropped();
-          if (needs_mask) mask_keys(s[m], mask, t);
+    for (int m = 0; m < kMT; ++m) {
+      const std::int64_t row_a = row0 + m * 16;
+      const KeyMask<CAUSAL, BC, FAULTS> mask{
+          static_cast<std::int64_t>(j) * BC, N, row_a, row_a + 8, p.fault.mask_shift,
+          j == p.fault.drop_kv_block};
+      if constexpr (kMT == 1) {
+        const bool needs_mask =  // written out here: see scale_and_mask
+            mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped();
+        scale_and_mask(s[m], p.scale_log2, mask, needs_mask, t);
+        softmax[m].update(s[m], o[m]);  // s becomes P; m, l move on; O rescaled
+      } else {
+        // Per m16 tile: a tile wholly below the diagonal skips the mask. The scale is folded
+        // into the exponent (one FFMA per score), the mask works on the raw scores.
+        const std::int64_t tile_row0 = q0 + warp * WR + m * 16;
+        const bool needs_mask = mask.k0 + BC > N ||
+                                (CAUSAL && mask.k0 + BC - 1 > tile_row0 + mask.shift()) ||
+                                mask.dropped();
+        if (needs_mask) mask_keys(s[m], mask, t);
 #if !FA_FA2_SOFTMAX_TILES
-          softmax[m].update_scaled(s[m], o[m], p.scale_log2);
+        softmax[m].update_scaled(s[m], o[m], p.scale_log2);
 #endif
-        }
       }
+    }
 #if FA_FA2_SOFTMAX_TILES
-      if constexpr (kMT > 1) update_scaled_tiles(softmax, s, o, p.scale_log2);
+    if constexpr (kMT > 1) update_scaled_tiles(softmax, s, o, p.scale_log2);
 #endif
 
-      if constexpr (kMT == 1) {
-        warp_pv<D, BCS>(o[0], s[0], sVh, lane);
-      } else {
-        std::uint32_t pk[kMT][BCS / 16][4];
-        pack_p_rows<kMT, BCS, T>(pk, s);
-        warp_pv_rows<kMT, D, BCS, T>(o, pk, sVh, lane);
-      }
+    if constexpr (kMT == 1) {
+      warp_pv<D, BC>(o[0], s[0], sV + buf * BC * D, lane);
+    } else {
+      std::uint32_t pk[kMT][BC / 16][4];
+      pack_p_rows<kMT, BC, T>(pk, s);
+      warp_pv_rows<kMT, D, BC, T>(o, pk, sV + buf * BC * D, lane);
     }
     // The next iteration's prefetch overwrites the buffer read here.
     __syncthreads();
