@@ -25,8 +25,8 @@ source "$(dirname "$0")/fa3_check.sh"  # fa3_build (cd's to the repository root)
 out=${1:?usage: scripts/exp2_ab.sh OUTDIR}
 mkdir -p "$out/base" "$out/cand"
 N=${EXP2_AB_N:-1024,4096,16384}
-base_args=${EXP2_AB_BASE_ARGS:--DFA_FAST_EXP2=OFF}
-cand_args=${EXP2_AB_CAND_ARGS:--DFA_FAST_EXP2=ON}
+base_args=${EXP2_AB_BASE_ARGS--DFA_FAST_EXP2=OFF}  # set but empty: the defaults
+cand_args=${EXP2_AB_CAND_ARGS--DFA_FAST_EXP2=ON}
 variants=${EXP2_AB_VARIANTS:-fa2,fa3,fp8,cudnn}
 
 # Each side is configured afresh: CMake's cache would keep a switch an earlier A/B set on that

@@ -113,7 +113,7 @@ cat "$out/.bench.txt" | tee -a "$log"
 section "stall reasons"
 timeout 120 "$bin/fa-bench" --N 1024 --d 64,128 --variants fa2,fa3,fp8 --stall-reasons --warmup 1 \
   --repetitions 5 --datasheet-roofs --json "$out/stall-reasons.json" >"$out/.bench.txt" 2>&1
-note "stall reasons: rc=$?, rows with stalls: $(grep -c 'stalls per issued instruction' "$out/.bench.txt"), warnings: $(grep -c 'warning' "$out/.bench.txt")"
+note "stall reasons: rc=$?, rows with stalls: $(grep -c 'stalls per issued instruction' "$out/.bench.txt"), counter failures: $(grep -c 'counters not counted' "$out/.bench.txt"), warnings: $(grep -c 'warning' "$out/.bench.txt")"
 cat "$out/.bench.txt" >>"$log"
 
 # Counters unavailable: forced (no permission) and real (Nsight Compute holds the counters).
