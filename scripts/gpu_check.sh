@@ -43,6 +43,10 @@ else
   else
     note "build: no CuTe headers (scripts/cute_include.sh): fa3 and fp8 will not be built"
   fi
+  # The cuDNN peer needs the cudnn-frontend headers (from the wheel in .whl/ on this offline
+  # machine); without them its rows and tests say "not built" (the check of 2026-11-26 built so).
+  scripts/cudnn_frontend.sh >>"$log" 2>&1 ||
+    note "build: no cudnn-frontend headers (scripts/cudnn_frontend.sh): the cudnn rows will say not built"
   if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cute[@]}" >>"$log" 2>&1 &&
          timeout 900 cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; }; then
     tail -40 "$log"

@@ -16,6 +16,7 @@
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
 #include "bench/runner.hpp"
+#include "kernels/cudnn/cudnn.hpp"
 #include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/atomic_file.hpp"
@@ -387,10 +388,15 @@ TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
     EXPECT_EQ(r.configs.at(0).results.size(), 1u);
     return r.configs.at(0).results.at(0);
   };
-  const auto bwd = only_row({"--variants", "cudnn", "--direction", "bwd"});
-  EXPECT_EQ(bwd.status, Status::unsupported);
-  EXPECT_NE(bwd.reason.find("checked here at d 64 and 128 only"), std::string::npos) << bwd.reason;
-  EXPECT_NE(only_row({"--variants", "cudnn"}).status, Status::unsupported);  // forward: planned
+  // cudnn's rows, where the peer is built (a build without the cudnn-frontend headers says that
+  // on every cudnn row instead: the GPU machine's check built so on 2026-11-26).
+  if (cudnn_library_status().find("not built") == std::string::npos) {
+    const auto bwd = only_row({"--variants", "cudnn", "--direction", "bwd"});
+    EXPECT_EQ(bwd.status, Status::unsupported);
+    EXPECT_NE(bwd.reason.find("checked here at d 64 and 128 only"), std::string::npos)
+        << bwd.reason;
+    EXPECT_NE(only_row({"--variants", "cudnn"}).status, Status::unsupported);  // forward: planned
+  }
   if (fa3_build_status().find("built for sm_90a") == std::string::npos)
     GTEST_SKIP() << "fa3 not built: " << fa3_build_status();
   const auto persistent =
