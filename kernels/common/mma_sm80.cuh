@@ -173,6 +173,68 @@ __device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4]
   }
 }
 
+// ldmatrix addresses in a swizzled [rows][D] tile (swz) from one per-lane address. A lane's
+// ldmatrix row is 8-row-aligned block + (lane-fixed row & 7), and its column is a 16-element
+// step + (a lane-fixed 0 or 8). So the swizzled 16-byte chunk of step c = col/8 (even) is
+// (c & 8) + ((c & 7) ^ lane_chunk): the lane's step-0 address XOR (c & 7) * 16, plus (c & 8) * 16
+// and the rows' stride. That holds when the tile starts 128-byte aligned and a row is a multiple
+// of 128 bytes (bits 4-6 of the address are the chunk's low bits). One LOP3 and an immediate per
+// ldmatrix. swz's arithmetic per ldmatrix instead cost fa2's d=128 loop about 400 integer
+// instructions per K/V block at 255 registers, against 7 IADD3 in FlashAttention-2's
+// (PyTorch's flash_fwd_kernel, SASS, nvcc 13.0 / torch 2.11, 2026-11-26; docs/perf-notes.md,
+// "fa2 v6").
+template <int D, typename T>
+__device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int rows, int col) {
+  static_assert(D * sizeof(T) % 128 == 0, "swz_step: a row is a multiple of 128 bytes");
+  const int c = col >> 3;  // col: a multiple of 16 (compile-time once unrolled)
+  return (lane_addr ^ static_cast<std::uint32_t>((c & 7) << 4)) +
+         static_cast<std::uint32_t>((c & ~7) * 16 + rows * D * static_cast<int>(sizeof(T)));
+}
+
+// FA_FA2_XOR_ADDRESSES: the 32-row warps' ldmatrix addresses by swz_step (on) or by swz per
+// ldmatrix (off, the form before 2026-11-26). CMake switch of the same name on fa2.cu; the
+// fallback (0) serves compiles outside CMake.
+#ifndef FA_FA2_XOR_ADDRESSES
+#define FA_FA2_XOR_ADDRESSES 0
+#endif
+// Two ldmatrix address patterns of the rows functions below. An "A" pattern: lane l reads row
+// row0 + (l & 15), columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with
+// row0 = 16 * kc). A "K" pattern: row 16 * np + (l & 7) + (l >> 4) * 8, columns 16 * step +
+// ((l >> 3) & 1) * 8 (K's B fragments). The lane's step-0 address is taken once per call; row0
+// must be a multiple of 8 for that.
+template <int D, typename T>
+__device__ __forceinline__ std::uint32_t a_lane_addr(const T* tile, int row0, int lane) {
+  return smem_u32(tile + swz<D>(row0 + (lane & 15), (lane >> 4) * 8));
+}
+// lane_addr: a_lane_addr(tile, row0, lane); rows: a multiple of 8 below row0.
+template <int D, typename T>
+__device__ __forceinline__ std::uint32_t a_addr(const T* tile, std::uint32_t lane_addr, int row0,
+                                                int rows, int step, int lane) {
+#if FA_FA2_XOR_ADDRESSES
+  (void)tile, (void)row0, (void)lane;
+  return swz_step<D, T>(lane_addr, rows, step * 16);
+#else
+  (void)lane_addr;
+  return smem_u32(tile + swz<D>(row0 + rows + (lane & 15), step * 16 + (lane >> 4) * 8));
+#endif
+}
+template <int D, typename T>
+__device__ __forceinline__ std::uint32_t k_lane_addr(const T* tile, int lane) {
+  return smem_u32(tile + swz<D>((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8));
+}
+template <int D, typename T>
+__device__ __forceinline__ std::uint32_t k_addr(const T* tile, std::uint32_t lane_addr, int np,
+                                                int step, int lane) {
+#if FA_FA2_XOR_ADDRESSES
+  (void)tile, (void)lane;
+  return swz_step<D, T>(lane_addr, np * 16, step * 16);
+#else
+  (void)lane_addr;
+  return smem_u32(
+      tile + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), step * 16 + ((lane >> 3) & 1) * 8));
+#endif
+}
+
 // Warps of 16*MT query rows (FlashAttention-2's layout: each warp owns 32+ rows): every K or V
 // fragment loaded from shared memory feeds MT m16 tiles, so the shared-memory bytes per MMA
 // fall by MT. MT = 1 is warp_qkt / warp_pv above.
@@ -187,13 +249,13 @@ __device__ inline void warp_qkt_rows(float (&s)[MT][BC / 8][4],
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
   }
+  const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
     for (int np = 0; np < BC / 16; ++np) {
       std::uint32_t b[4];
-      ldmatrix_x4(b, smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                          kk * 16 + ((lane >> 3) & 1) * 8)));
+      ldmatrix_x4(b, k_addr<D>(sK, k_lane, np, kk, lane));
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         mma_16816<T>(s[m][2 * np], qf[m][kk], b[0], b[1]);
@@ -213,19 +275,18 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
 #pragma unroll
     for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
   }
+  // row0: a multiple of 8 (the warp's first row), so row & 7 is the lane's (swz_step).
+  const std::uint32_t q_lane = a_lane_addr<D>(sQ, row0, lane);
+  const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     std::uint32_t a[MT][4];
 #pragma unroll
-    for (int m = 0; m < MT; ++m) {
-      ldmatrix_x4(a[m],
-                  smem_u32(sQ + swz<D>(row0 + m * 16 + (lane & 15), kk * 16 + (lane >> 4) * 8)));
-    }
+    for (int m = 0; m < MT; ++m) ldmatrix_x4(a[m], a_addr<D>(sQ, q_lane, row0, m * 16, kk, lane));
 #pragma unroll
     for (int np = 0; np < BC / 16; ++np) {
       std::uint32_t b[4];
-      ldmatrix_x4(b, smem_u32(sK + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
-                                          kk * 16 + ((lane >> 3) & 1) * 8)));
+      ldmatrix_x4(b, k_addr<D>(sK, k_lane, np, kk, lane));
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         mma_16816<T>(s[m][2 * np], a[m], b[0], b[1]);
@@ -259,12 +320,13 @@ template <int MT, int D, int BC, typename T>
 __device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
                                     const std::uint32_t (&pk)[MT][BC / 16][4], const T* sV,
                                     int lane) {
+  const std::uint32_t v_lane = a_lane_addr<D>(sV, 0, lane);
 #pragma unroll
   for (int kc = 0; kc < BC / 16; ++kc) {
 #pragma unroll
     for (int dp = 0; dp < D / 16; ++dp) {
       std::uint32_t b[4];
-      ldmatrix_x4_trans(b, smem_u32(sV + swz<D>(kc * 16 + (lane & 15), dp * 16 + (lane >> 4) * 8)));
+      ldmatrix_x4_trans(b, a_addr<D>(sV, v_lane, 0, kc * 16, dp, lane));
 #pragma unroll
       for (int m = 0; m < MT; ++m) {
         mma_16816<T>(o[m][2 * dp], pk[m][kc], b[0], b[1]);
