@@ -197,6 +197,12 @@ __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int r
 #ifndef FA_FA2_XOR_ADDRESSES
 #define FA_FA2_XOR_ADDRESSES 1
 #endif
+// FA_FA2_LDSM_AHEAD: the rows functions below issue each ldmatrix one step (4 MMAs) before the
+// MMAs that read it, from a ping-pong of fragment registers, instead of just before them (a
+// candidate, 0 = off; CMake switch of the same name on fa2.cu; docs/perf-notes.md, "fa2 v6").
+#ifndef FA_FA2_LDSM_AHEAD
+#define FA_FA2_LDSM_AHEAD 0
+#endif
 // Two ldmatrix address patterns of the rows functions below. An "A" pattern: lane l reads row
 // row0 + (l & 15), columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with
 // row0 = 16 * kc). A "K" pattern: row 16 * np + (l & 7) + (l >> 4) * 8, columns 16 * step +
@@ -250,6 +256,22 @@ __device__ inline void warp_qkt_rows(float (&s)[MT][BC / 8][4],
     for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
   }
   const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
+#if FA_FA2_LDSM_AHEAD
+  constexpr int NP = BC / 16, kSteps = D / 16 * NP;  // step i: k-step i / NP, key block i % NP
+  std::uint32_t b[2][4];
+  ldmatrix_x4(b[0], k_addr<D>(sK, k_lane, 0, 0, lane));
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int kk = i / NP, np = i % NP;
+    if (i + 1 < kSteps)
+      ldmatrix_x4(b[(i + 1) & 1], k_addr<D>(sK, k_lane, (i + 1) % NP, (i + 1) / NP, lane));
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      mma_16816<T>(s[m][2 * np], qf[m][kk], b[i & 1][0], b[i & 1][1]);
+      mma_16816<T>(s[m][2 * np + 1], qf[m][kk], b[i & 1][2], b[i & 1][3]);
+    }
+  }
+#else
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
 #pragma unroll
@@ -263,6 +285,7 @@ __device__ inline void warp_qkt_rows(float (&s)[MT][BC / 8][4],
       }
     }
   }
+#endif
 }
 
 // As warp_qkt_rows, with Q's A fragments read from the swizzled shared tile sQ (rows row0 ..
@@ -278,6 +301,30 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
   // row0: a multiple of 8 (the warp's first row), so row & 7 is the lane's (swz_step).
   const std::uint32_t q_lane = a_lane_addr<D>(sQ, row0, lane);
   const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
+#if FA_FA2_LDSM_AHEAD
+  constexpr int NP = BC / 16, kSteps = D / 16 * NP;  // step i: k-step i / NP, key block i % NP
+  std::uint32_t a[2][MT][4], b[2][4];                // [k-step & 1], [step & 1]
+#pragma unroll
+  for (int m = 0; m < MT; ++m) ldmatrix_x4(a[0][m], a_addr<D>(sQ, q_lane, row0, m * 16, 0, lane));
+  ldmatrix_x4(b[0], k_addr<D>(sK, k_lane, 0, 0, lane));
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int kk = i / NP, np = i % NP;
+    if (np == NP - 1 && kk + 1 < D / 16) {  // the next k-step's Q fragments
+#pragma unroll
+      for (int m = 0; m < MT; ++m)
+        ldmatrix_x4(a[(kk + 1) & 1][m], a_addr<D>(sQ, q_lane, row0, m * 16, kk + 1, lane));
+    }
+    if (i + 1 < kSteps)
+      ldmatrix_x4(b[(i + 1) & 1], k_addr<D>(sK, k_lane, (i + 1) % NP, (i + 1) / NP, lane));
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      mma_16816<T>(s[m][2 * np], a[kk & 1][m], b[i & 1][0], b[i & 1][1]);
+      mma_16816<T>(s[m][2 * np + 1], a[kk & 1][m], b[i & 1][2], b[i & 1][3]);
+    }
+  }
+  return;
+#endif
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     std::uint32_t a[MT][4];
@@ -321,6 +368,24 @@ __device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
                                     const std::uint32_t (&pk)[MT][BC / 16][4], const T* sV,
                                     int lane) {
   const std::uint32_t v_lane = a_lane_addr<D>(sV, 0, lane);
+#if FA_FA2_LDSM_AHEAD
+  constexpr int DP = D / 16, kSteps = BC / 16 * DP;  // step i: key chunk i / DP, columns i % DP
+  std::uint32_t b[2][4];
+  ldmatrix_x4_trans(b[0], a_addr<D>(sV, v_lane, 0, 0, 0, lane));
+#pragma unroll
+  for (int i = 0; i < kSteps; ++i) {
+    const int kc = i / DP, dp = i % DP;
+    if (i + 1 < kSteps)
+      ldmatrix_x4_trans(b[(i + 1) & 1],
+                        a_addr<D>(sV, v_lane, 0, (i + 1) / DP * 16, (i + 1) % DP, lane));
+#pragma unroll
+    for (int m = 0; m < MT; ++m) {
+      mma_16816<T>(o[m][2 * dp], pk[m][kc], b[i & 1][0], b[i & 1][1]);
+      mma_16816<T>(o[m][2 * dp + 1], pk[m][kc], b[i & 1][2], b[i & 1][3]);
+    }
+  }
+  return;
+#endif
 #pragma unroll
   for (int kc = 0; kc < BC / 16; ++kc) {
 #pragma unroll
