@@ -198,10 +198,11 @@ __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int r
 #define FA_FA2_XOR_ADDRESSES 1
 #endif
 // FA_FA2_LDSM_AHEAD: the rows functions below issue each ldmatrix one step (4 MMAs) before the
-// MMAs that read it, from a ping-pong of fragment registers, instead of just before them (a
-// candidate, 0 = off; CMake switch of the same name on fa2.cu; docs/perf-notes.md, "fa2 v6").
+// MMAs that read it, from a ping-pong of fragment registers, instead of just before them (CMake
+// switch of the same name on fa2.cu, ON there: d=128 1.03-1.04x on the H200; docs/perf-notes.md,
+// "fa2 v6"); the fallback (1) serves compiles outside CMake.
 #ifndef FA_FA2_LDSM_AHEAD
-#define FA_FA2_LDSM_AHEAD 0
+#define FA_FA2_LDSM_AHEAD 1
 #endif
 // Two ldmatrix address patterns of the rows functions below. An "A" pattern: lane l reads row
 // row0 + (l & 15), columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with

@@ -299,8 +299,9 @@ using Fa2Tiles =
 //          128x128 4 warps x 32 rows (FlashAttention-2's d=64 tile; ptxas spills 80-88 bytes)
 //          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
 //   d=128: 128x64  4 warps x 32 rows, Q re-read from shared memory per k-step (FlashAttention-2's
-//                  d=128 tile; 255 registers, ptxas spills 144 bytes, as FlashAttention-2's
-//                  own kernel does)
+//                  d=128 tile; 255 registers, ptxas spills 112 bytes non-causal and 144 causal,
+//                  as FlashAttention-2's own kernel spills; H200, N=4096: 356.6 TFLOP/s against
+//                  torch-flash's 353.1, docs/perf-notes.md "fa2 v6")
 //          256x32  8 warps x 32 rows, Q re-read from shared memory per k-step
 //          64x64   4 warps x 16 rows
 //          128x32  8 warps x 16 rows
