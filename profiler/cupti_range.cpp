@@ -554,8 +554,10 @@ std::map<std::string, double> CounterSession::collect(std::vector<std::uint8_t>&
   // 2. Passes: each programs a different set of counters around the same work. With `evict`, the
   //    L2 is written back before the range and, inside it, after the work.
   // CUPTI decides when every pass is in; this only guards against a loop, so it is generous: the
-  // host's pass count is no bound (H200, 2026-11-26: it said 1 for --stall-reasons' metrics, and
-  // a guard of 2 x 1 + 4 stopped their collection on every row).
+  // configuration's own pass count is no bound. On the H200 (2026-11-26, a diagnostic counting
+  // launches) the write-back collection, one metric and one pass by its schedule, took as many
+  // replays as the main collection before it: 4 + 4 with the default metrics, 10 + 10 with
+  // --stall-reasons'. A guard of 2 x 1 + 4 stopped it on every row.
   const int max_passes = std::max(2 * passes + 4, 64);
   bool all_submitted = false;
   for (int pass = 0; !all_submitted; ++pass) {

@@ -45,7 +45,7 @@ else
   fi
   # The cuDNN peer needs the cudnn-frontend headers (from the wheel in .whl/ on this offline
   # machine); without them its rows and tests say "not built" (the check of 2026-11-26 built so).
-  scripts/cudnn_frontend.sh >>"$log" 2>&1 ||
+  timeout 120 scripts/cudnn_frontend.sh >>"$log" 2>&1 ||
     note "build: no cudnn-frontend headers (scripts/cudnn_frontend.sh): the cudnn rows will say not built"
   if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cute[@]}" >>"$log" 2>&1 &&
          timeout 900 cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; }; then
@@ -117,7 +117,7 @@ cat "$out/.bench.txt" | tee -a "$log"
 section "stall reasons"
 timeout 120 "$bin/fa-bench" --N 1024 --d 64,128 --variants fa2,fa3,fp8 --stall-reasons --warmup 1 \
   --repetitions 5 --datasheet-roofs --json "$out/stall-reasons.json" >"$out/.bench.txt" 2>&1
-note "stall reasons: rc=$?, rows with stalls: $(grep -c 'stalls per issued instruction' "$out/.bench.txt"), counter failures: $(grep -c 'counters not counted' "$out/.bench.txt"), warnings: $(grep -c 'warning' "$out/.bench.txt")"
+note "stall reasons: rc=$?, rows with stalls: $(grep -c 'stalls per issued instruction' "$out/.bench.txt"), counter failure lines (one per reason): $(grep -c 'counters not counted' "$out/.bench.txt"), warnings: $(grep -c 'warning' "$out/.bench.txt")"
 cat "$out/.bench.txt" >>"$log"
 
 # Counters unavailable: forced (no permission) and real (Nsight Compute holds the counters).

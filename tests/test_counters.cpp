@@ -65,7 +65,8 @@ TEST(Counters, StallReasonsNeedMorePassesThanTheDefaults) {
   }
   EXPECT_GT(defaults, 1);
   EXPECT_GT(with_stalls, defaults);
-  // A 2x+4 guard on the defaults' count (the loop's) would have stopped the stall collection.
+  // The GPU's availability-based count said 1 on the H200; a guard of 2 x 1 + 4 (the loop's
+  // before the mend) is below what these metrics take.
   EXPECT_GT(with_stalls, 2 * 1 + 4);
 }
 

@@ -179,10 +179,10 @@ __device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4]
 // (c & 8) + ((c & 7) ^ lane_chunk): the lane's step-0 address XOR (c & 7) * 16, plus (c & 8) * 16
 // and the rows' stride. That holds when the tile starts 128-byte aligned and a row is a multiple
 // of 128 bytes (bits 4-6 of the address are the chunk's low bits). One LOP3 and an immediate per
-// ldmatrix. swz's arithmetic per ldmatrix instead cost fa2's d=128 loop about 400 integer
-// instructions per K/V block at 255 registers, against 7 IADD3 in FlashAttention-2's
-// (PyTorch's flash_fwd_kernel, SASS, nvcc 13.0 / torch 2.11, 2026-11-26; docs/perf-notes.md,
-// "fa2 v6").
+// ldmatrix. With swz's arithmetic per ldmatrix, fa2's d=128 loop ran 343 integer and move
+// instructions on a full K/V block's path at 255 registers (161 with this), against 89 in
+// FlashAttention-2's own loop (PyTorch's flash_fwd_kernel; SASS, nvcc 13.0 / torch 2.11,
+// 2026-11-26; docs/perf-notes.md, "fa2 v6").
 template <int D, typename T>
 __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int rows, int col) {
   static_assert(D * sizeof(T) % 128 == 0, "swz_step: a row is a multiple of 128 bytes");
@@ -324,8 +324,7 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
       mma_16816<T>(s[m][2 * np + 1], a[kk & 1][m], b[i & 1][2], b[i & 1][3]);
     }
   }
-  return;
-#endif
+#else
 #pragma unroll
   for (int kk = 0; kk < D / 16; ++kk) {
     std::uint32_t a[MT][4];
@@ -342,6 +341,7 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
       }
     }
   }
+#endif
 }
 
 // P (16*MT x BC, fp32) rounded to T and packed as A fragments: pk[m][kc] is the 16x16 A fragment
@@ -385,8 +385,7 @@ __device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
       mma_16816<T>(o[m][2 * dp + 1], pk[m][kc], b[i & 1][2], b[i & 1][3]);
     }
   }
-  return;
-#endif
+#else
 #pragma unroll
   for (int kc = 0; kc < BC / 16; ++kc) {
 #pragma unroll
@@ -400,6 +399,7 @@ __device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
       }
     }
   }
+#endif
 }
 
 }  // namespace fa::sm80
