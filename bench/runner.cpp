@@ -110,6 +110,23 @@ const VariantInfo& backward_forward_variant(const Shape& s) {
   return fa2->unsupported_reason(s).empty() ? *fa2 : *find_variant("standard");
 }
 
+std::string run_backward_forward(const Shape& s, const void* q, const void* k, const void* v,
+                                 void* o, float* lse, StreamHandle stream) {
+  const VariantInfo& info = backward_forward_variant(s);
+  const Tiles tiles = info.default_tiles(static_cast<int>(s.d));
+  auto launcher = info.make_launcher(LaunchOptions{});
+  DeviceAllocation ws;
+  const std::size_t ws_bytes = launcher->workspace_bytes(s, tiles);
+  if (ws_bytes > 0 && !ws.allocate(ws_bytes))
+    return fmt::format("the forward for the backward's O and lse needs {:.2f} GiB",
+                       ws_bytes / kGiB);
+  const DeviceBuffers b{q, k, v, o, lse, ws.ptr, ws_bytes};
+  std::string err = launcher->prepare(s, tiles, b, stream);
+  if (err.empty()) err = launcher->run(s, tiles, b, stream);
+  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  return err.empty() ? "" : info.name + " forward (O and lse for the backward): " + err;
+}
+
 std::string direction_unsupported_reason(const VariantInfo& info, Direction d) {
   if (std::find(info.directions.begin(), info.directions.end(), d) != info.directions.end())
     return "";
@@ -413,21 +430,8 @@ bool has_rows(const ConfigResult& c, Direction d) {
 
 // Runs backward_forward_variant(s) into the configuration's backward inputs.
 std::string backward_forward_pass(const RunContext& ctx, const Shape& s, ConfigInputs* in) {
-  const VariantInfo* info = &backward_forward_variant(s);
-  const Tiles tiles = info->default_tiles(static_cast<int>(s.d));
-  auto launcher = info->make_launcher(LaunchOptions{});
-  DeviceAllocation ws;
-  const std::size_t ws_bytes = launcher->workspace_bytes(s, tiles);
-  if (ws_bytes > 0 && !ws.allocate(ws_bytes))
-    return fmt::format("the forward for the backward's O and lse needs {:.2f} GiB",
-                       ws_bytes / kGiB);
-  DeviceBuffers b{
-      in->q.ptr, in->k.ptr, in->v.ptr, in->bwd_o.ptr, static_cast<float*>(in->bwd_lse.ptr),
-      ws.ptr,    ws_bytes};
-  std::string err = launcher->prepare(s, tiles, b, ctx.stream);
-  if (err.empty()) err = launcher->run(s, tiles, b, ctx.stream);
-  FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  return err.empty() ? "" : info->name + " forward (O and lse for the backward): " + err;
+  return run_backward_forward(s, in->q.ptr, in->k.ptr, in->v.ptr, in->bwd_o.ptr,
+                              static_cast<float*>(in->bwd_lse.ptr), ctx.stream);
 }
 
 void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {

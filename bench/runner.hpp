@@ -39,6 +39,10 @@ std::string direction_unsupported_reason(const VariantInfo& info, Direction d);
 // own forward rows and tests), or standard's at head dims fa2 has no kernel for (d=256). The
 // backward GPU tests start from the same one.
 const VariantInfo& backward_forward_variant(const Shape& s);
+// Runs that forward from q, k, v into o and lse (its workspace allocated here) and waits for it;
+// "" or why not. fa-bench's backward rows and the backward GPU tests both start from it.
+std::string run_backward_forward(const Shape& s, const void* q, const void* k, const void* v,
+                                 void* o, float* lse, StreamHandle stream);
 
 // Sets each timed row's speed relative to the fastest timed peer of its configuration.
 void compare_with_peers(ConfigResult& config);

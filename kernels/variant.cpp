@@ -147,8 +147,8 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
 
 std::string VariantInfo::unsupported_row(const Shape& s, const RowSpec& row) const {
   if (std::string r = unsupported_reason(s); !r.empty()) return r;
-  const auto& bwd = backward_head_dims;
-  if (row.direction == Direction::backward && !bwd.empty() &&
+  const auto& bwd = backward_dims();
+  if (row.direction == Direction::backward &&
       std::find(bwd.begin(), bwd.end(), static_cast<int>(s.d)) == bwd.end()) {
     std::string dims;
     for (std::size_t i = 0; i < bwd.size(); ++i)

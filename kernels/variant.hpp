@@ -241,6 +241,10 @@ struct VariantInfo {
   // The head dims its backward rows run at, where fewer than head_dims (empty: head_dims); a
   // backward row at another says unsupported (unsupported_row).
   std::vector<int> backward_head_dims{};
+  // The head dims its backward rows run at: backward_head_dims, or head_dims where that is empty.
+  const std::vector<int>& backward_dims() const {
+    return backward_head_dims.empty() ? head_dims : backward_head_dims;
+  }
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
   Tiles (*shape_default_tiles)(const Shape& s) = nullptr;

@@ -456,7 +456,9 @@ void CounterSession::setup_write_back(const std::vector<std::uint8_t>& availabil
   if (std::find(metrics_.begin(), metrics_.end(), kDramWrite) == metrics_.end()) return;
   try {
     wb_config_image_ = config_image(chip_, availability, {kDramWrite});
-    wb_passes_ = std::max(num_passes(wb_config_image_), passes(chip_, {kDramWrite}));
+    // Its schedule says one pass; the replays it takes follow the main collection's (collect's
+    // guard), so no second schedule is asked for here.
+    wb_passes_ = num_passes(wb_config_image_);
     wb_counter_data_ = counter_data_image(profiler_, {kDramWrite});
     int l2 = 0;
     check_cuda(cudaDeviceGetAttribute(&l2, cudaDevAttrL2CacheSize, device_),

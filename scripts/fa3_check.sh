@@ -44,7 +44,7 @@ fa3_build() {
     return 1
   fi
   bin=$build/bin/fa-bench
-  if ! "$bin" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
+  if ! scripts/sm90a_built.sh "$bin" fa3; then
     echo "fa3: error: fa3 was not built ($bin --list-variants)" >&2
     return 1
   fi

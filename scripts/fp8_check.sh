@@ -26,7 +26,7 @@ mkdir -p "$out"
 # same CuTe as fa3).
 fa3_build "$out" || exit 1
 bin=$build/bin/fa-bench
-if ! "$bin" --list-variants 2>/dev/null | grep -A12 -E '^fp8( |$)' | grep -q 'built for sm_90a'; then
+if ! scripts/sm90a_built.sh "$bin" fp8; then
   echo "fp8_check: error: fp8 (sm_90a) was not built ($bin --list-variants)" >&2
   exit 1
 fi

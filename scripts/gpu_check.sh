@@ -59,7 +59,7 @@ else
 fi
 # On an sm_90 GPU a build without fa3 is a check that cannot see half of the kernels: say so.
 if nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0' &&
-  ! "$bin/fa-bench" --list-variants 2>/dev/null | grep -A12 '^fa3' | grep -q 'built for sm_90a'; then
+  ! scripts/sm90a_built.sh "$bin/fa-bench" fa3; then
   note "build: FAILED: fa3 and fp8 (sm_90a) are not in these binaries on an sm_90 GPU; their tests fail"
 fi
 

@@ -63,16 +63,9 @@ Outcome run_backward_and_check(const std::string& variant, const Shape& s, std::
   FA_CUDA_CHECK(fill_normal(k.p, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
   FA_CUDA_CHECK(fill_normal(v.p, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
   FA_CUDA_CHECK(fill_normal(d_o.p, s.qkv_elements(), s.dtype, seed * 3 + 3, nullptr));
-  {  // the forward whose O and lse the backward starts from: fa-bench's (fa2, or standard at d=256)
-    const VariantInfo& info = bench::backward_forward_variant(s);
-    auto fwd = info.make_launcher({});
-    const Tiles fwd_tiles = info.default_tiles(int(s.d));
-    const std::size_t fwd_ws_bytes = fwd->workspace_bytes(s, fwd_tiles);
-    Alloc fwd_ws(fwd_ws_bytes);
-    const DeviceBuffers fb{q.p, k.p, v.p, o.p, static_cast<float*>(lse.p), fwd_ws.p, fwd_ws_bytes};
-    EXPECT_EQ(fwd->prepare(s, fwd_tiles, fb, nullptr), "");
-    EXPECT_EQ(fwd->run(s, fwd_tiles, fb, nullptr), "");
-  }
+  // the forward whose O and lse the backward starts from: fa-bench's (fa2, or standard at d=256)
+  EXPECT_EQ(bench::run_backward_forward(s, q.p, k.p, v.p, o.p, static_cast<float*>(lse.p), nullptr),
+            "");
   for (void* g : {dq.p, dk.p, dv.p}) FA_CUDA_CHECK(poison_nan16(g, s.qkv_elements(), nullptr));
   const std::size_t ws_bytes = launcher->backward_workspace_bytes(s, tiles);
   Alloc ws(ws_bytes);
@@ -135,14 +128,6 @@ std::vector<Config> configs_of(const std::string& variant, int d) {
   return out;
 }
 
-// The head dims a variant's backward rows run at (the registry's backward_head_dims, else its
-// head dims): every one the planner would run is tested here (standard's d=256 was planned and
-// never tested until 2026-11-26).
-std::vector<int> backward_dims(const char* variant) {
-  const VariantInfo& info = *find_variant(variant);
-  return info.backward_head_dims.empty() ? info.head_dims : info.backward_head_dims;
-}
-
 Shape shape_of(const Case& c) {
   Shape s;
   s.N = c.N;
@@ -176,7 +161,7 @@ TEST_P(BackwardMatchesReference, OnFreshRandomInputs) {
 std::vector<Case> cases() {
   std::vector<Case> out;
   for (const char* v : {"standard", "fa2"})
-    for (int d : backward_dims(v))
+    for (int d : find_variant(v)->backward_dims())
       for (const Config& config : configs_of(v, d))
         for (DType t : {DType::bf16, DType::fp16})
           for (bool causal : {false, true})
@@ -223,7 +208,7 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
 std::vector<Case> fault_cases() {
   std::vector<Case> out;
   for (const char* v : {"standard", "fa2"})
-    for (int d : backward_dims(v))
+    for (int d : find_variant(v)->backward_dims())
       for (const Config& config : configs_of(v, d))
         for (bool causal : {false, true}) out.push_back({v, d, DType::bf16, causal, 300, config});
   return out;
