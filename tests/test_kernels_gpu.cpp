@@ -547,11 +547,13 @@ TEST(LoopOrders, Fa1AndFa2AgreeToRounding) {
 // whole tensor (FlashAttention-3, Table 3: 9.1e-3 against 2.4e-2 for per-tensor FP8). Open: the
 // test reports it (lines "fp8-outlier-bar"); scripts/fp8_check.sh prints them.
 constexpr double kIssue16OutlierBar = 0.40;
-// What the test asserts on outlier inputs at N=4096: the rotation must buy at least 15% against
+// What the test asserts on outlier inputs at N >= 4096: the rotation must buy at least 15% against
 // plain per-tensor FP8. Without it the kernel measured exactly the plain figures (ratio 1.0,
 // docs/accuracy.md); with it 0.46-0.70x plain per-tensor on the H200 (2026-11-23, this test,
 // both kernels and scale granularities). At N=1000 the causal d=64 rows have few keys and the
-// rotation buys less (up to 0.90x): reported only.
+// rotation buys less (up to 0.90x): reported only. N=16384 (since 2026-11-26): the CPU emulation
+// of the scheme put ours against per-tensor at 0.58x (N=1024), 0.42-0.44x (4096) and 0.34x (8192,
+// d=128; docs/accuracy.md): the ratio falls with N, so the bar is reported at a long sequence too.
 constexpr double kRotationMustHelp = 0.85;
 
 // FP8 against the issue's bars at sequence lengths where they apply: RMSE <= 1e-2 on N(0,1)
@@ -576,7 +578,7 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
       for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
         const bool outliers = inputs == Inputs::outliers;
         const double bar = outliers ? 2.4e-2 : 1e-2;
-        for (std::int64_t N : {1000, 4096}) {
+        for (std::int64_t N : {1000, 4096, 16384}) {
           for (bool causal : {false, true}) {
             for (int d : {64, 128}) {
               const Shape s = three_heads(N, d, causal);
@@ -600,7 +602,7 @@ TEST(Fp8, MeetsTheRmseBarsOnNormalAndOutlierInputs) {
                   "fp8-baselines | %s | rel rmse %.3e | / plain per-head %.2f | "
                   "/ plain per-tensor %.2f\n",
                   label.c_str(), rel, vs_head, vs_tensor);
-              if (outliers && N == 4096) {
+              if (outliers && N >= 4096) {
                 EXPECT_LE(vs_tensor, kRotationMustHelp)
                     << label << ": relative RMSE " << rel << ", plain per-tensor " << per_tensor
                     << ", plain per-head " << v.baseline_relative_rmse.value_or(NAN);
