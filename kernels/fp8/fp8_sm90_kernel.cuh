@@ -61,6 +61,19 @@
 #error "kernels/fp8: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
 #endif
 
+// FA_FP8_SOFTMAX_TREE: at d=128, the thread's row max and row sum as trees (online_softmax.cuh's
+// thread_row_max_tree, exp2_row_scaled_tree) instead of chains of NT and 2 NT dependent
+// operations. Why: fa-bench --stall-reasons on the H200 (N=4096, d=128, --fp8-prequantized) put
+// fp8's stalls on fixed-latency dependencies at 1.41 per issued instruction against cudnn-fp8's
+// 0.80, with one consumer warp of each warpgroup per scheduler to hide them. Measured (H200,
+// scripts/exp2_ab.sh, the attention alone): d=128 1.05-1.09x; d=64 (three warpgroups at 160
+// registers, where the trees' temporaries made the causal kernels spill) 0.95x non-causal, so d=64
+// keeps the chains (docs/perf-notes.md, "The softmax's row max and sum as trees"). The sum's
+// rounding order differs from the chain's (not the same bits). CMake switch of the same name.
+#ifndef FA_FP8_SOFTMAX_TREE
+#define FA_FP8_SOFTMAX_TREE 1
+#endif
+
 namespace fa::fp8::sm90 {
 
 using namespace cute;
@@ -255,6 +268,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   constexpr int D = Tr::D, BR = Tr::BR, BC = Tr::BC, kStages = Tr::kStages;
   constexpr int kWG = Tr::kConsumerWarpgroups;
   constexpr int NT = BC / 8, DT = D / 8;
+  constexpr bool kSoftmaxTree = FA_FP8_SOFTMAX_TREE && D == 128;  // see FA_FP8_SOFTMAX_TREE
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>(smem_raw);
@@ -411,14 +425,37 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
         mask_keys(s, mask, t);
       }
       const float factor = q_factor * amax_k(j);
+      if constexpr (kSoftmaxTree) {
+        static_assert(kExp2PolyEvery == 0, "the tree sum has no polynomial exponentials");
+        // Both rows' maxima first, so their quad shuffles are in flight together.
+        float row_mx[2];
 #pragma unroll
-      for (int r = 0; r < 2; ++r) {
-        const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
-        const float base = exp_base(mx);
-        alpha[r] = fast_exp2(softmax.m[r] - base);
-        softmax.m[r] = mx;
-        softmax.l[r] = softmax.l[r] * alpha[r] +
-                       exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2);
+        for (int r = 0; r < 2; ++r) row_mx[r] = thread_row_max_tree(s, r);
+#pragma unroll
+        for (int lane_mask = 1; lane_mask <= 2; lane_mask *= 2) {
+#pragma unroll
+          for (int r = 0; r < 2; ++r)
+            row_mx[r] = fmaxf(row_mx[r], __shfl_xor_sync(0xffffffffu, row_mx[r], lane_mask));
+        }
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float mx = fmaxf(softmax.m[r], row_mx[r] * factor);
+          const float base = exp_base(mx);
+          alpha[r] = fast_exp2(softmax.m[r] - base);
+          softmax.m[r] = mx;
+          softmax.l[r] =
+              softmax.l[r] * alpha[r] + exp2_row_scaled_tree(s, r, factor, base - kPScaleLog2);
+        }
+      } else {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
+          const float base = exp_base(mx);
+          alpha[r] = fast_exp2(softmax.m[r] - base);
+          softmax.m[r] = mx;
+          softmax.l[r] = softmax.l[r] * alpha[r] +
+                         exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2);
+        }
       }
     };
     // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
