@@ -320,18 +320,11 @@ FA_SOFTMAX_INLINE float exp2_row_scaled_tree(float (&s)[NT][4], int r, float sca
   return tree_fold(v, [](float a, float b) { return a + b; });
 }
 
-// OnlineSoftmax::update_scaled on the MT m16 tiles of one warp at once (fa2's warps of 32 rows):
-// the 2*MT rows' maxima are reduced together, so their quad shuffles are in flight at the same
-// time, and the per-thread max and sum are trees. Why: with two warps per scheduler (fa2's 4-warp
-// blocks, two per SM) little hides a dependency chain, and in the tile-by-tile form each m16
-// tile's max chain, two dependent shuffles and exponentials ran before the next tile's began
-// (SASS of fa2's d=128 kernel; ncu: 2.2 cycles per instruction stalled on fixed-latency
-// dependencies against FlashAttention-2's 1.3, H100 2026-11-25).
-template <int MT, int NT, int DT, typename Layout>
-FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], float (&s)[MT][NT][4],
-                                           float (&o)[MT][DT][4], float scale_log2) {
-  constexpr int R = Layout::kRows;
-  float mx[MT][R];
+// The maxima of the R rows of each of MT m16 tiles (raw scores): each thread's part as a tree,
+// then the quad reductions of all MT * R rows together, so their shuffles are in flight at the
+// same time (update_scaled_tiles below; fp8's softmax at d=128, kernels/fp8/fp8_sm90_kernel.cuh).
+template <int MT, int NT, int R>
+FA_SOFTMAX_INLINE void quad_row_max_tiles(const float (&s)[MT][NT][4], float (&mx)[MT][R]) {
 #pragma unroll
   for (int m = 0; m < MT; ++m) {
 #pragma unroll
@@ -346,6 +339,21 @@ FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], floa
         mx[m][r] = fmaxf(mx[m][r], __shfl_xor_sync(0xffffffffu, mx[m][r], lane_mask));
     }
   }
+}
+
+// OnlineSoftmax::update_scaled on the MT m16 tiles of one warp at once (fa2's warps of 32 rows):
+// the 2*MT rows' maxima are reduced together, so their quad shuffles are in flight at the same
+// time, and the per-thread max and sum are trees. Why: with two warps per scheduler (fa2's 4-warp
+// blocks, two per SM) little hides a dependency chain, and in the tile-by-tile form each m16
+// tile's max chain, two dependent shuffles and exponentials ran before the next tile's began
+// (SASS of fa2's d=128 kernel; ncu: 2.2 cycles per instruction stalled on fixed-latency
+// dependencies against FlashAttention-2's 1.3, H100 2026-11-25).
+template <int MT, int NT, int DT, typename Layout>
+FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], float (&s)[MT][NT][4],
+                                           float (&o)[MT][DT][4], float scale_log2) {
+  constexpr int R = Layout::kRows;
+  float mx[MT][R];
+  quad_row_max_tiles(s, mx);
   float alpha[MT][R];
 #pragma unroll
   for (int m = 0; m < MT; ++m) {

@@ -425,37 +425,21 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
         mask_keys(s, mask, t);
       }
       const float factor = q_factor * amax_k(j);
+      // The raw scores' row maxima: trees at d=128 (both rows' quad shuffles together), else
+      // chains (row_max, per row).
+      float tree_mx[1][2];
       if constexpr (kSoftmaxTree) {
         static_assert(kExp2PolyEvery == 0, "the tree sum has no polynomial exponentials");
-        // Both rows' maxima first, so their quad shuffles are in flight together.
-        float row_mx[2];
+        quad_row_max_tiles(reinterpret_cast<const float(&)[1][NT][4]>(s), tree_mx);
+      }
 #pragma unroll
-        for (int r = 0; r < 2; ++r) row_mx[r] = thread_row_max_tree(s, r);
-#pragma unroll
-        for (int lane_mask = 1; lane_mask <= 2; lane_mask *= 2) {
-#pragma unroll
-          for (int r = 0; r < 2; ++r)
-            row_mx[r] = fmaxf(row_mx[r], __shfl_xor_sync(0xffffffffu, row_mx[r], lane_mask));
-        }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float mx = fmaxf(softmax.m[r], row_mx[r] * factor);
-          const float base = exp_base(mx);
-          alpha[r] = fast_exp2(softmax.m[r] - base);
-          softmax.m[r] = mx;
-          softmax.l[r] =
-              softmax.l[r] * alpha[r] + exp2_row_scaled_tree(s, r, factor, base - kPScaleLog2);
-        }
-      } else {
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-          const float mx = fmaxf(softmax.m[r], row_max(s, r, -INFINITY) * factor);
-          const float base = exp_base(mx);
-          alpha[r] = fast_exp2(softmax.m[r] - base);
-          softmax.m[r] = mx;
-          softmax.l[r] = softmax.l[r] * alpha[r] +
-                         exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2);
-        }
+      for (int r = 0; r < 2; ++r) {
+        const float mx = kSoftmaxTree ? tree_mx[0][r] : row_max(s, r, -INFINITY);
+        const float base = softmax.move_max(r, mx * factor, &alpha[r]);
+        softmax.l[r] =
+            softmax.l[r] * alpha[r] +
+            (kSoftmaxTree ? exp2_row_scaled_tree(s, r, factor, base - kPScaleLog2)
+                          : exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2));
       }
     };
     // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
