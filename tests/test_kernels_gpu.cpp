@@ -706,6 +706,34 @@ TEST(Fa3, LazyRescaleFaultIsCaughtOnOutliers) {
   }
 }
 
+// fp8 (sm_90a) under the same fault: O keeps its scale after a block (neither alpha nor the V
+// descale ratio a_j-1 / a_j applied). fp8's update is eager (a lazy one was measured slower:
+// docs/perf-notes.md), so every block after the first needs the rescale, and with the default
+// per-block V scales the ratio differs from 1 at almost every block: both input families must
+// catch it.
+TEST(Fp8, SkippedRescaleFaultIsCaught) {
+  const VariantInfo* info = find_variant("fp8");
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  LaunchOptions faulty;
+  faulty.fault.o_rescale_skipped = true;
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      const Shape s = three_heads(4096, d, causal);
+      if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
+      const int seed = 170 + d + causal;
+      for (Inputs inputs : {Inputs::normal, Inputs::outliers}) {
+        const auto v = run_and_check("fp8", s, seed, false, {}, nullptr, inputs, faulty);
+        EXPECT_FALSE(v.passed) << "d=" << d << " causal=" << causal << " inputs "
+                               << static_cast<int>(inputs) << ": O not rescaled passed (worst row "
+                               << v.worst_row_ratio << " of the tolerance)";
+        std::printf("fp8 skipped-rescale fault | d=%d | %s | inputs %d: %s (worst row %.3g)\n", d,
+                    causal ? "causal" : "full", static_cast<int>(inputs),
+                    v.passed ? "PASSED" : "caught", v.worst_row_ratio);
+      }
+    }
+  }
+}
+
 // The watchdog's negative: a host call that blocks past the timeout (as run() did behind a hung
 // kernel) is reported while it still blocks; the same work inside the timeout is not.
 TEST(Watchdog, ReportsAHostCallThatBlocksPastTheTimeout) {

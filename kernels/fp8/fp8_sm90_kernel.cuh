@@ -444,6 +444,9 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     };
     // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
     auto rescale_o = [&](int i) {
+      if constexpr (FAULTS) {
+        if (p.fault.o_rescale_skipped) return;
+      }
       const float ratio = amax_v(block_of(i - 1)) / amax_v(block_of(i));
       const float f0 = alpha[0] * ratio, f1 = alpha[1] * ratio;
 #pragma unroll
