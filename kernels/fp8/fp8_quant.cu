@@ -11,11 +11,15 @@
 // with --fp8-scale block the inputs are read once (2 bytes per element) and written once (1 byte):
 // 3 bytes per element of Q, K and V. With --fp8-scale head an amax pass per (batch*head, tensor)
 // runs first and the quantise pass uses its result: the inputs are read twice.
+// The pipelined form rotates Q and K on the tensor cores by default (FA_FP8_QUANT_MMA_ROTATE,
+// below), and its Q8 and K8 rows then hold the rotated coordinates in a fixed permuted order (the
+// same for both, so Q K^T is unchanged); the first form keeps the natural order.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 #include <algorithm>
 #include <string>
+#include <type_traits>
 
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/per_device.hpp"
@@ -386,22 +390,83 @@ __device__ inline const __nv_bfloat16* item_rows(const QuantItem& it, const Quan
   return (it.tensor == 0 ? p.q : (it.tensor == 1 ? p.k : p.v)) + it.bh * p.N * D;
 }
 
+// FA_FP8_QUANT_MMA_ROTATE: Q's and K's rotation on the tensor cores. Y = (S X) H is a product
+// with the d x d Walsh-Hadamard matrix of +-1 (bf16 exact, fp32 accumulation), mma.m16n8k16 per
+// 16 rows, A from the ring by ldmatrix with the signs S as sign-bit XORs, B from four registers
+// (Sylvester's H is, per 16 x 8 block (kt, nt), sigma(kt, nt) times one of two base blocks:
+// popcount(i & j) splits over bits 0-2, bit 3 and bits 4-). That is about D/64 + 0.6
+// instructions per element for the rotation instead of the butterflies' 11-13 (the in-lane and
+// cross-lane stages, the signs and the 1/sqrt(d)). Each thread keeps the columns 8 nt + 2 t, +1
+// of its rows (the accumulator's), and stores them as bytes t D/4 + 2 nt + c: Q8 and K8 hold the
+// rotated rows with their columns permuted by one fixed permutation, which Q K^T does not see
+// (any orthogonal map applied to both rows; the model's E4M3 values are the same per row up to
+// that order). 1/sqrt(d) goes into the scale. The ring is then copied warp by warp (warp w's 32
+// lanes copy its own rows, so a __syncwarp hands them over) and its rows' 16-byte chunks are
+// XOR-swizzled by the row's low three bits (ldmatrix's 8 rows then hit 8 bank groups).
+// Measured (ncu, H200, 2026-11-26, N=4096, cold L2): the pass d=64 130.5 -> 110.9 us, d=128
+// 136.9 -> 124.6 us (63% and 56% of the copy kernel; docs/perf-notes.md, "The quantisation pass,
+// step 7"). CMake switch of the same name (ON); the fallback (outside CMake) is CMake's default.
+#ifndef FA_FP8_QUANT_MMA_ROTATE
+#define FA_FP8_QUANT_MMA_ROTATE 1
+#endif
+constexpr bool kMmaRotate = FA_FP8_QUANT_MMA_ROTATE != 0;
+
+// The row and 16-byte chunk of the item that thread t copies in pass `pass` (and reads back).
+struct Chunk {
+  int row, sub;
+};
+template <int D>
+__device__ __forceinline__ Chunk chunk_of(int pass, int t) {
+  using P = Pipe<D>;
+  if constexpr (kMmaRotate) {
+    constexpr int kWarpRows = P::kItemRows / (kPipeThreads / 32), kRowsPerPass = 32 / P::kSub;
+    static_assert(kWarpRows % 16 == 0 && kWarpRows == kRowsPerPass * P::kPasses &&
+                      kQScaleRows % kWarpRows == 0,
+                  "a warp copies whole m16 tiles of one Q scale block");
+    return Chunk{(t / 32) * kWarpRows + pass * kRowsPerPass + (t % 32) / P::kSub,
+                 (t % 32) % P::kSub};
+  } else {
+    return Chunk{pass * P::kPassRows + t / P::kSub, t % P::kSub};
+  }
+}
+// A chunk's byte offset in a stage with the MMA rotation: rows of D bf16, the row's 16-byte
+// chunks XOR-swizzled by its low three bits.
+template <int D>
+__device__ __forceinline__ int swizzled_offset(int row, int sub) {
+  return row * D * 2 + (sub ^ (row & 7)) * 16;
+}
+// The byte offset of thread t's chunk of pass `pass` in a stage. (The butterflies' form keeps
+// its own expressions: the same values through chunk_of made ptxas spill 68 bytes at d=64.)
+template <int D>
+__device__ __forceinline__ int chunk_offset(int pass, int t) {
+  if constexpr (kMmaRotate) {
+    const Chunk c = chunk_of<D>(pass, t);
+    return swizzled_offset<D>(c.row, c.sub);
+  } else {
+    return (pass * kPipeThreads + t) * 16;
+  }
+}
+
 // Producer step: this thread's chunks of item i (if any) into `stage`, as one cp.async group
 // (committed even when empty, so every thread counts the same groups). Rows past N arrive as
 // zeros (src-size 0).
 template <int D>
-__device__ inline void load_item_async(std::uint32_t stage, std::uint32_t i, std::uint32_t items,
-                                       const QuantParams& p, int t) {
+__device__ __forceinline__ void load_item_async(std::uint32_t stage, std::uint32_t i,
+                                                std::uint32_t items, const QuantParams& p, int t) {
   using P = Pipe<D>;
   if (i < items) {
     const QuantItem it = quant_item<D>(i, p);
     const __nv_bfloat16* src = item_rows<D>(it, p);
 #pragma unroll
     for (int pass = 0; pass < P::kPasses; ++pass) {
-      const std::int64_t row = it.blk * P::kItemRows + pass * P::kPassRows + t / P::kSub;
+      const Chunk c = chunk_of<D>(pass, t);
+      const std::int64_t row = kMmaRotate
+                                   ? it.blk * P::kItemRows + c.row
+                                   : it.blk * P::kItemRows + pass * P::kPassRows + t / P::kSub;
       const bool inside = row < p.N;
-      sm80::cp_async_16(stage + (pass * kPipeThreads + t) * 16,
-                        src + (inside ? row : 0) * D + (t % P::kSub) * 8, inside);
+      sm80::cp_async_16(stage + chunk_offset<D>(pass, t),
+                        src + (inside ? row : 0) * D + (kMmaRotate ? c.sub : t % P::kSub) * 8,
+                        inside);
     }
   }
   sm80::cp_async_commit();
@@ -409,11 +474,11 @@ __device__ inline void load_item_async(std::uint32_t stage, std::uint32_t i, std
 
 // This thread's chunks of the item in `stage`, as floats.
 template <int D>
-__device__ inline void read_item(float (&x)[Pipe<D>::kPasses][8], const std::uint8_t* stage,
-                                 int t) {
+__device__ __forceinline__ void read_item(float (&x)[Pipe<D>::kPasses][8],
+                                          const std::uint8_t* stage, int t) {
 #pragma unroll
   for (int pass = 0; pass < Pipe<D>::kPasses; ++pass) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(stage + (pass * kPipeThreads + t) * 16);
+    const uint4 raw = *reinterpret_cast<const uint4*>(stage + chunk_offset<D>(pass, t));
     const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
 #pragma unroll
     for (int e = 0; e < 4; ++e) {
@@ -424,31 +489,15 @@ __device__ inline void read_item(float (&x)[Pipe<D>::kPasses][8], const std::uin
   }
 }
 
-// Consumer step: rotate (Q, K), reduce the amax of each 64-row Q scale block over the block
-// (`red`: this item's half of a double buffer, so a fast warp's next item cannot overwrite what a
-// slow warp still reads), record the amax of the item's scale blocks, scale, round to E4M3 and
-// store: Q8, K8 row-major; V8 through `tile`, transposed to [d][Npad] with keys permuted inside
-// groups of 16, one thread per (column, 32 keys): a whole 32-byte sector; the lanes of a warp
-// along the columns (consecutive bytes of one tile row: no bank conflict).
-template <int D, bool HEAD_SCALE>
-__device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const QuantItem& it,
-                                     const QuantParams& p,
-                                     float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
-                                     std::uint8_t* tile, int t, std::uint32_t signs) {
-  using P = Pipe<D>;
-  constexpr int kWarps = kPipeThreads / 32, kQ = P::kQBlocks;
-  const int warp = t / 32, lane = t % 32, sub = t % P::kSub, row_in_pass = t / P::kSub;
-  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row Q block
-  float m[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
-#pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass) {
-    if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
-  }
+// The amax of each of the item's kQ 64-row Q scale blocks over the thread block, from each
+// thread's partial maxima m (`red`: this item's half of a double buffer, so a fast warp's next
+// item cannot overwrite what a slow warp still reads).
+template <int D>
+__device__ __forceinline__ void block_amax(float (&m)[Pipe<D>::kQBlocks],
+                                           float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
+                                           float (&q_amax)[Pipe<D>::kQBlocks], int t) {
+  constexpr int kWarps = kPipeThreads / 32, kQ = Pipe<D>::kQBlocks;
+  const int warp = t / 32, lane = t % 32;
   // Every lane takes part in the shuffles (see quantise_kernel).
 #pragma unroll
   for (int q = 0; q < kQ; ++q) m[q] = warp_max(m[q]);
@@ -457,7 +506,6 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
     for (int q = 0; q < kQ; ++q) red[q][warp] = m[q];
   }
   __syncthreads();
-  float q_amax[kQ];
 #if FA_FP8_QUANT_WARP_AMAX
   // Lane l reads one of the kQ x kWarps partial maxima (two with 256 rows at 512 threads) and the
   // warp reduces them: 1 shared load and 6 shuffles per thread instead of 2 x kWarps loads (32 at
@@ -491,18 +539,25 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
     for (int q = 0; q < kQ; ++q) q_amax[q] = fmaxf(q_amax[q], red[q][w]);
   }
 #endif
-  // The scale of each Q block's rows: Q's own block, K's and V's 128-key block (the two Q blocks
-  // it covers), or the head's (Scale::head, which every block of the head then records, so the
-  // attention kernels read one layout). An all-zero block keeps a finite scale.
-  float amax[kQ];
+}
+
+// The scale of each Q block's rows: Q's own block, K's and V's 128-key block (the two Q blocks
+// it covers), or the head's (Scale::head, which every block of the head then records, so the
+// attention kernels read one layout). An all-zero block keeps a finite scale. Recorded in the
+// workspace; blocks past N (the last item's, with 256 rows) record nothing: their slots belong to
+// the next head.
+template <int D, bool HEAD_SCALE>
+__device__ __forceinline__ void item_amax(const float (&q_amax)[Pipe<D>::kQBlocks],
+                                          const QuantItem& it, const QuantParams& p, int t,
+                                          float (&amax)[Pipe<D>::kQBlocks]) {
+  using P = Pipe<D>;
+  constexpr int kQ = P::kQBlocks;
 #pragma unroll
   for (int q = 0; q < kQ; ++q) {
     amax[q] = HEAD_SCALE ? p.w.amax_head[it.tensor * p.heads + it.bh]
                          : fmaxf(it.tensor == 0 ? q_amax[q] : fmaxf(q_amax[q & ~1], q_amax[q | 1]),
                                  1e-30f);
   }
-  // Blocks past N (the last item's, with 256 rows) record nothing: their slots belong to the
-  // next head.
   if (it.tensor == 0 && t < kQ) {
     const std::int64_t qb = it.blk * kQ + t;
     if (qb < p.q_blocks) p.w.amax_q[it.bh * p.q_blocks + qb] = pick<kQ, 1>(amax, t);
@@ -513,29 +568,18 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
       (it.tensor == 1 ? p.w.amax_k : p.w.amax_v)[it.bh * p.kv_blocks + kb] =
           pick<P::kKvBlocks, 2>(amax, t);
   }
-  float sc[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) sc[q] = kE4m3Max / amax[q];
-  const std::int64_t row0 = it.blk * P::kItemRows;
+}
 
-  if (it.tensor < 2) {
-    std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
-#pragma unroll
-    for (int pass = 0; pass < P::kPasses; ++pass) {
-      const std::int64_t row = row0 + pass * P::kPassRows + row_in_pass;
-      if (row < p.N)
-        *reinterpret_cast<uint2*>(dst + row * D + sub * 8) =
-            e4m3x8(x[pass], sc[pass / kHalfPasses]);
-    }
-    return;
-  }
-  // V (the scale of the K/V block's first Q block: the block's own). The tile's previous reader
-  // (an earlier V item of this block) finished before this item's amax barrier above.
-#pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass)
-    *reinterpret_cast<uint2*>(tile + (pass * P::kPassRows + row_in_pass) * D + sub * 8) =
-        e4m3x8(x[pass], sc[(pass / kHalfPasses) & ~1]);
+// V's E4M3 rows in `tile` (the item's, row-major) to V8, transposed to [d][Npad] with keys
+// permuted inside groups of 16, one thread per (column, 32 keys): a whole 32-byte sector; the
+// lanes of a warp along the columns (consecutive bytes of one tile row: no bank conflict). The
+// barrier first: every thread's rows are in the tile.
+template <int D>
+__device__ __forceinline__ void store_v_tile(const std::uint8_t* tile, const QuantItem& it,
+                                             const QuantParams& p, int t) {
+  using P = Pipe<D>;
   __syncthreads();
+  const std::int64_t row0 = it.blk * P::kItemRows;
   std::uint8_t* out = p.w.vt8 + it.bh * D * p.Npad + row0;
   constexpr int kWork = D * (P::kItemRows / 32);  // (column, 32 keys): one whole 32-byte sector
 #pragma unroll
@@ -559,6 +603,201 @@ __device__ inline void quantise_item(float (&x)[Pipe<D>::kPasses][8], const Quan
   }
 }
 
+// Consumer step (the butterflies): rotate (Q, K), reduce the amax of each 64-row Q scale block
+// over the block, record the amax of the item's scale blocks, scale, round to E4M3 and store:
+// Q8, K8 row-major; V8 through `tile` (store_v_tile).
+template <int D, bool HEAD_SCALE>
+__device__ __forceinline__ void quantise_item(float (&x)[Pipe<D>::kPasses][8], const QuantItem& it,
+                                              const QuantParams& p,
+                                              float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
+                                              std::uint8_t* tile, int t, std::uint32_t signs) {
+  using P = Pipe<D>;
+  constexpr int kQ = P::kQBlocks;
+  const int sub = t % P::kSub, row_in_pass = t / P::kSub;
+  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row Q block
+  float m[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
+#pragma unroll
+  for (int pass = 0; pass < P::kPasses; ++pass) {
+    if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
+#pragma unroll
+    for (int e = 0; e < 8; ++e)
+      m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
+  }
+  float q_amax[kQ], amax[kQ];
+  block_amax<D>(m, red, q_amax, t);
+  item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+  float sc[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) sc[q] = kE4m3Max / amax[q];
+  const std::int64_t row0 = it.blk * P::kItemRows;
+
+  if (it.tensor < 2) {
+    std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
+#pragma unroll
+    for (int pass = 0; pass < P::kPasses; ++pass) {
+      const std::int64_t row = row0 + pass * P::kPassRows + row_in_pass;
+      if (row < p.N)
+        *reinterpret_cast<uint2*>(dst + row * D + sub * 8) =
+            e4m3x8(x[pass], sc[pass / kHalfPasses]);
+    }
+    return;
+  }
+  // V (the scale of the K/V block's first Q block: the block's own). The tile's previous reader
+  // (an earlier V item of this block) finished before this item's amax barrier above.
+#pragma unroll
+  for (int pass = 0; pass < P::kPasses; ++pass)
+    *reinterpret_cast<uint2*>(tile + (pass * P::kPassRows + row_in_pass) * D + sub * 8) =
+        e4m3x8(x[pass], sc[(pass / kHalfPasses) & ~1]);
+  store_v_tile<D>(tile, it, p, t);
+}
+
+// ---- the MMA rotation (FA_FP8_QUANT_MMA_ROTATE) ------------------------------------------------
+
+// Thread constants: the sign bits S of the A fragment's columns (per 16-column step kt: h = 0
+// the columns 2t, 2t+1, h = 1 those + 8; bf16 pairs), and the base B block of H.
+template <int D>
+struct MmaRotation {
+  std::uint32_t a_signs[D / 16][2];
+  std::uint32_t b_pos, b_neg;  // B block (k 2t, 2t+1; n g) of H_16x8, and its negation
+  __device__ explicit MmaRotation(int lane) {
+    const int g = lane / 4, t = lane % 4;
+#pragma unroll
+    for (int kt = 0; kt < D / 16; ++kt) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int c = kt * 16 + h * 8 + 2 * t;
+        a_signs[kt][h] = (flip_sign(c) ? 0x8000u : 0u) | (flip_sign(c + 1) ? 0x80000000u : 0u);
+      }
+    }
+    // H[k][n] = (-1)^popcount(k & n); for k = 2t + i (i = 0, 1) and n = g. The block's other
+    // register (k + 8) has the same values: bit 3 of k meets no bit of n < 8.
+    const bool neg0 = __popc((2 * t) & g) & 1, neg1 = __popc((2 * t + 1) & g) & 1;
+    b_pos = (neg0 ? 0xBF80u : 0x3F80u) | ((neg1 ? 0xBF80u : 0x3F80u) << 16);
+    b_neg = b_pos ^ 0x80008000u;
+  }
+  // Block (kt, nt) of H (16 rows from 16 kt, 8 columns from 8 nt) is sigma H_16x8 with sigma =
+  // (-1)^popcount(kt & (nt >> 1)) (bits 4 and up of the row against bits 4 and up of the column),
+  // and its lower 8 rows (bit 3 of the row) also meet bit 0 of nt. Called with kt, nt of
+  // unrolled loops, so the selects fold away.
+  __device__ std::uint32_t b0(int kt, int nt) const {
+    return (__popc(kt & (nt >> 1)) & 1) ? b_neg : b_pos;
+  }
+  __device__ std::uint32_t b1(int kt, int nt) const {
+    return ((__popc(kt & (nt >> 1)) + (nt & 1)) & 1) ? b_neg : b_pos;
+  }
+};
+
+// acc[mt][nt] += (S X) H for the warp's m16 tiles of rows from `row0` of the stage: A by
+// ldmatrix (lane l: row l % 16, 8-column half l / 16 of each 16-column step), signs by XOR.
+template <int D, int MT>
+__device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std::uint32_t stage,
+                                                 int row0, int lane, const MmaRotation<D>& rot) {
+#pragma unroll
+  for (int kt = 0; kt < D / 16; ++kt) {
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int row = row0 + mt * 16 + lane % 16;
+      std::uint32_t a[4];
+      sm80::ldmatrix_x4(a, stage + swizzled_offset<D>(row, 2 * kt + lane / 16));
+      a[0] ^= rot.a_signs[kt][0];
+      a[1] ^= rot.a_signs[kt][0];
+      a[2] ^= rot.a_signs[kt][1];
+      a[3] ^= rot.a_signs[kt][1];
+#pragma unroll
+      for (int nt = 0; nt < D / 8; ++nt)
+        sm80::mma_16816<__nv_bfloat16>(acc[mt][nt], a, rot.b0(kt, nt), rot.b1(kt, nt));
+    }
+  }
+}
+
+// Consumer step with the MMA rotation: the warp's rows (one Q scale block's share) rotated on the
+// tensor cores (Q, K) or read back as they are (V), the block amax, then Q8/K8 stored with the
+// accumulator's column order (t D/4 + 2 nt + c), V8 through `tile` as in quantise_item.
+template <int D, bool HEAD_SCALE>
+__device__ __forceinline__ void quantise_item_mma(
+    std::uint32_t stage_u32, const std::uint8_t* stage, const QuantItem& it, const QuantParams& p,
+    float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32], std::uint8_t* tile, int t,
+    const MmaRotation<D>& rot) {
+  using P = Pipe<D>;
+  constexpr int kQ = P::kQBlocks, kWarpRows = P::kItemRows / (kPipeThreads / 32);
+  constexpr int MT = kWarpRows / 16, DT = D / 8;
+  const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
+  const int row0 = warp * kWarpRows, q_w = row0 / kQScaleRows;
+  const std::int64_t item_row0 = it.blk * P::kItemRows;
+  float m[kQ];
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
+  float mw = 0.0f;
+  if (it.tensor < 2) {
+    float acc[MT][DT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < DT; ++nt)
+        acc[mt][nt][0] = acc[mt][nt][1] = acc[mt][nt][2] = acc[mt][nt][3] = 0.0f;
+    }
+    rotate_tiles_mma<D, MT>(acc, stage_u32, row0, lane, rot);
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int nt = 0; nt < DT; ++nt) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) mw = fmaxf(mw, fabsf(acc[mt][nt][e]));
+      }
+    }
+    // mw is of the unnormalised rows: the block amax (of the rotated rows) is mw / sqrt(D).
+    mw *= rsqrtf(static_cast<float>(D));
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
+    float q_amax[kQ], amax[kQ];
+    block_amax<D>(m, red, q_amax, t);
+    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+    const float sc = kE4m3Max * rsqrtf(static_cast<float>(D)) / pick<kQ, 1>(amax, q_w);
+    std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+      for (int half = 0; half < 2; ++half) {
+        const std::int64_t row = item_row0 + row0 + mt * 16 + g + 8 * half;
+        std::uint32_t word[D / 16];
+#pragma unroll
+        for (int j = 0; j < D / 16; ++j)
+          word[j] =
+              e4m3x4(acc[mt][2 * j][2 * half] * sc, acc[mt][2 * j][2 * half + 1] * sc,
+                     acc[mt][2 * j + 1][2 * half] * sc, acc[mt][2 * j + 1][2 * half + 1] * sc);
+        if (row < p.N) {
+          auto* out = reinterpret_cast<uint4*>(dst + row * D + tq * (D / 4));
+#pragma unroll
+          for (int j = 0; j < D / 64; ++j)
+            out[j] = make_uint4(word[4 * j], word[4 * j + 1], word[4 * j + 2], word[4 * j + 3]);
+        }
+      }
+    }
+    return;
+  }
+  float x[P::kPasses][8];
+  read_item<D>(x, stage, t);
+#pragma unroll
+  for (int pass = 0; pass < P::kPasses; ++pass) {
+#pragma unroll
+    for (int e = 0; e < 8; ++e) mw = fmaxf(mw, fabsf(x[pass][e]));
+  }
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
+  float q_amax[kQ], amax[kQ];
+  block_amax<D>(m, red, q_amax, t);
+  item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+  const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
+#pragma unroll
+  for (int pass = 0; pass < P::kPasses; ++pass) {
+    const Chunk c = chunk_of<D>(pass, t);
+    *reinterpret_cast<uint2*>(tile + c.row * D + c.sub * 8) = e4m3x8(x[pass], sc);
+  }
+  store_v_tile<D>(tile, it, p, t);
+}
+
 // The persistent loop: the ring's first kStages - 1 items in flight, then per item: issue the
 // load kStages - 1 items ahead, wait for this item's group, read, quantise.
 template <int D, bool HEAD_SCALE>
@@ -576,17 +815,31 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
 #pragma unroll
   for (int s = 0; s < P::kStages - 1; ++s)
     load_item_async<D>(ring + s * P::kStageBytes, blockIdx.x + s * step, items, p, t);
+  struct NoRotation {
+    __device__ explicit NoRotation(int) {}
+  };
+  [[maybe_unused]] const std::conditional_t<kMmaRotate, MmaRotation<D>, NoRotation> rot(t % 32);
   int k = 0;
   for (std::uint32_t i = blockIdx.x; i < items; i += step, ++k) {
+    // MMA rotation: the lanes of the warp read each other's chunks (ldmatrix), so the warp has
+    // finished the previous item's reads of the stage this load overwrites.
+    if constexpr (kMmaRotate) __syncwarp();
     load_item_async<D>(ring + ((k + P::kStages - 1) % P::kStages) * P::kStageBytes,
                        i + (P::kStages - 1) * step, items, p, t);
     sm80::cp_async_wait<P::kStages - 1>();
-    // No __syncthreads follows the wait here (each thread reads its own chunks): keep the
-    // compiler from moving the shared-memory reads above it.
+    // No __syncthreads follows the wait here (each thread reads its own chunks, or with the MMA
+    // rotation its warp's): keep the compiler from moving the shared-memory reads above it.
     asm volatile("" ::: "memory");
-    float x[P::kPasses][8];
-    read_item<D>(x, smem + (k % P::kStages) * P::kStageBytes, t);
-    quantise_item<D, HEAD_SCALE>(x, quant_item<D>(i, p), p, red[k & 1], tile, t, signs);
+    const int st = k % P::kStages;
+    if constexpr (kMmaRotate) {
+      __syncwarp();  // the warp's rows, copied by its 32 lanes, are all in
+      quantise_item_mma<D, HEAD_SCALE>(ring + st * P::kStageBytes, smem + st * P::kStageBytes,
+                                       quant_item<D>(i, p), p, red[k & 1], tile, t, rot);
+    } else {
+      float x[P::kPasses][8];
+      read_item<D>(x, smem + st * P::kStageBytes, t);
+      quantise_item<D, HEAD_SCALE>(x, quant_item<D>(i, p), p, red[k & 1], tile, t, signs);
+    }
   }
   sm80::cp_async_wait<0>();  // no copy outlives the block
 }

@@ -31,7 +31,7 @@ Fp8Scheme scheme(const OptionValues& values);
 // The workspace: E4M3 copies and their amax per scale block (with Scale::head every block of a
 // head holds the head's amax, so the attention kernels read one layout).
 struct Workspace {
-  std::uint8_t* q8;   // [B*H][N][d], rotated (H S), row-major
+  std::uint8_t* q8;   // [B*H][N][d], rotated (H S), row-major (columns permuted: fp8_quant.cu)
   std::uint8_t* k8;   // [B*H][N][d], rotated
   std::uint8_t* vt8;  // [B*H][d][Npad], keys permuted inside groups of 16 (permuted_key)
   float* amax_q;      // [B*H][q_scale_blocks(N)]
