@@ -6,10 +6,14 @@
 // CuTe's GMMA::ALayout_64x32 and CLayout_64x8 against the same formulas.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <functional>
+#include <random>
 #include <set>
+#include <vector>
 
 #include "kernels/fp8/fp8_layout.hpp"
+#include "kernels/reference/reference.hpp"
 
 namespace fa::fp8 {
 namespace {
@@ -84,6 +88,89 @@ TEST(Fp8Layout, ScaleBlocksAndPadding) {
   EXPECT_EQ(q_scale_blocks(65), 2);
   EXPECT_EQ(kv_scale_blocks(129), 2);
   EXPECT_EQ(kv_scale_blocks(4096) * kKvScaleRows, padded(4096));
+}
+
+// The quantisation pass's rotation on the tensor cores (FA_FP8_QUANT_MMA_ROTATE): every 16 x 8
+// block of Sylvester's H is the 8 x 8 base block or its negation, as hadamard_block_negative
+// says (B of mma.m16n8k16 then needs two registers).
+TEST(Fp8Layout, HadamardBlocksAreTheBaseBlockSigned) {
+  for (int d : {64, 128}) {
+    int mismatches = 0, mismatches_without_bit3 = 0;
+    for (int i = 0; i < d; ++i) {
+      for (int j = 0; j < d; ++j) {
+        const bool base = hadamard_negative(i % 8, j % 8);
+        mismatches += (base != hadamard_block_negative(i / 16, j / 8, (i % 16) / 8)) !=
+                      hadamard_negative(i, j);
+        // The negative: without bit 3 of the row against bit 0 of nt the blocks are wrong.
+        mismatches_without_bit3 +=
+            (base != hadamard_negative(i / 16, (j / 8) >> 1)) != hadamard_negative(i, j);
+      }
+    }
+    EXPECT_EQ(mismatches, 0) << "d=" << d;
+    EXPECT_GT(mismatches_without_bit3, 0) << "d=" << d;
+  }
+}
+
+// Q8's and K8's column order: a bijection of the row, each thread's columns (8 nt + 2 t + c)
+// contiguous from rotated_row_offset.
+TEST(Fp8Layout, RotatedColumnsArePermutedByThread) {
+  for (int d : {64, 128}) {
+    std::set<int> positions;
+    for (int col = 0; col < d; ++col) {
+      const int nt = col / 8, t = (col % 8) / 2, c = col % 2;
+      const int pos = rotated_column_position(d, col);
+      EXPECT_EQ(pos, rotated_row_offset(d, t) + 2 * nt + c) << "d=" << d << " col=" << col;
+      EXPECT_GE(pos, 0);
+      EXPECT_LT(pos, d);
+      positions.insert(pos);
+    }
+    EXPECT_EQ(positions.size(), static_cast<std::size_t>(d));
+  }
+}
+
+// The rotation as the pass computes it, block by block: (S x) times H's blocks from the base
+// block and its signs, stored at rotated_column_position and scaled by 1/sqrt(d), equals the
+// reference's butterflies (reference::rotate_hadamard) column for column; and Q K^T is the same
+// for the permuted rows as for the reference's.
+TEST(Fp8Layout, BlockRotationMatchesTheReference) {
+  std::mt19937 rng(7);
+  std::normal_distribution<double> normal;
+  for (int d : {64, 128}) {
+    std::vector<double> q(d), k(d);
+    for (double& v : q) v = normal(rng);
+    for (double& v : k) v = normal(rng);
+    auto rotate_by_blocks = [d](const std::vector<double>& x) {
+      std::vector<double> stored(d, 0.0);
+      for (int j = 0; j < d; ++j) {
+        double y = 0.0;
+        for (int kt = 0; kt < d / 16; ++kt) {
+          for (int kk = 0; kk < 16; ++kk) {
+            const int i = 16 * kt + kk;
+            const double a = flip_sign(i) ? -x[i] : x[i];
+            const bool negative =
+                hadamard_negative(kk % 8, j % 8) != hadamard_block_negative(kt, j / 8, kk / 8);
+            y += negative ? -a : a;
+          }
+        }
+        stored[rotated_column_position(d, j)] = y / std::sqrt(static_cast<double>(d));
+      }
+      return stored;
+    };
+    const std::vector<double> q_blocks = rotate_by_blocks(q), k_blocks = rotate_by_blocks(k);
+    std::vector<double> q_ref = q, k_ref = k;
+    reference::rotate_hadamard(q_ref.data(), d);
+    reference::rotate_hadamard(k_ref.data(), d);
+    double dot_blocks = 0.0, dot_ref = 0.0, dot_plain = 0.0;
+    for (int j = 0; j < d; ++j) {
+      EXPECT_NEAR(q_blocks[rotated_column_position(d, j)], q_ref[j], 1e-12)
+          << "d=" << d << " column " << j;
+      dot_blocks += q_blocks[j] * k_blocks[j];
+      dot_ref += q_ref[j] * k_ref[j];
+      dot_plain += q[j] * k[j];
+    }
+    EXPECT_NEAR(dot_blocks, dot_ref, 1e-10) << "d=" << d;
+    EXPECT_NEAR(dot_blocks, dot_plain, 1e-10) << "d=" << d;
+  }
 }
 
 }  // namespace

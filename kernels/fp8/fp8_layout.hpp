@@ -51,6 +51,36 @@ FA_FP8_HD constexpr bool flip_sign(int i) {
   return ((0x9E3779B97F4A7C15ull >> (i & 63)) ^ (0xC2B2AE3D27D4EB4Full >> ((i >> 6) & 63))) & 1;
 }
 
+// The quantisation pass's rotation on the tensor cores (fp8_quant.cu, FA_FP8_QUANT_MMA_ROTATE).
+// Sylvester's Walsh-Hadamard matrix: H[i][j] = (-1)^popcount(i & j); true where it is -1.
+FA_FP8_HD constexpr bool hadamard_negative(int i, int j) {
+#if defined(__CUDA_ARCH__)
+  return (__popc(i & j) & 1) != 0;  // POPC; folded where i and j are constants
+#else
+  int bits = i & j, parity = 0;
+  for (; bits != 0; bits &= bits - 1) parity ^= 1;
+  return parity != 0;
+#endif
+}
+// Block (kt, nt) of H (rows 16 kt + k, columns 8 nt + n; k < 16, n < 8) is one 8 x 8 base block
+// negated or not: H[16 kt + k][8 nt + n] = hadamard_negative(k % 8, n) XOR
+// hadamard_block_negative(kt, nt, k / 8). popcount(i & j) splits over the bits: 0-2 of both (the
+// base block), bit 3 of the row against bit 0 of nt, and bits 4 and up of the row against bits 1
+// and up of nt. So B of mma.m16n8k16 needs the base block's one register and its negation.
+FA_FP8_HD constexpr bool hadamard_block_negative(int kt, int nt, int k_half) {
+  return hadamard_negative(kt, nt >> 1) != (k_half != 0 && (nt & 1) != 0);
+}
+// Where column `col` of a rotated row (the accumulator's column 8 nt + 2 t + c, held by the
+// thread of quad position t) is stored in Q8 and K8: byte t d/4 + 2 nt + c, so each thread's
+// columns of a row are contiguous. One fixed permutation for Q and K, which Q K^T does not see.
+FA_FP8_HD constexpr int rotated_column_position(int d, int col) {
+  return ((col % 8) / 2) * (d / 4) + 2 * (col / 8) + col % 2;
+}
+// The first of thread t's bytes in a stored row: rotated_column_position(d, 2 t).
+FA_FP8_HD constexpr int rotated_row_offset(int d, int t) {
+  return t * (d / 4);
+}
+
 // The key stored at position p of V8 (p and the key lie in the same group of 16).
 FA_FP8_HD constexpr int permuted_key(int p) {
   const int q = p & 15, t = q >> 2, i = q & 3;

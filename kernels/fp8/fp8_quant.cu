@@ -671,21 +671,19 @@ struct MmaRotation {
         a_signs[kt][h] = (flip_sign(c) ? 0x8000u : 0u) | (flip_sign(c + 1) ? 0x80000000u : 0u);
       }
     }
-    // H[k][n] = (-1)^popcount(k & n); for k = 2t + i (i = 0, 1) and n = g. The block's other
-    // register (k + 8) has the same values: bit 3 of k meets no bit of n < 8.
-    const bool neg0 = __popc((2 * t) & g) & 1, neg1 = __popc((2 * t + 1) & g) & 1;
+    // The base block (fp8_layout.hpp) at k = 2t + i (i = 0, 1), n = g: b0 of every block; b1
+    // (k + 8) reads the same base entries.
+    const bool neg0 = hadamard_negative(2 * t, g), neg1 = hadamard_negative(2 * t + 1, g);
     b_pos = (neg0 ? 0xBF80u : 0x3F80u) | ((neg1 ? 0xBF80u : 0x3F80u) << 16);
     b_neg = b_pos ^ 0x80008000u;
   }
-  // Block (kt, nt) of H (16 rows from 16 kt, 8 columns from 8 nt) is sigma H_16x8 with sigma =
-  // (-1)^popcount(kt & (nt >> 1)) (bits 4 and up of the row against bits 4 and up of the column),
-  // and its lower 8 rows (bit 3 of the row) also meet bit 0 of nt. Called with kt, nt of
-  // unrolled loops, so the selects fold away.
+  // B of block (kt, nt): its rows 0-7 (b0) and 8-15 (b1), each the base block or its negation
+  // (hadamard_block_negative). Called with kt, nt of unrolled loops, so the selects fold away.
   __device__ std::uint32_t b0(int kt, int nt) const {
-    return (__popc(kt & (nt >> 1)) & 1) ? b_neg : b_pos;
+    return hadamard_block_negative(kt, nt, 0) ? b_neg : b_pos;
   }
   __device__ std::uint32_t b1(int kt, int nt) const {
-    return ((__popc(kt & (nt >> 1)) + (nt & 1)) & 1) ? b_neg : b_pos;
+    return hadamard_block_negative(kt, nt, 1) ? b_neg : b_pos;
   }
 };
 
@@ -768,7 +766,8 @@ __device__ __forceinline__ void quantise_item_mma(
               e4m3x4(acc[mt][2 * j][2 * half] * sc, acc[mt][2 * j][2 * half + 1] * sc,
                      acc[mt][2 * j + 1][2 * half] * sc, acc[mt][2 * j + 1][2 * half + 1] * sc);
         if (row < p.N) {
-          auto* out = reinterpret_cast<uint4*>(dst + row * D + tq * (D / 4));
+          // Bytes rotated_column_position(D, 8 nt + 2 tq + c) = tq D/4 + 2 nt + c.
+          auto* out = reinterpret_cast<uint4*>(dst + row * D + rotated_row_offset(D, tq));
 #pragma unroll
           for (int j = 0; j < D / 64; ++j)
             out[j] = make_uint4(word[4 * j], word[4 * j + 1], word[4 * j + 2], word[4 * j + 3]);
