@@ -54,13 +54,7 @@ FA_FP8_HD constexpr bool flip_sign(int i) {
 // The quantisation pass's rotation on the tensor cores (fp8_quant.cu, FA_FP8_QUANT_MMA_ROTATE).
 // Sylvester's Walsh-Hadamard matrix: H[i][j] = (-1)^popcount(i & j); true where it is -1.
 FA_FP8_HD constexpr bool hadamard_negative(int i, int j) {
-#if defined(__CUDA_ARCH__)
-  return (__popc(i & j) & 1) != 0;  // POPC; folded where i and j are constants
-#else
-  int bits = i & j, parity = 0;
-  for (; bits != 0; bits &= bits - 1) parity ^= 1;
-  return parity != 0;
-#endif
+  return (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;  // device: one POPC
 }
 // Block (kt, nt) of H (rows 16 kt + k, columns 8 nt + n; k < 16, n < 8) is one 8 x 8 base block
 // negated or not: H[16 kt + k][8 nt + n] = hadamard_negative(k % 8, n) XOR

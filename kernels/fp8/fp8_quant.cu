@@ -19,7 +19,6 @@
 
 #include <algorithm>
 #include <string>
-#include <type_traits>
 
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/per_device.hpp"
@@ -411,23 +410,21 @@ __device__ inline const __nv_bfloat16* item_rows(const QuantItem& it, const Quan
 #endif
 constexpr bool kMmaRotate = FA_FP8_QUANT_MMA_ROTATE != 0;
 
-// The row and 16-byte chunk of the item that thread t copies in pass `pass` (and reads back).
+// With the MMA rotation: the row and 16-byte chunk of the item that thread t copies in pass
+// `pass` (and reads back): warp w's lanes copy its own rows. (The butterflies' form keeps its
+// own expressions, pass * kPassRows + t / kSub and t % kSub: the same values through a helper made
+// ptxas spill 68 bytes at d=64.)
 struct Chunk {
   int row, sub;
 };
 template <int D>
 __device__ __forceinline__ Chunk chunk_of(int pass, int t) {
   using P = Pipe<D>;
-  if constexpr (kMmaRotate) {
-    constexpr int kWarpRows = P::kItemRows / (kPipeThreads / 32), kRowsPerPass = 32 / P::kSub;
-    static_assert(kWarpRows % 16 == 0 && kWarpRows == kRowsPerPass * P::kPasses &&
-                      kQScaleRows % kWarpRows == 0,
-                  "a warp copies whole m16 tiles of one Q scale block");
-    return Chunk{(t / 32) * kWarpRows + pass * kRowsPerPass + (t % 32) / P::kSub,
-                 (t % 32) % P::kSub};
-  } else {
-    return Chunk{pass * P::kPassRows + t / P::kSub, t % P::kSub};
-  }
+  constexpr int kWarpRows = P::kItemRows / (kPipeThreads / 32), kRowsPerPass = 32 / P::kSub;
+  static_assert(
+      kWarpRows % 16 == 0 && kWarpRows == kRowsPerPass * P::kPasses && kQScaleRows % kWarpRows == 0,
+      "a warp copies whole m16 tiles of one Q scale block");
+  return Chunk{(t / 32) * kWarpRows + pass * kRowsPerPass + (t % 32) / P::kSub, (t % 32) % P::kSub};
 }
 // A chunk's byte offset in a stage with the MMA rotation: rows of D bf16, the row's 16-byte
 // chunks XOR-swizzled by its low three bits.
@@ -435,8 +432,7 @@ template <int D>
 __device__ __forceinline__ int swizzled_offset(int row, int sub) {
   return row * D * 2 + (sub ^ (row & 7)) * 16;
 }
-// The byte offset of thread t's chunk of pass `pass` in a stage. (The butterflies' form keeps
-// its own expressions: the same values through chunk_of made ptxas spill 68 bytes at d=64.)
+// The byte offset of thread t's chunk of pass `pass` in a stage.
 template <int D>
 __device__ __forceinline__ int chunk_offset(int pass, int t) {
   if constexpr (kMmaRotate) {
@@ -724,9 +720,7 @@ __device__ __forceinline__ void quantise_item_mma(
   const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
   const int row0 = warp * kWarpRows, q_w = row0 / kQScaleRows;
   const std::int64_t item_row0 = it.blk * P::kItemRows;
-  float m[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
+  float m[kQ];  // the warp's maximum in its Q block's slot (block_amax)
   float mw = 0.0f;
   if (it.tensor < 2) {
     float acc[MT][DT][4];
@@ -814,10 +808,7 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
 #pragma unroll
   for (int s = 0; s < P::kStages - 1; ++s)
     load_item_async<D>(ring + s * P::kStageBytes, blockIdx.x + s * step, items, p, t);
-  struct NoRotation {
-    __device__ explicit NoRotation(int) {}
-  };
-  [[maybe_unused]] const std::conditional_t<kMmaRotate, MmaRotation<D>, NoRotation> rot(t % 32);
+  [[maybe_unused]] const MmaRotation<D> rot(t % 32);  // unused (and dropped) with the butterflies
   int k = 0;
   for (std::uint32_t i = blockIdx.x; i < items; i += step, ++k) {
     // MMA rotation: the lanes of the warp read each other's chunks (ldmatrix), so the warp has
