@@ -45,7 +45,7 @@ for label in "${labels[@]}"; do
   step "table-$label" "$out/bin/fa-bench-$label" --N "${QS_N:-1024,4096,16384}" --d 64,128 \
     --causal both --variants fp8,cudnn --no-counters ${QS_FLAGS:-} --json "$out/$label.json"
   [ "${QS_TESTS:-0}" = 1 ] && step "tests-$label" "$out/bin/fa_tests_gpu-$label" \
-    --gtest_filter='AllVariants/*fp8*:Fp8.*:Fp8Schedules.*:Fp8Dynamic.*'
+    --gtest_filter='AllVariants/*fp8*:Fp8.*:Fp8Quant.*:Fp8Schedules.*:Fp8Dynamic.*'
   tables+=("$label=$out/$label.json")
   profiles+=("$label=$out/bin/fa-bench-$label")
 done

@@ -9,6 +9,7 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -22,7 +23,9 @@
 #include "kernels/common/fill.hpp"
 #include "kernels/fa3/fa3.hpp"
 #include "kernels/fp8/fp8.hpp"
+#include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/hopper/plan.hpp"
+#include "kernels/reference/reference.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/device_info.hpp"
 
@@ -729,6 +732,117 @@ TEST(Fp8, SkippedRescaleFaultIsCaught) {
         std::printf("fp8 skipped-rescale fault | d=%d | %s | inputs %d: %s (worst row %.3g)\n", d,
                     causal ? "causal" : "full", static_cast<int>(inputs),
                     v.passed ? "PASSED" : "caught", v.worst_row_ratio);
+      }
+    }
+  }
+}
+
+// The value of an E4M3 byte (NaN for 0x7f and 0xff, the workspace's poison).
+double e4m3_value(std::uint8_t b) {
+  const int e = (b >> 3) & 15, m = b & 7;
+  if (e == 15 && m == 7) return std::nan("");
+  const double mag = e == 0 ? std::ldexp(m, -9) : std::ldexp(8 + m, e - 10);
+  return (b & 0x80) ? -mag : mag;
+}
+
+// V8 as the quantisation pass must write it, against the bytes it wrote: for every head, column c
+// and position pos < Npad, the key permuted_key(pos) of V (bf16 bits, [heads][N][d]) scaled by
+// 448 / amax of its scale block (fp32, as the kernel) and rounded to E4M3, or 0 past N; and
+// amax_v per 128-key block. `key_of` maps a position to its key (permuted_key; the negative passes
+// another order). Returns the mismatches (the first few printed).
+std::int64_t v8_mismatches(const Shape& s, fp8::Scale scale, const std::vector<std::uint16_t>& v,
+                           const std::vector<std::uint8_t>& vt8, const std::vector<float>& amax_v,
+                           int (*key_of)(int)) {
+  const std::int64_t N = s.N, d = s.d, npad = fp8::padded(N), blocks = fp8::kv_scale_blocks(N);
+  auto value = [&](std::int64_t h, std::int64_t key, std::int64_t c) {
+    std::uint32_t bits = static_cast<std::uint32_t>(v[(h * N + key) * d + c]) << 16;
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  std::int64_t bad = 0;
+  auto report = [&](const char* what, std::int64_t h, std::int64_t c, std::int64_t pos, double got,
+                    double want) {
+    if (++bad <= 5)
+      std::printf("  V8 mismatch: %s head %lld column %lld position %lld: %.9g, expected %.9g\n",
+                  what, static_cast<long long>(h), static_cast<long long>(c),
+                  static_cast<long long>(pos), got, want);
+  };
+  for (std::int64_t h = 0; h < s.heads_total(); ++h) {
+    float head_amax = 0.0f;
+    std::vector<float> block_amax(blocks, 0.0f);
+    for (std::int64_t key = 0; key < N; ++key) {
+      for (std::int64_t c = 0; c < d; ++c) {
+        const float a = std::fabs(value(h, key, c));
+        block_amax[key / fp8::kKvScaleRows] = std::max(block_amax[key / fp8::kKvScaleRows], a);
+        head_amax = std::max(head_amax, a);
+      }
+    }
+    for (std::int64_t b = 0; b < blocks; ++b) {
+      const float want = std::max(scale == fp8::Scale::head ? head_amax : block_amax[b], 1e-30f);
+      if (amax_v[h * blocks + b] != want) report("amax", h, -1, b, amax_v[h * blocks + b], want);
+    }
+    for (std::int64_t c = 0; c < d; ++c) {
+      for (std::int64_t pos = 0; pos < npad; ++pos) {
+        const std::int64_t key = (pos & ~std::int64_t{15}) + key_of(static_cast<int>(pos & 15));
+        double want = 0.0;
+        if (key < N) {
+          const float sc = fp8::kE4m3Max / amax_v[h * blocks + key / fp8::kKvScaleRows];
+          want = reference::round_to_e4m3(static_cast<double>(value(h, key, c) * sc));
+        }
+        const double got = e4m3_value(vt8[(h * d + c) * npad + pos]);
+        if (!(got == want)) report("byte", h, c, pos, got, want);
+      }
+    }
+  }
+  return bad;
+}
+
+// The quantisation pass's V8 (the transposed, key-permuted E4M3 copy that P V reads) byte for byte
+// against its definition, on both head dims and scale granularities, outlier inputs (scale blocks
+// with different amax), N with a partial last block and (d=64, 256-row items) an item whose second
+// block lies past Npad. The workspace is poisoned first. The negative: the same bytes read in the
+// natural key order must mismatch.
+TEST(Fp8Quant, V8MatchesItsDefinition) {
+  const VariantInfo* info = find_variant("fp8");
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  for (int d : {64, 128}) {
+    for (std::int64_t N : {300, 1000, 4096}) {
+      for (fp8::Scale scale : {fp8::Scale::block, fp8::Scale::head}) {
+        const Shape s = three_heads(N, d, false);
+        Buffers b;
+        const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+        const std::size_t ws = fp8::workspace_bytes(s);
+        FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
+        FA_CUDA_CHECK(cudaMalloc(&b.k, bytes));
+        FA_CUDA_CHECK(cudaMalloc(&b.v, bytes));
+        FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
+        std::uint64_t seed = 900 + d + N;
+        for (void* t : {b.q, b.k, b.v})
+          FA_CUDA_CHECK(
+              fill_normal(t, s.qkv_elements(), s.dtype, seed++, nullptr, Inputs::outliers));
+        FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));
+        const DeviceBuffers db{b.q, b.k, b.v, nullptr, nullptr, b.ws, ws};
+        ASSERT_EQ(fp8::quantise(s, db, scale, nullptr), "");
+        FA_CUDA_CHECK(cudaDeviceSynchronize());
+        const fp8::Workspace w = fp8::carve(s, b.ws);
+        std::vector<std::uint16_t> v(static_cast<std::size_t>(s.qkv_elements()));
+        std::vector<std::uint8_t> vt8(
+            static_cast<std::size_t>(s.heads_total() * d * fp8::padded(N)));
+        std::vector<float> amax_v(
+            static_cast<std::size_t>(s.heads_total() * fp8::kv_scale_blocks(N)));
+        FA_CUDA_CHECK(cudaMemcpy(v.data(), b.v, bytes, cudaMemcpyDeviceToHost));
+        FA_CUDA_CHECK(cudaMemcpy(vt8.data(), w.vt8, vt8.size(), cudaMemcpyDeviceToHost));
+        FA_CUDA_CHECK(
+            cudaMemcpy(amax_v.data(), w.amax_v, amax_v.size() * 4, cudaMemcpyDeviceToHost));
+        const char* name = fp8::scale_name(scale);
+        EXPECT_EQ(
+            v8_mismatches(s, scale, v, vt8, amax_v, [](int p) { return fp8::permuted_key(p); }), 0)
+            << "d=" << d << " N=" << N << " scale " << name;
+        EXPECT_GT(v8_mismatches(s, scale, v, vt8, amax_v, [](int p) { return p; }), 0)
+            << "d=" << d << " N=" << N << " scale " << name
+            << ": the natural key order matched too (the check cannot fail)";
+        // (A write past a head's Npad would land in the next head's first column: caught there.)
       }
     }
   }

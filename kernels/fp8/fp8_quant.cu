@@ -599,6 +599,44 @@ __device__ __forceinline__ void store_v_tile(const std::uint8_t* tile, const Qua
   }
 }
 
+// FA_FP8_QUANT_V_LDSM_TRANS (with the MMA rotation): V's E4M3 tile written already transposed,
+// [D][kItemRows] bytes in V8's key order, from registers that ldmatrix.trans filled with the
+// column's keys in that order (quantise_item_mma), then copied out in 16-byte chunks. The
+// row-major tile's byte gather (store_v_tile: 32 one-byte shared loads and their shifts per 32
+// keys of a column) goes. CMake switch of the same name; the fallback (outside CMake) is its
+// default.
+#ifndef FA_FP8_QUANT_V_LDSM_TRANS
+#define FA_FP8_QUANT_V_LDSM_TRANS 1
+#endif
+constexpr bool kVLdsmTrans = FA_FP8_QUANT_V_LDSM_TRANS != 0;
+// Byte `pos` of row (column of V) c of the transposed tile: its 16-byte chunks XOR-swizzled by
+// the row's low three bits, so a warp's 4-byte stores (8 columns c0 + g, positions 4 tq of one
+// 16-key group) hit 32 different banks, and 8 lanes' 16-byte reads of one row 8 bank groups.
+template <int D>
+__device__ __forceinline__ int vt_tile_offset(int c, int pos) {
+  return c * Pipe<D>::kItemRows + (((pos / 16) ^ (c & 7)) * 16) + pos % 16;
+}
+// The transposed tile to V8 (vt_tile_offset's layout), a 16-byte chunk per thread and step: 8
+// lanes write 128 consecutive bytes of one V8 row. The barrier first: every warp's columns are in.
+template <int D>
+__device__ __forceinline__ void store_vt_tile(const std::uint8_t* tile, const QuantItem& it,
+                                              const QuantParams& p, int t) {
+  using P = Pipe<D>;
+  __syncthreads();
+  constexpr int kRowChunks = P::kItemRows / 16, kChunks = D * kRowChunks;
+  static_assert(kChunks % kPipeThreads == 0, "every thread copies the same number of chunks");
+  const std::int64_t row0 = it.blk * P::kItemRows;
+  std::uint8_t* out = p.w.vt8 + it.bh * D * p.Npad + row0;
+#pragma unroll
+  for (int j = 0; j < kChunks / kPipeThreads; ++j) {
+    const int w = j * kPipeThreads + t, c = w / kRowChunks, ch = w % kRowChunks;
+    // Keys past Npad (a last 256-row item's second K/V block past N) are the next head's.
+    if (P::kKvBlocks > 1 && row0 + ch * 16 >= p.Npad) continue;
+    *reinterpret_cast<uint4*>(out + c * p.Npad + ch * 16) =
+        *reinterpret_cast<const uint4*>(tile + vt_tile_offset<D>(c, ch * 16));
+  }
+}
+
 // Consumer step (the butterflies): rotate (Q, K), reduce the amax of each 64-row Q scale block
 // over the block, record the amax of the item's scale blocks, scale, round to E4M3 and store:
 // Q8, K8 row-major; V8 through `tile` (store_v_tile).
@@ -770,25 +808,71 @@ __device__ __forceinline__ void quantise_item_mma(
     }
     return;
   }
-  float x[P::kPasses][8];
-  read_item<D>(x, stage, t);
+  if constexpr (kVLdsmTrans) {
+    // V transposed on the way out of the ring (ldmatrix.trans): register r of step (kg, j) holds
+    // column 16 j + 8 (r / 2) + g, keys 2 tq, 2 tq + 1 (+ 8 for odd r) of the warp's 16-key group
+    // kg, so registers 2h and 2h + 1 are the column's positions 4 tq .. 4 tq + 3 in V8's key
+    // order (fp8_layout.hpp: the P fragment's order) as they come.
+    // The amax on the bf16 pairs as they are (exact; the registers stay packed until the scale).
+    constexpr int KG = kWarpRows / 16;
+    std::uint32_t v[KG][D / 16][4];
+    __nv_bfloat162 mv = __float2bfloat162_rn(0.0f);
 #pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass) {
+    for (int kg = 0; kg < KG; ++kg) {
 #pragma unroll
-    for (int e = 0; e < 8; ++e) mw = fmaxf(mw, fabsf(x[pass][e]));
+      for (int j = 0; j < D / 16; ++j) {
+        sm80::ldmatrix_x4_trans(v[kg][j], stage_u32 + swizzled_offset<D>(row0 + kg * 16 + lane % 16,
+                                                                         2 * j + lane / 16));
+#pragma unroll
+        for (int r = 0; r < 4; ++r)
+          mv = __hmax2(mv, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][r])));
+      }
+    }
+    mw = fmaxf(__low2float(mv), __high2float(mv));
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
+    float q_amax[kQ], amax[kQ];
+    block_amax<D>(m, red, q_amax, t);
+    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+    const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
+#pragma unroll
+    for (int kg = 0; kg < KG; ++kg) {
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j) {
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float2 a =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h]));
+          const float2 b =
+              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h + 1]));
+          *reinterpret_cast<std::uint32_t*>(
+              tile + vt_tile_offset<D>(16 * j + 8 * h + g, row0 + 16 * kg + 4 * tq)) =
+              e4m3x4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
+        }
+      }
+    }
+    store_vt_tile<D>(tile, it, p, t);
+  } else {
+    float x[P::kPasses][8];
+    read_item<D>(x, stage, t);
+#pragma unroll
+    for (int pass = 0; pass < P::kPasses; ++pass) {
+#pragma unroll
+      for (int e = 0; e < 8; ++e) mw = fmaxf(mw, fabsf(x[pass][e]));
+    }
+#pragma unroll
+    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
+    float q_amax[kQ], amax[kQ];
+    block_amax<D>(m, red, q_amax, t);
+    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+    const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
+#pragma unroll
+    for (int pass = 0; pass < P::kPasses; ++pass) {
+      const Chunk c = chunk_of<D>(pass, t);
+      *reinterpret_cast<uint2*>(tile + c.row * D + c.sub * 8) = e4m3x8(x[pass], sc);
+    }
+    store_v_tile<D>(tile, it, p, t);
   }
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
-  float q_amax[kQ], amax[kQ];
-  block_amax<D>(m, red, q_amax, t);
-  item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
-  const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
-#pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass) {
-    const Chunk c = chunk_of<D>(pass, t);
-    *reinterpret_cast<uint2*>(tile + c.row * D + c.sub * 8) = e4m3x8(x[pass], sc);
-  }
-  store_v_tile<D>(tile, it, p, t);
 }
 
 // The persistent loop: the ring's first kStages - 1 items in flight, then per item: issue the
