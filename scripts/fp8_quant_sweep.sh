@@ -52,6 +52,19 @@ done
 echo "== TFLOP/s (fa-bench median), each side against ${labels[0]} =="
 python3 scripts/ab_table.py "${tables[@]}"
 echo "== the pass under ncu (cold L2, base clocks), N=4096 =="
-QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" | grep -v copy_unrolled
+QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" >"$out/ncu.txt"
+grep -v copy_unrolled "$out/ncu.txt"
+# The copy kernel (the bar's roof), profiled the same way in each side's process: the median of
+# its launches per side.
+python3 - "$out/ncu.txt" <<'PY'
+import re, statistics, sys
+gbs = {}
+for line in open(sys.argv[1]):
+    m = re.search(r"([0-9.]+) GB/s", line)
+    if "copy_unrolled" in line and m:
+        gbs.setdefault(line.split()[0], []).append(float(m.group(1)))
+for label, v in gbs.items():
+    print(f"{label:6s} copy kernel: median {statistics.median(v):.1f} GB/s of {len(v)} launches")
+PY
 printf '%s\n' "${summary[@]}"
 [ "$failed" -eq 0 ] || exit 3
