@@ -603,8 +603,9 @@ __device__ __forceinline__ void store_v_tile(const std::uint8_t* tile, const Qua
 // [D][kItemRows] bytes in V8's key order, from registers that ldmatrix.trans filled with the
 // column's keys in that order (quantise_item_mma), then copied out in 16-byte chunks. The
 // row-major tile's byte gather (store_v_tile: 32 one-byte shared loads and their shifts per 32
-// keys of a column) goes. CMake switch of the same name; the fallback (outside CMake) is its
-// default.
+// keys of a column) goes: the pass 1.11x faster at d=64, 1.18x at d=128 (ncu, H200, 2026-11-26,
+// N=4096, cold L2; docs/perf-notes.md, "The quantisation pass, step 8"). CMake switch of the same
+// name; the fallback (outside CMake) is its default.
 #ifndef FA_FP8_QUANT_V_LDSM_TRANS
 #define FA_FP8_QUANT_V_LDSM_TRANS 1
 #endif
@@ -744,9 +745,27 @@ __device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std
   }
 }
 
+// The amax of the scale block of a warp's rows (all in Q block q_w) from the warp's maximum mw:
+// the block reduction (block_amax) and the record of the item's scale blocks (item_amax).
+template <int D, bool HEAD_SCALE>
+__device__ __forceinline__ float warp_block_amax(float mw, int q_w,
+                                                 float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
+                                                 const QuantItem& it, const QuantParams& p, int t) {
+  constexpr int kQ = Pipe<D>::kQBlocks;
+  float m[kQ];  // mw in the warp's Q block's slot (block_amax)
+#pragma unroll
+  for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
+  float q_amax[kQ], amax[kQ];
+  block_amax<D>(m, red, q_amax, t);
+  item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
+  return pick<kQ, 1>(amax, q_w);
+}
+
 // Consumer step with the MMA rotation: the warp's rows (one Q scale block's share) rotated on the
-// tensor cores (Q, K) or read back as they are (V), the block amax, then Q8/K8 stored with the
-// accumulator's column order (t D/4 + 2 nt + c), V8 through `tile` as in quantise_item.
+// tensor cores (Q, K) or read back as they are (V: transposed by ldmatrix.trans, or with
+// FA_FP8_QUANT_V_LDSM_TRANS off row by row), the block amax, then Q8/K8 stored with the
+// accumulator's column order (t D/4 + 2 nt + c), V8 through `tile` (store_vt_tile, or
+// store_v_tile as in quantise_item).
 template <int D, bool HEAD_SCALE>
 __device__ __forceinline__ void quantise_item_mma(
     std::uint32_t stage_u32, const std::uint8_t* stage, const QuantItem& it, const QuantParams& p,
@@ -758,7 +777,6 @@ __device__ __forceinline__ void quantise_item_mma(
   const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
   const int row0 = warp * kWarpRows, q_w = row0 / kQScaleRows;
   const std::int64_t item_row0 = it.blk * P::kItemRows;
-  float m[kQ];  // the warp's maximum in its Q block's slot (block_amax)
   float mw = 0.0f;
   if (it.tensor < 2) {
     float acc[MT][DT][4];
@@ -779,12 +797,8 @@ __device__ __forceinline__ void quantise_item_mma(
     }
     // mw is of the unnormalised rows: the block amax (of the rotated rows) is mw / sqrt(D).
     mw *= rsqrtf(static_cast<float>(D));
-#pragma unroll
-    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
-    float q_amax[kQ], amax[kQ];
-    block_amax<D>(m, red, q_amax, t);
-    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
-    const float sc = kE4m3Max * rsqrtf(static_cast<float>(D)) / pick<kQ, 1>(amax, q_w);
+    const float sc = kE4m3Max * rsqrtf(static_cast<float>(D)) /
+                     warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
     std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
@@ -829,12 +843,7 @@ __device__ __forceinline__ void quantise_item_mma(
       }
     }
     mw = fmaxf(__low2float(mv), __high2float(mv));
-#pragma unroll
-    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
-    float q_amax[kQ], amax[kQ];
-    block_amax<D>(m, red, q_amax, t);
-    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
-    const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
+    const float sc = kE4m3Max / warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
 #pragma unroll
     for (int kg = 0; kg < KG; ++kg) {
 #pragma unroll
@@ -860,12 +869,7 @@ __device__ __forceinline__ void quantise_item_mma(
 #pragma unroll
       for (int e = 0; e < 8; ++e) mw = fmaxf(mw, fabsf(x[pass][e]));
     }
-#pragma unroll
-    for (int q = 0; q < kQ; ++q) m[q] = q == q_w ? mw : 0.0f;
-    float q_amax[kQ], amax[kQ];
-    block_amax<D>(m, red, q_amax, t);
-    item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
-    const float sc = kE4m3Max / pick<kQ, 1>(amax, q_w);
+    const float sc = kE4m3Max / warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
 #pragma unroll
     for (int pass = 0; pass < P::kPasses; ++pass) {
       const Chunk c = chunk_of<D>(pass, t);
