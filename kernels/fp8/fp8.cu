@@ -34,6 +34,7 @@
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/per_device.hpp"
+#include "kernels/fp8/e4m3.cuh"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 
@@ -41,14 +42,9 @@ namespace fa {
 namespace {
 
 using namespace sm80;
+using fp8::e4m3x4;
 using fp8::kE4m3Max;
 using fp8::kPScale;
-
-__device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
-  const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-  const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
-  return lo | (hi << 16);
-}
 
 // ---- stage 3: attention ----------------------------------------------------------------------
 

@@ -22,6 +22,7 @@
 
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/per_device.hpp"
+#include "kernels/fp8/e4m3.cuh"
 #include "kernels/fp8/fp8_quant.hpp"
 
 namespace fa::fp8 {
@@ -116,13 +117,6 @@ __device__ inline float warp_max(float m) {
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, off));
   return m;
-}
-
-__device__ inline std::uint32_t e4m3x2(float a, float b) {
-  return __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-}
-__device__ inline std::uint32_t e4m3x4(float a, float b, float c, float d) {
-  return e4m3x2(a, b) | (e4m3x2(c, d) << 16);
 }
 
 // ---- per-head amax (Scale::head) -------------------------------------------------------------

@@ -50,6 +50,7 @@
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/online_softmax.cuh"
+#include "kernels/fp8/e4m3.cuh"
 #include "kernels/fp8/fp8_layout.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/fp8/fp8_sm90_launch.hpp"
@@ -252,12 +253,6 @@ struct Params {
   typename Tr::TmaO tma_o;  // the TMA-store epilogue's (else unset)
   unsigned* tile_counter;   // dynamic grid: hopper::kTileCounterBytes in the workspace
 };
-
-__device__ __forceinline__ std::uint32_t e4m3x4(float a, float b, float c, float d) {
-  const std::uint32_t lo = __nv_cvt_float2_to_fp8x2(make_float2(a, b), __NV_SATFINITE, __NV_E4M3);
-  const std::uint32_t hi = __nv_cvt_float2_to_fp8x2(make_float2(c, d), __NV_SATFINITE, __NV_E4M3);
-  return lo | (hi << 16);
-}
 
 template <typename Tr, bool CAUSAL, bool FAULTS, Grid GRID, Epilogue EPILOGUE>
 __device__ __forceinline__ void forward(const Params<Tr>& p) {
