@@ -604,11 +604,6 @@ __device__ __forceinline__ void store_v_tile(const std::uint8_t* tile, const Qua
 #define FA_FP8_QUANT_V_LDSM_TRANS 1
 #endif
 constexpr bool kVLdsmTrans = FA_FP8_QUANT_V_LDSM_TRANS != 0;
-// FA_FP8_QUANT_REMAT_THREAD: see the persistent loop (quantise_pipelined_kernel). CMake switch of
-// the same name; the fallback (outside CMake) is its default.
-#ifndef FA_FP8_QUANT_REMAT_THREAD
-#define FA_FP8_QUANT_REMAT_THREAD 0
-#endif
 // Byte `pos` of row (column of V) c of the transposed tile: its 16-byte chunks XOR-swizzled by
 // the row's low three bits, so a warp's 4-byte stores (8 columns c0 + g, positions 4 tq of one
 // 16-key group) hit 32 different banks, and 8 lanes' 16-byte reads of one row 8 bank groups.
@@ -898,14 +893,6 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
   [[maybe_unused]] const MmaRotation<D> rot(t % 32);  // unused (and dropped) with the butterflies
   int k = 0;
   for (std::uint32_t i = blockIdx.x; i < items; i += step, ++k) {
-#if FA_FP8_QUANT_REMAT_THREAD
-    // The thread index re-read per item (a volatile read ptxas cannot hoist): the addresses
-    // derived from it are then recomputed in the loop instead of being kept from before it. At
-    // the cap of 128 registers ptxas kept them and spilled 24-40 bytes (160 with 3 stages at
-    // d=128); with the re-read it spills none, for about 40 more instructions per kernel.
-    int t;
-    asm volatile("mov.u32 %0, %%tid.x;" : "=r"(t));
-#endif
     // MMA rotation: the lanes of the warp read each other's chunks (ldmatrix), so the warp has
     // finished the previous item's reads of the stage this load overwrites.
     if constexpr (kMmaRotate) __syncwarp();
