@@ -716,13 +716,30 @@ struct MmaRotation {
   }
 };
 
+// FA_FP8_QUANT_MMA_BLOCK: the size K of the Walsh-Hadamard factor the tensor cores multiply by.
+// Sylvester's H_D = H_(D/K) (x) H_K: the MMAs compute Z_b = (S X)_b H_K for each block b of K
+// input columns (K/16 steps of D/16 each, not D/16), and log2(D/K) butterfly stages across the
+// blocks (in the thread's own accumulators: block b's columns sit in acc[b K/8 ...]) finish
+// Y = sum_b H_(D/K)[b][b'] Z_b. K = D (or more): the whole product on the tensor cores, D/16 x D/8
+// MMAs per 16 rows; each halving of K halves the MMAs and adds one FADD per accumulator. CMake
+// setting of the same name; the fallback (outside CMake) is its default.
+#ifndef FA_FP8_QUANT_MMA_BLOCK
+#define FA_FP8_QUANT_MMA_BLOCK 128
+#endif
+template <int D>
+constexpr int kMmaBlock = FA_FP8_QUANT_MMA_BLOCK < D ? FA_FP8_QUANT_MMA_BLOCK : D;
+
 // acc[mt][nt] += (S X) H for the warp's m16 tiles of rows from `row0` of the stage: A by
-// ldmatrix (lane l: row l % 16, 8-column half l / 16 of each 16-column step), signs by XOR.
+// ldmatrix (lane l: row l % 16, 8-column half l / 16 of each 16-column step), signs by XOR; the
+// MMAs by blocks of kMmaBlock columns, then the butterflies across the blocks.
 template <int D, int MT>
 __device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std::uint32_t stage,
                                                  int row0, int lane, const MmaRotation<D>& rot) {
+  constexpr int K = kMmaBlock<D>, kBlocks = D / K;
+  static_assert(K % 16 == 0 && D % K == 0, "whole 16-column steps per block");
 #pragma unroll
   for (int kt = 0; kt < D / 16; ++kt) {
+    const int b = kt / (K / 16), kt0 = kt % (K / 16);  // block b, its step kt0
 #pragma unroll
     for (int mt = 0; mt < MT; ++mt) {
       const int row = row0 + mt * 16 + lane % 16;
@@ -733,8 +750,31 @@ __device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std
       a[2] ^= rot.a_signs[kt][1];
       a[3] ^= rot.a_signs[kt][1];
 #pragma unroll
-      for (int nt = 0; nt < D / 8; ++nt)
-        sm80::mma_16816<__nv_bfloat16>(acc[mt][nt], a, rot.b0(kt, nt), rot.b1(kt, nt));
+      for (int nt0 = 0; nt0 < K / 8; ++nt0)
+        sm80::mma_16816<__nv_bfloat16>(acc[mt][b * (K / 8) + nt0], a, rot.b0(kt0, nt0),
+                                       rot.b1(kt0, nt0));
+    }
+  }
+  // Y_b' = sum_b H_(D/K)[b][b'] Z_b: butterflies over the block index (exact in the sense of
+  // fp32 additions; the MMA's own sums were fp32 too).
+#pragma unroll
+  for (int m = 1; m < kBlocks; m <<= 1) {
+#pragma unroll
+    for (int b = 0; b < kBlocks; ++b) {
+      if (b & m) continue;
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+        for (int nt0 = 0; nt0 < K / 8; ++nt0) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const float z0 = acc[mt][b * (K / 8) + nt0][e],
+                        z1 = acc[mt][(b + m) * (K / 8) + nt0][e];
+            acc[mt][b * (K / 8) + nt0][e] = z0 + z1;
+            acc[mt][(b + m) * (K / 8) + nt0][e] = z0 - z1;
+          }
+        }
+      }
     }
   }
 }
