@@ -721,10 +721,12 @@ struct MmaRotation {
 // input columns (K/16 steps of D/16 each, not D/16), and log2(D/K) butterfly stages across the
 // blocks (in the thread's own accumulators: block b's columns sit in acc[b K/8 ...]) finish
 // Y = sum_b H_(D/K)[b][b'] Z_b. K = D (or more): the whole product on the tensor cores, D/16 x D/8
-// MMAs per 16 rows; each halving of K halves the MMAs and adds one FADD per accumulator. CMake
-// setting of the same name; the fallback (outside CMake) is its default.
+// MMAs per 16 rows; each halving of K halves the MMAs and adds one FADD per accumulator. K = 32
+// (4 and 2 blocks at d = 128 and 64): the pass 1.11x faster at d=128, 1.03x at d=64 than K = D
+// (ncu, H200, 2026-11-26; docs/perf-notes.md, "The quantisation pass, step 10"). CMake setting of
+// the same name; the fallback (outside CMake) is its default.
 #ifndef FA_FP8_QUANT_MMA_BLOCK
-#define FA_FP8_QUANT_MMA_BLOCK 128
+#define FA_FP8_QUANT_MMA_BLOCK 32
 #endif
 template <int D>
 constexpr int kMmaBlock = FA_FP8_QUANT_MMA_BLOCK < D ? FA_FP8_QUANT_MMA_BLOCK : D;
