@@ -6,6 +6,7 @@
 // CuTe's GMMA::ALayout_64x32 and CLayout_64x8 against the same formulas.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <functional>
 #include <random>
@@ -170,6 +171,57 @@ TEST(Fp8Layout, BlockRotationMatchesTheReference) {
     }
     EXPECT_NEAR(dot_blocks, dot_ref, 1e-10) << "d=" << d;
     EXPECT_NEAR(dot_blocks, dot_plain, 1e-10) << "d=" << d;
+  }
+}
+
+// The pass's factored rotation (FA_FP8_QUANT_MMA_BLOCK = K): H_d = H_(d/K) (x) H_K, so the MMAs
+// multiply each block of K input columns by H_K (its 16 x 8 blocks from the base block and
+// hadamard_block_negative, as above) and log2(d/K) butterfly stages across the blocks finish the
+// product. Against the reference's butterflies, column for column; the negative leaves the
+// stages out (the block-diagonal product alone), which must differ.
+TEST(Fp8Layout, FactoredRotationMatchesTheReference) {
+  std::mt19937 rng(11);
+  std::normal_distribution<double> normal;
+  for (int d : {64, 128}) {
+    for (int K : {16, 32, 64, 128}) {
+      if (K > d) continue;
+      std::vector<double> x(d);
+      for (double& v : x) v = normal(rng);
+      std::vector<double> y(d, 0.0);  // Z_b: block b's columns b K + j0
+      for (int b = 0; b < d / K; ++b) {
+        for (int j0 = 0; j0 < K; ++j0) {
+          for (int i0 = 0; i0 < K; ++i0) {
+            const int i = b * K + i0;
+            const double a = flip_sign(i) ? -x[i] : x[i];
+            const bool negative = hadamard_negative(i0 % 8, j0 % 8) !=
+                                  hadamard_block_negative(i0 / 16, j0 / 8, (i0 % 16) / 8);
+            y[b * K + j0] += negative ? -a : a;
+          }
+        }
+      }
+      const std::vector<double> block_diagonal = y;
+      for (int m = 1; m < d / K; m <<= 1) {
+        for (int b = 0; b < d / K; ++b) {
+          if (b & m) continue;
+          for (int j0 = 0; j0 < K; ++j0) {
+            const double z0 = y[b * K + j0], z1 = y[(b + m) * K + j0];
+            y[b * K + j0] = z0 + z1;
+            y[(b + m) * K + j0] = z0 - z1;
+          }
+        }
+      }
+      std::vector<double> ref = x;
+      reference::rotate_hadamard(ref.data(), d);
+      double worst = 0.0, worst_without_stages = 0.0;
+      for (int j = 0; j < d; ++j) {
+        const double norm = std::sqrt(static_cast<double>(d));
+        worst = std::max(worst, std::fabs(y[j] / norm - ref[j]));
+        worst_without_stages =
+            std::max(worst_without_stages, std::fabs(block_diagonal[j] / norm - ref[j]));
+      }
+      EXPECT_LT(worst, 1e-12) << "d=" << d << " K=" << K;
+      if (K < d) EXPECT_GT(worst_without_stages, 1e-3) << "d=" << d << " K=" << K;
+    }
   }
 }
 
