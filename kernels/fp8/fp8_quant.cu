@@ -757,8 +757,8 @@ __device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std
                                        rot.b1(kt0, nt0));
     }
   }
-  // Y_b' = sum_b H_(D/K)[b][b'] Z_b: butterflies over the block index (exact in the sense of
-  // fp32 additions; the MMA's own sums were fp32 too).
+  // Y_b' = sum_b H_(D/K)[b][b'] Z_b: butterflies over the block index, in fp32 as the MMAs'
+  // own accumulation.
 #pragma unroll
   for (int m = 1; m < kBlocks; m <<= 1) {
 #pragma unroll
