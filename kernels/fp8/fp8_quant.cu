@@ -758,23 +758,19 @@ __device__ __forceinline__ void rotate_tiles_mma(float (&acc)[MT][D / 8][4], std
     }
   }
   // Y_b' = sum_b H_(D/K)[b][b'] Z_b: butterflies over the block index, in fp32 as the MMAs'
-  // own accumulation.
+  // own accumulation. Stage m pairs column tile nt (its block's bit m clear) with nt + m K/8.
 #pragma unroll
   for (int m = 1; m < kBlocks; m <<= 1) {
 #pragma unroll
-    for (int b = 0; b < kBlocks; ++b) {
-      if (b & m) continue;
+    for (int mt = 0; mt < MT; ++mt) {
 #pragma unroll
-      for (int mt = 0; mt < MT; ++mt) {
+      for (int nt = 0; nt < D / 8; ++nt) {
+        if ((nt / (K / 8)) & m) continue;
 #pragma unroll
-        for (int nt0 = 0; nt0 < K / 8; ++nt0) {
-#pragma unroll
-          for (int e = 0; e < 4; ++e) {
-            const float z0 = acc[mt][b * (K / 8) + nt0][e],
-                        z1 = acc[mt][(b + m) * (K / 8) + nt0][e];
-            acc[mt][b * (K / 8) + nt0][e] = z0 + z1;
-            acc[mt][(b + m) * (K / 8) + nt0][e] = z0 - z1;
-          }
+        for (int e = 0; e < 4; ++e) {
+          const float z0 = acc[mt][nt][e], z1 = acc[mt][nt + m * (K / 8)][e];
+          acc[mt][nt][e] = z0 + z1;
+          acc[mt][nt + m * (K / 8)][e] = z0 - z1;
         }
       }
     }
