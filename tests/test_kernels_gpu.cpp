@@ -9,7 +9,6 @@
 #include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -754,11 +753,8 @@ std::int64_t v8_mismatches(const Shape& s, fp8::Scale scale, const std::vector<s
                            const std::vector<std::uint8_t>& vt8, const std::vector<float>& amax_v,
                            int (*key_of)(int), bool print) {
   const std::int64_t N = s.N, d = s.d, npad = fp8::padded(N), blocks = fp8::kv_scale_blocks(N);
-  auto value = [&](std::int64_t h, std::int64_t key, std::int64_t c) {
-    std::uint32_t bits = static_cast<std::uint32_t>(v[(h * N + key) * d + c]) << 16;
-    float f;
-    std::memcpy(&f, &bits, 4);
-    return f;
+  auto value = [&](std::int64_t h, std::int64_t key, std::int64_t c) {  // exact in fp32
+    return static_cast<float>(bench::half_bits_to_double(v[(h * N + key) * d + c], DType::bf16));
   };
   std::int64_t bad = 0;
   auto report = [&](const char* what, std::int64_t h, std::int64_t c, std::int64_t pos, double got,
