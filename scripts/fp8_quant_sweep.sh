@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
-# The FP8 quantisation pass's settings against each other in one device call: one build folder,
-# one fa-bench per side (a side's settings reach kernels/fp8/fp8_quant.cu alone, so after the
-# first full build each side recompiles that file and relinks: seconds), then the same table from
-# every side and the pass under ncu (scripts/fp8_quant_profile.sh), side by side with each
-# side's ratio to the first (scripts/ab_table.py).
+# fp8's settings against each other in one device call: one build folder, one fa-bench per side
+# (the pass's settings reach kernels/fp8/fp8_quant.cu alone, the attention's FA_FP8_DESCALE_AHEAD
+# its two sm_90a sources, so after the first full build a side recompiles those and relinks), then the same table from every side and the pass under ncu
+# (scripts/fp8_quant_profile.sh), side by side with each side's ratio to the first
+# (scripts/ab_table.py).
 #   scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" [LABEL="CMAKE ARGS" ...]
 # Every side starts from the defaults (the pass's switches and settings in CMakeLists.txt), then
 # its own arguments, so a side is what it names and nothing an earlier side set. The first side
@@ -11,9 +11,11 @@
 #   scripts/fp8_quant_sweep.sh OUT base="" stages43="-DFA_FP8_QUANT_STAGES_D64=4
 #     -DFA_FP8_QUANT_STAGES_D128=3" rows128="-DFA_FP8_QUANT_ROWS_D64=128
 #     -DFA_FP8_QUANT_WARP_AMAX=OFF" first_form="-DFA_FP8_QUANT_PIPELINED=OFF"
-# The table: fa-bench --N $QS_N --d 64,128 --causal both --variants fp8,cudnn --no-counters
-# (cudnn: the control, untouched by the settings; QS_N default 1024,4096,16384; QS_FLAGS more
-# flags). QS_TESTS=1 also runs the fp8 GPU tests with every side (not only its verified rows).
+# The table: fa-bench --N $QS_N --d $QS_D --causal both --variants $QS_VARIANTS --no-counters
+# (QS_VARIANTS default fp8,cudnn: cudnn is the control, untouched by the settings; QS_N default
+# 1024,4096,16384; QS_D default 64,128; QS_FLAGS more flags, e.g. --fp8-prequantized for the
+# attention alone). QS_TESTS=1 also runs the fp8 GPU tests with every side (not only its verified
+# rows). QS_PROFILE=0 skips the pass under ncu (an A/B of the attention's settings).
 # Exit codes: 0 every side built and ran; 1 a build failed; 3 a run failed (its log in OUTDIR).
 set -uo pipefail
 # shellcheck source=scripts/fa3_check.sh
@@ -22,9 +24,9 @@ out=${1:?usage: scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" ...}
 shift
 [ $# -ge 1 ] || { echo "fp8_quant_sweep: name at least one side (LABEL=\"CMAKE ARGS\")" >&2; exit 2; }
 mkdir -p "$out/bin"
-# -U drops the pass's cached switches and settings, so CMakeLists.txt's defaults come back before
-# the side's own arguments.
-defaults="-UFA_FP8_QUANT_*"
+# -U drops fp8's cached switches and settings, so CMakeLists.txt's defaults come back before the
+# side's own arguments.
+defaults="-UFA_FP8_*"
 labels=()
 for spec in "$@"; do
   label=${spec%%=*} args=${spec#*=}
@@ -42,8 +44,9 @@ done
 tables=() profiles=()
 for label in "${labels[@]}"; do
   # shellcheck disable=SC2086  # QS_FLAGS: a list of flags
-  step "table-$label" "$out/bin/fa-bench-$label" --N "${QS_N:-1024,4096,16384}" --d 64,128 \
-    --causal both --variants fp8,cudnn --no-counters ${QS_FLAGS:-} --json "$out/$label.json"
+  step "table-$label" "$out/bin/fa-bench-$label" --N "${QS_N:-1024,4096,16384}" \
+    --d "${QS_D:-64,128}" --causal both --variants "${QS_VARIANTS:-fp8,cudnn}" --no-counters \
+    ${QS_FLAGS:-} --json "$out/$label.json"
   [ "${QS_TESTS:-0}" = 1 ] && step "tests-$label" "$out/bin/fa_tests_gpu-$label" \
     --gtest_filter='AllVariants/*fp8*:Fp8.*:Fp8Quant.*:Fp8Schedules.*:Fp8Dynamic.*'
   tables+=("$label=$out/$label.json")
@@ -51,6 +54,11 @@ for label in "${labels[@]}"; do
 done
 echo "== TFLOP/s (fa-bench median), each side against ${labels[0]} =="
 python3 scripts/ab_table.py "${tables[@]}"
+if [ "${QS_PROFILE:-1}" = 0 ]; then
+  printf '%s\n' "${summary[@]}"
+  [ "$failed" -eq 0 ] || exit 3
+  exit 0
+fi
 echo "== the pass under ncu (cold L2, base clocks), N=4096 =="
 QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" >"$out/ncu.txt"
 grep -v copy_unrolled "$out/ncu.txt"

@@ -75,6 +75,18 @@
 #define FA_FP8_SOFTMAX_TREE 1
 #endif
 
+// FA_FP8_DESCALE_AHEAD: block i's descales (K's factor for the exponent, V's ratio for the rescale
+// after P_{i-1} V_{i-1}) are divided right after the block's products are issued, while the
+// warpgroup waits for its S, from amax loaded one step earlier. Why: without it the ratio's IEEE
+// division (MUFU.RCP, FCHK and an FFMA chain, nvcc 13.0 SASS) ran after the last of the block's
+// MUFU.EX2 in the same queue, and O's rescale waited on it. Same values, same bits. Measured
+// (H200, the attention alone, scripts/fp8_quant_sweep.sh): d=64 1.043-1.058x, d=128 0.991-1.010x
+// (cudnn-fp8, the control, 0.987-1.005x). Loading the amax in the same step instead (the first
+// form) cost d=128 2-5%: the division then waited on the loads. CMake switch of the same name.
+#ifndef FA_FP8_DESCALE_AHEAD
+#define FA_FP8_DESCALE_AHEAD 1
+#endif
+
 namespace fa::fp8::sm90 {
 
 using namespace cute;
@@ -122,6 +134,7 @@ static_assert(c_layout_is_assumed(), "wgmma's accumulator differs from fp8_layou
 template <int D_, int BR_, int BC_>
 struct Traits {
   static constexpr int D = D_, BR = BR_, BC = BC_;
+  // Two stages, as fa3's: three measured no faster (H200, 2026-11-26, docs/perf-notes.md).
   static constexpr int kStages = 2;
   static constexpr int kConsumerWarpgroups = BR / 64;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -264,6 +277,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   constexpr int kWG = Tr::kConsumerWarpgroups;
   constexpr int NT = BC / 8, DT = D / 8;
   constexpr bool kSoftmaxTree = FA_FP8_SOFTMAX_TREE && D == 128;  // see FA_FP8_SOFTMAX_TREE
+  constexpr bool kDescaleAhead = FA_FP8_DESCALE_AHEAD;            // see FA_FP8_DESCALE_AHEAD
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>(smem_raw);
@@ -412,14 +426,15 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     OnlineSoftmax<> softmax;
     float alpha[2];
     // Block j's raw scores -> P' = 256 P in s; m, l move on (log2 domain); alpha rescales O.
-    auto softmax_block = [&](int j, auto masked) {
+    // factor_ahead: FA_FP8_DESCALE_AHEAD's factor (else unused: read here, as before the switch).
+    auto softmax_block = [&](int j, auto masked, float factor_ahead) {
       if constexpr (decltype(masked)::value) {
         const KeyMask<CAUSAL, BC, FAULTS> mask{
             static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
             j == p.fault.drop_kv_block};
         mask_keys(s, mask, t);
       }
-      const float factor = q_factor * amax_k(j);
+      const float factor = kDescaleAhead ? factor_ahead : q_factor * amax_k(j);
       // The raw scores' row maxima: trees at d=128 (both rows' quad shuffles together), else
       // chains (row_max, per row).
       float tree_mx[1][2];
@@ -437,12 +452,29 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
                           : exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2));
       }
     };
+    // FA_FP8_DESCALE_AHEAD: the amax of block i+1, loaded during step i (clamped to the tile's
+    // last block), and block i's V amax.
+    struct Prefetched {
+      float amax_k, amax_v;
+    };
+    auto prefetch = [&](int i) {
+      const int j = block_of(min(i, num_kv - 1));
+      return Prefetched{amax_k(j), amax_v(j)};
+    };
+    Prefetched next{};
+    float amax_v_now = 0.0f;
+    if constexpr (kDescaleAhead) {
+      amax_v_now = amax_v(block_of(0));
+      next = prefetch(1);
+    }
     // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
-    auto rescale_o = [&](int i) {
+    // ratio_ahead: FA_FP8_DESCALE_AHEAD's ratio (else unused).
+    auto rescale_o = [&](int i, float ratio_ahead) {
       if constexpr (FAULTS) {
         if (p.fault.o_rescale_skipped) return;
       }
-      const float ratio = amax_v(block_of(i - 1)) / amax_v(block_of(i));
+      const float ratio =
+          kDescaleAhead ? ratio_ahead : amax_v(block_of(i - 1)) / amax_v(block_of(i));
       const float f0 = alpha[0] * ratio, f1 = alpha[1] * ratio;
 #pragma unroll
       for (int d = 0; d < DT; ++d) {
@@ -481,10 +513,11 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     release_k(0);
+    const float factor_0 = kDescaleAhead ? q_factor * amax_k(block_of(0)) : 0.0f;
     if (num_masked > 0)
-      softmax_block(block_of(0), std::true_type{});
+      softmax_block(block_of(0), std::true_type{}, factor_0);
     else
-      softmax_block(block_of(0), std::false_type{});
+      softmax_block(block_of(0), std::false_type{}, factor_0);
     convert_p();
     auto step = [&](int i, auto masked) {
       wait_barrier(&bar.k_full[stage(i)], phase(i), "k_full", stage(i));
@@ -493,14 +526,24 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
       turns.end(false);
+      float factor = 0.0f, ratio = 0.0f;
+      if constexpr (kDescaleAhead) {
+        // From the amax step i-1 loaded, while S runs: the empty asm takes both as inputs before
+        // the wait's. Then block i+1's loads, which step i+1 uses.
+        factor = q_factor * next.amax_k;
+        ratio = amax_v_now / next.amax_v;
+        asm volatile("" ::"f"(factor), "f"(ratio));
+        amax_v_now = next.amax_v;
+        next = prefetch(i + 1);
+      }
       warpgroup_wait<1>();  // Q K_i^T done (batches complete in order)
       warpgroup_fence_operand(tSrS);
       release_k(i);
-      softmax_block(block_of(i), masked);
+      softmax_block(block_of(i), masked, factor);
       warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
       warpgroup_fence_operand(tOrO);
       EmptyBarrier::arrive(&bar.v_empty[stage(i - 1)]);
-      rescale_o(i);
+      rescale_o(i, ratio);
       convert_p();
     };
     int i = 1;
