@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
 # fp8's settings against each other in one device call: one build folder, one fa-bench per side
 # (the pass's settings reach kernels/fp8/fp8_quant.cu alone, the attention's FA_FP8_DESCALE_AHEAD
-# its two sm_90a sources, so after the first full build a side recompiles those and relinks), then the same table from every side and the pass under ncu
-# (scripts/fp8_quant_profile.sh), side by side with each side's ratio to the first
-# (scripts/ab_table.py).
+# its two sm_90a sources, so after the first full build a side recompiles those and relinks),
+# then the same table from every side and the pass under ncu (scripts/fp8_quant_profile.sh),
+# side by side with each side's ratio to the first (scripts/ab_table.py).
 #   scripts/fp8_quant_sweep.sh OUTDIR LABEL="CMAKE ARGS" [LABEL="CMAKE ARGS" ...]
-# Every side starts from the defaults (the pass's switches and settings in CMakeLists.txt), then
+# Every side starts from the defaults (fp8's switches and settings in CMakeLists.txt), then
 # its own arguments, so a side is what it names and nothing an earlier side set. The first side
 # is the base of the ratios; "" is the defaults. E.g.
 #   scripts/fp8_quant_sweep.sh OUT base="" stages43="-DFA_FP8_QUANT_STAGES_D64=4
@@ -54,17 +54,13 @@ for label in "${labels[@]}"; do
 done
 echo "== TFLOP/s (fa-bench median), each side against ${labels[0]} =="
 python3 scripts/ab_table.py "${tables[@]}"
-if [ "${QS_PROFILE:-1}" = 0 ]; then
-  printf '%s\n' "${summary[@]}"
-  [ "$failed" -eq 0 ] || exit 3
-  exit 0
-fi
-echo "== the pass under ncu (cold L2, base clocks), N=4096 =="
-QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" >"$out/ncu.txt"
-grep -v copy_unrolled "$out/ncu.txt"
-# The copy kernel (the bar's roof), profiled the same way in each side's process: the median of
-# its launches per side.
-python3 - "$out/ncu.txt" <<'PY'
+if [ "${QS_PROFILE:-1}" != 0 ]; then
+  echo "== the pass under ncu (cold L2, base clocks), N=4096 =="
+  QP_N=4096 scripts/fp8_quant_profile.sh "$out/ncu" "${profiles[@]}" >"$out/ncu.txt"
+  grep -v copy_unrolled "$out/ncu.txt"
+  # The copy kernel (the bar's roof), profiled the same way in each side's process: the median
+  # of its launches per side.
+  python3 - "$out/ncu.txt" <<'PY'
 import re, statistics, sys
 gbs = {}
 for line in open(sys.argv[1]):
@@ -74,5 +70,6 @@ for line in open(sys.argv[1]):
 for label, v in gbs.items():
     print(f"{label:6s} copy kernel: median {statistics.median(v):.1f} GB/s of {len(v)} launches")
 PY
+fi
 printf '%s\n' "${summary[@]}"
 [ "$failed" -eq 0 ] || exit 3
