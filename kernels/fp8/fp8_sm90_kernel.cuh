@@ -528,8 +528,9 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       turns.end(false);
       float factor = 0.0f, ratio = 0.0f;
       if constexpr (kDescaleAhead) {
-        // From the amax step i-1 loaded, while S runs: the empty asm takes both as inputs before
-        // the wait's. Then block i+1's loads, which step i+1 uses.
+        // From the amax step i-1 loaded: the empty asm keeps both before the wait for S in the
+        // compiler's order (ptxas then issues the division even before the products, its inputs
+        // being ready: nvcc 13.0 SASS). Then block i+1's loads, which step i+1 uses.
         factor = q_factor * next.amax_k;
         ratio = amax_v_now / next.amax_v;
         asm volatile("" ::"f"(factor), "f"(ratio));
