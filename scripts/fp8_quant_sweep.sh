@@ -29,18 +29,20 @@ mkdir -p "$out/bin"
 # -U drops fp8's cached switches and settings, so CMakeLists.txt's defaults come back before the
 # side's own arguments.
 defaults="-UFA_FP8_*"
+with_tests=${QS_TESTS:-0}
+test_filter=${QS_TEST_FILTER:-AllVariants/*fp8*:Fp8.*:Fp8Quant.*:Fp8Schedules.*:Fp8Dynamic.*}
 labels=()
 for spec in "$@"; do
   label=${spec%%=*} args=${spec#*=}
   mkdir -p "$out/$label"
   targets=fa-bench
-  [ "${QS_TESTS:-0}" = 1 ] && targets="fa-bench fa_tests_gpu"
+  [ "$with_tests" = 1 ] && targets="fa-bench fa_tests_gpu"
   # A subshell: fa3_build exports FA_CMAKE_ARGS, which must not carry one side's arguments into
   # the next.
   (FA_BUILD_DIR=build-qsweep FA3_BUILD_TARGETS=$targets FA3_CMAKE_EXTRA="$defaults $args" \
     fa3_build "$out/$label") || exit 1
   cp build-qsweep/bin/fa-bench "$out/bin/fa-bench-$label"
-  [ "${QS_TESTS:-0}" = 1 ] && cp build-qsweep/bin/fa_tests_gpu "$out/bin/fa_tests_gpu-$label"
+  [ "$with_tests" = 1 ] && cp build-qsweep/bin/fa_tests_gpu "$out/bin/fa_tests_gpu-$label"
   labels+=("$label")
 done
 tables=() profiles=()
@@ -49,8 +51,8 @@ for label in "${labels[@]}"; do
   step "table-$label" "$out/bin/fa-bench-$label" --N "${QS_N:-1024,4096,16384}" \
     --d "${QS_D:-64,128}" --causal both --variants "${QS_VARIANTS:-fp8,cudnn}" --no-counters \
     ${QS_FLAGS:-} --json "$out/$label.json"
-  [ "${QS_TESTS:-0}" = 1 ] && step "tests-$label" "$out/bin/fa_tests_gpu-$label" \
-    --gtest_filter="${QS_TEST_FILTER:-AllVariants/*fp8*:Fp8.*:Fp8Quant.*:Fp8Schedules.*:Fp8Dynamic.*}"
+  [ "$with_tests" = 1 ] && step "tests-$label" "$out/bin/fa_tests_gpu-$label" \
+    --gtest_filter="$test_filter"
   tables+=("$label=$out/$label.json")
   profiles+=("$label=$out/bin/fa-bench-$label")
 done
