@@ -347,8 +347,8 @@ TEST(Plan, Fp8ScheduleRows) {
 }
 
 // Without --fp8-schedule each shape takes fp8's measured default (fp8_default_schedule): the
-// persistent grid with the TMA store at d=128, except causal above N=4096; tiles at d=64. A named
-// schedule applies to every shape.
+// persistent grid with the TMA store at d=128, except causal above N=4096; at d=64 the dynamic grid
+// with the TMA store non-causal, tiles causal. A named schedule applies to every shape.
 TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
   auto schedules = [](std::vector<std::string> args) {
     args.insert(args.end(), {"--variants", "fp8", "--N", "1024,4096,8192", "--d", "64,128",
@@ -368,8 +368,10 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
   for (const auto& [key, schedule] : plain) {
     const auto [d, causal, N] = key;
     const bool persistent = d == 128 && (!causal || N <= 4096);
-    EXPECT_EQ(schedule, persistent ? "persistent-tma-store" : "tiles")
-        << "d=" << d << " causal=" << causal << " N=" << N;
+    const char* expected = d == 64 && !causal ? "dynamic-tma-store"
+                           : persistent       ? "persistent-tma-store"
+                                              : "tiles";
+    EXPECT_EQ(schedule, expected) << "d=" << d << " causal=" << causal << " N=" << N;
   }
   for (const auto& [key, schedule] : schedules({"--fp8-schedule", "tiles"}))
     EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
