@@ -14,7 +14,8 @@ The pass's least time: the IO model's quantise-pass bytes (the fp8 row's model t
 says "quantise pass") at the timed table's measured DRAM roof (ceilings.dram_bytes_per_s).
 The attention needed: FLOPs / (FLOPs / (bar x fa3) - least pass time), in the tool's FLOP
 convention (model.flops_convention).
-A row that did not run, or failed its verification, counts as missing.
+A row that did not run, or failed its verification, counts as missing; so does a row that is not
+its variant's default (a named tile or option: the bars judge the default).
 """
 
 import json
@@ -29,12 +30,13 @@ def bar_of(d, causal):
 
 
 def ok_rows(doc):
-    """(variant, d, causal, N) -> result row, for rows that ran and passed verification."""
+    """(variant, d, causal, N) -> result row, for default rows that ran and passed verification."""
     rows = {}
     for config in doc.get("configs", []):
         for r in config.get("results", []):
             verified = (r.get("verification") or {}).get("passed") is not False
-            if r.get("status") == "ok" and verified:
+            default = r.get("default_config", True) and r.get("default_options", True)
+            if r.get("status") == "ok" and verified and default and tflops(r):
                 key = (r["variant"], config["d"], bool(config["causal"]), config["N"])
                 rows[key] = r
     return rows

@@ -2,6 +2,7 @@
 quantisation pass runs at the DRAM roof, and the verdict beside the measured speeds."""
 
 import importlib.util
+import json
 from pathlib import Path
 
 import pytest
@@ -68,10 +69,19 @@ def test_verdicts():
     assert r["verdict"].startswith("impossible")
 
 
-def test_failed_or_unverified_rows_are_left_out():
+def test_failed_unrun_and_non_default_rows_are_left_out():
     assert one(128, False, 500.0, 600.0, 800.0, passed=False) is None
     # No bar for d=256 non-causal: no row.
     assert one(256, False, 500.0, 600.0, 800.0) is None
+    for change in ({"status": "unsupported"}, {"default_config": False}, {"derived": {}}):
+        fp8 = {**row("fp8", 600.0), **change}
+        timed = doc({(128, False, 4096): [row("fa3", 500.0), fp8]})
+        assert fp8_bar_bounds.bounds(timed, doc({})) == [], change
+    # A named schedule beside the default: the default's speed is the one judged.
+    named = {**row("fp8", 900.0), "default_options": False}
+    timed = doc({(128, False, 4096): [row("fa3", 500.0), row("fp8", 600.0), named]})
+    (r,) = fp8_bar_bounds.bounds(timed, doc({}))
+    assert r["fp8"] == 600.0
 
 
 def test_the_committed_h200_table_reads():
@@ -80,3 +90,13 @@ def test_the_committed_h200_table_reads():
     pq = data / "h200-fp8-hopper-prequantized-2026-11-26d.json"
     assert fp8_bar_bounds.main(["fp8_bar_bounds.py", str(timed), str(pq)]) == 0
     assert fp8_bar_bounds.main(["fp8_bar_bounds.py", str(timed)]) == 2
+    # The figures docs/perf-notes.md quotes ("What the bars leave for the attention").
+    rows = fp8_bar_bounds.bounds(json.loads(timed.read_text()), json.loads(pq.read_text()))
+    by_shape = {(r["d"], r["causal"], r["N"]): r for r in rows}
+    assert len(rows) == 20
+    r = by_shape[(128, False, 4096)]
+    assert round(r["needed"]) == 1009 and round(r["cudnn_fp8_pq"]) == 835
+    assert r["verdict"] == "needs attention faster than cudnn-fp8's"
+    assert by_shape[(64, False, 8192)]["verdict"] == "fp8's attention suffices: the pass is the gap"
+    assert by_shape[(64, False, 16384)]["verdict"] == "met"
+    assert round(by_shape[(64, True, 4096)]["needed"]) == 571
