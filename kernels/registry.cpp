@@ -176,7 +176,7 @@ const std::vector<VariantInfo>& variant_registry() {
          "tiles (one thread block per tile, O from registers), persistent-tma-store "
          "(one thread block per SM walks the tiles, O through shared memory and a TMA store), "
          "dynamic-tma-store (the same, fed by an atomic tile counter); default by shape: "
-         "persistent-tma-store at d=128 (causal: N <= 4096), dynamic-tma-store at d=64 "
+         "persistent-tma-store at d=128 (causal: N <= 8192), dynamic-tma-store at d=64 "
          "non-causal, tiles elsewhere",
          {},
          fp8_default_schedule});

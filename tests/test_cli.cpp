@@ -347,11 +347,11 @@ TEST(Plan, Fp8ScheduleRows) {
 }
 
 // Without --fp8-schedule each shape takes fp8's measured default (fp8_default_schedule): the
-// persistent grid with the TMA store at d=128, except causal above N=4096; at d=64 the dynamic grid
+// persistent grid with the TMA store at d=128, except causal above N=8192; at d=64 the dynamic grid
 // with the TMA store non-causal, tiles causal. A named schedule applies to every shape.
 TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
   auto schedules = [](std::vector<std::string> args) {
-    args.insert(args.end(), {"--variants", "fp8", "--N", "1024,4096,8192", "--d", "64,128",
+    args.insert(args.end(), {"--variants", "fp8", "--N", "1024,8192,16384", "--d", "64,128",
                              "--causal", "both", "--model-only"});
     const auto out = parse(args);
     EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
@@ -367,7 +367,7 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
   ASSERT_EQ(plain.size(), 12u);
   for (const auto& [key, schedule] : plain) {
     const auto [d, causal, N] = key;
-    const bool persistent = d == 128 && (!causal || N <= 4096);
+    const bool persistent = d == 128 && (!causal || N <= 8192);
     const char* expected = d == 64 && !causal ? "dynamic-tma-store"
                            : persistent       ? "persistent-tma-store"
                                               : "tiles";
