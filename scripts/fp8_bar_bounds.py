@@ -14,8 +14,10 @@ The pass's least time: the IO model's quantise-pass bytes (the fp8 row's model t
 says "quantise pass") at the timed table's measured DRAM roof (ceilings.dram_bytes_per_s).
 The attention needed: FLOPs / (FLOPs / (bar x fa3) - least pass time), in the tool's FLOP
 convention (model.flops_convention).
-A row that did not run, or failed its verification, counts as missing; so does a row that is not
-its variant's default (a named tile or option: the bars judge the default).
+A row that did not run, or failed its verification, counts as missing. Where a table has several
+rows of one variant for a shape (a named tile or schedule beside the default), the default one
+counts (default_config and default_options); where none of them is the default (every row of a
+--fp8-prequantized run has a non-default option) and there are several, none counts.
 """
 
 import json
@@ -29,16 +31,25 @@ def bar_of(d, causal):
     return CAUSAL_BAR if causal else NON_CAUSAL_BARS.get(d)
 
 
+def is_default(row):
+    return row.get("default_config", True) and row.get("default_options", True)
+
+
 def ok_rows(doc):
-    """(variant, d, causal, N) -> result row, for default rows that ran and passed verification."""
-    rows = {}
+    """(variant, d, causal, N) -> result row that ran and passed verification: the variant's default
+    row of the shape, or its only row."""
+    found = {}
     for config in doc.get("configs", []):
         for r in config.get("results", []):
             verified = (r.get("verification") or {}).get("passed") is not False
-            default = r.get("default_config", True) and r.get("default_options", True)
-            if r.get("status") == "ok" and verified and default and tflops(r):
+            if r.get("status") == "ok" and verified and tflops(r):
                 key = (r["variant"], config["d"], bool(config["causal"]), config["N"])
-                rows[key] = r
+                found.setdefault(key, []).append(r)
+    rows = {}
+    for key, candidates in found.items():
+        defaults = [r for r in candidates if is_default(r)]
+        if len(defaults) == 1 or len(candidates) == 1:
+            rows[key] = (defaults or candidates)[0]
     return rows
 
 
@@ -96,7 +107,9 @@ def verdict(fp8, target, least_pass_s, needed, pq_fp8, pq_cudnn):
         return "impossible: the pass at the roof alone takes the bar's time"
     if pq_cudnn is not None and needed > pq_cudnn:
         return "needs attention faster than cudnn-fp8's"
-    if pq_fp8 is not None and needed > pq_fp8:
+    if pq_fp8 is None:
+        return "no prequantized fp8 row to compare"
+    if needed > pq_fp8:
         return "needs attention faster than fp8's"
     return "fp8's attention suffices: the pass is the gap"
 

@@ -69,11 +69,11 @@ def test_verdicts():
     assert r["verdict"].startswith("impossible")
 
 
-def test_failed_unrun_and_non_default_rows_are_left_out():
+def test_failed_and_unrun_rows_are_left_out_and_the_default_wins():
     assert one(128, False, 500.0, 600.0, 800.0, passed=False) is None
     # No bar for d=256 non-causal: no row.
     assert one(256, False, 500.0, 600.0, 800.0) is None
-    for change in ({"status": "unsupported"}, {"default_config": False}, {"derived": {}}):
+    for change in ({"status": "unsupported"}, {"derived": {}}):
         fp8 = {**row("fp8", 600.0), **change}
         timed = doc({(128, False, 4096): [row("fa3", 500.0), fp8]})
         assert fp8_bar_bounds.bounds(timed, doc({})) == [], change
@@ -82,6 +82,18 @@ def test_failed_unrun_and_non_default_rows_are_left_out():
     timed = doc({(128, False, 4096): [row("fa3", 500.0), row("fp8", 600.0), named]})
     (r,) = fp8_bar_bounds.bounds(timed, doc({}))
     assert r["fp8"] == 600.0
+    assert r["verdict"] == "no prequantized fp8 row to compare"
+
+
+def test_prequantized_rows_count_though_their_option_is_not_the_default():
+    timed = doc({(128, False, 4096): [row("fa3", 500.0), row("fp8", 600.0)]})
+    pq = {**row("fp8", 800.0), "default_options": False}
+    (r,) = fp8_bar_bounds.bounds(timed, doc({(128, False, 4096): [pq]}))
+    assert r["fp8_pq"] == 800.0
+    # Two schedules, neither the default: which one the bar means is unknown, so neither counts.
+    other = {**row("fp8", 900.0), "default_options": False}
+    (r,) = fp8_bar_bounds.bounds(timed, doc({(128, False, 4096): [pq, other]}))
+    assert r["fp8_pq"] is None
 
 
 def test_the_committed_h200_table_reads():
@@ -100,3 +112,5 @@ def test_the_committed_h200_table_reads():
     assert by_shape[(64, False, 8192)]["verdict"] == "fp8's attention suffices: the pass is the gap"
     assert by_shape[(64, False, 16384)]["verdict"] == "met"
     assert round(by_shape[(64, True, 4096)]["needed"]) == 571
+    assert round(by_shape[(64, True, 4096)]["fp8_pq"]) == 431
+    assert by_shape[(64, True, 4096)]["verdict"] == "needs attention faster than fp8's"
