@@ -23,6 +23,12 @@ def canonical(doc):
     return json.dumps(doc, sort_keys=True, separators=(",", ":"))
 
 
+def compact_text(doc):
+    """The file text a record is stored as (tests/python/test_data_budget.py holds the records to
+    it)."""
+    return json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n"
+
+
 def compact(path):
     """'' when rewritten (or already compact), else why not."""
     try:
@@ -31,7 +37,7 @@ def compact(path):
         doc = json.loads(text)
     except (OSError, ValueError) as e:
         return f"{path}: {e}"
-    out = json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n"
+    out = compact_text(doc)
     if out == text:
         return ""
     fd, tmp = tempfile.mkstemp(dir=os.path.dirname(path) or ".", suffix=".json.tmp")
