@@ -11,7 +11,7 @@
 #   FA_PREBUILT=DIR   use DIR/fa-bench and DIR/fa_tests_gpu instead of building
 #   FA_BUILD_DIR=DIR  build folder (default build-gpu, the one scripts/gpu_check.sh uses)
 # The cudnn-frontend headers: .venv/cudnn-frontend-<version>/ or a wheel in .whl/ (carry one of
-# them to an offline machine; scripts/cudnn_frontend.sh).
+# them to an offline machine; scripts/headers.sh).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${1:?usage: scripts/cudnn_check.sh OUTDIR}
@@ -31,8 +31,8 @@ if [ -n "${FA_PREBUILT:-}" ]; then
   bin=$FA_PREBUILT
 else
   build=${FA_BUILD_DIR:-build-gpu}
-  section "cudnn-frontend headers"
-  scripts/cudnn_frontend.sh >>"$log" 2>&1 || note "cudnn-frontend headers: MISSING (see $log)"
+  section "header wheels"
+  scripts/headers.sh >>"$log" 2>&1 || note "header wheels: MISSING (see $log)"
   section build
   if ! { timeout 600 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DFA_BUILD_TESTS=ON >>"$log" 2>&1 &&
          timeout 600 cmake --build "$build" -j "$(nproc)" --target fa-bench fa_tests_gpu >>"$log" 2>&1; }; then

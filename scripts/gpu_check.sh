@@ -35,19 +35,12 @@ if [ -n "${FA_PREBUILT:-}" ]; then
 else
   build=${FA_BUILD_DIR:-build-gpu}
   section build
-  # The sm_90a kernels (fa3, fp8) need the CuTe headers; without them the build succeeds and their
-  # rows and tests say "not built" (a call on 2026-11-26 lost its GPU tests to that).
-  cute=()
-  if cutlass=$(scripts/cute_include.sh "$build" 2>>"$log"); then
-    cute=(-DFA_CUTLASS_INCLUDE="$cutlass")
-  else
-    note "build: no CuTe headers (scripts/cute_include.sh): fa3 and fp8 will not be built"
-  fi
-  # The cuDNN peer needs the cudnn-frontend headers (from the wheel in .whl/ on this offline
-  # machine); without them its rows and tests say "not built" (the check of 2026-11-26 built so).
-  timeout 120 scripts/cudnn_frontend.sh >>"$log" 2>&1 ||
-    note "build: no cudnn-frontend headers (scripts/cudnn_frontend.sh): the cudnn rows will say not built"
-  if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cute[@]}" >>"$log" 2>&1 &&
+  # The sm_90a kernels (fa3, fp8) need CuTe and the cuDNN peers cudnn-frontend: header-only
+  # wheels, from .whl/ on this offline machine; without them the build succeeds and those rows
+  # and tests say "not built".
+  timeout 120 scripts/headers.sh >>"$log" 2>&1 ||
+    note "build: header wheels missing (scripts/headers.sh, see the log): fa3/fp8 or cudnn will not be built"
+  if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
          timeout 900 cmake --build "$build" -j "$(nproc)" >>"$log" 2>&1; }; then
     tail -40 "$log"
     note "build: FAILED"

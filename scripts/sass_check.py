@@ -10,7 +10,7 @@ one line per kernel and a summary.
 
 Exit codes: 0 every matched kernel passes; 1 a check failed, or no kernel matched --filter;
 2 bad arguments or an unreadable file; 77 no cuobjdump (ctest reads 77 as a skip: the pinned
-nvidia-cuda-cuobjdump wheel is not installed, scripts/requirements-kernels.txt).
+nvidia-cuda-cuobjdump wheel is not installed, scripts/requirements-sass-tools.txt).
 Used by ctest (sass_fa3: HGMMA in fa3's kernels, no spills; sass_check_fails_on_fa2: the check
 fails on fa2's mma.sync kernels).
 """
@@ -106,7 +106,7 @@ def main(argv: list[str]) -> int:
     if not a.cuobjdump or not os.access(a.cuobjdump, os.X_OK):
         print(f"sass_check: skipped: no cuobjdump ('{a.cuobjdump}'): install the pinned "
               "nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels (scripts/setup.sh, "
-              "scripts/requirements-kernels.txt)")
+              "scripts/requirements-sass-tools.txt)")
         return 77
     try:
         pattern = re.compile(a.filter)

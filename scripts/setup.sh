@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
 # Installs what is missing, and only what the command at hand needs. Idempotent; fast when
 # everything is there. The CUDA toolkit (nvcc, cuBLAS, CUPTI) must be installed already.
-#   scripts/setup.sh --cxx    fa-bench only: compiler, CMake, Ninja, fmt, CLI11, nlohmann-json,
-#                             Google Benchmark, the cudnn-frontend headers (scripts/run.sh)
+#   scripts/setup.sh --cxx    fa-bench with every variant: compiler, CMake, Ninja, fmt, CLI11,
+#                             nlohmann-json, Google Benchmark, and the header-only wheels: CuTe for
+#                             fa3 and fp8, cudnn-frontend for the cuDNN peers (scripts/run.sh)
 #   scripts/setup.sh          that, plus the Python venv (.venv) for reports/ with the pinned
 #                             reports/requirements.txt
 #   scripts/setup.sh --test   that, plus what only the tests need: GoogleTest, clang (libFuzzer,
 #                             scripts/fuzz.sh), chromium (the report test opens report.html
-#                             headless) (scripts/test.sh)
+#                             headless), cuobjdump and nvdisasm for the SASS test (scripts/test.sh)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -45,9 +46,9 @@ if ! command -v nvcc >/dev/null 2>&1 && [ ! -x /usr/local/cuda/bin/nvcc ]; then
   exit 1
 fi
 
-# cudnn-frontend headers for the cuDNN peer (kernels/cudnn/): fa-bench itself needs them (every
-# mode). Never fatal: without them fa-bench builds and its cudnn rows say why not.
-scripts/cudnn_frontend.sh || true
+# CuTe and cudnn-frontend headers (scripts/requirements-headers.txt): fa-bench itself needs them
+# (every mode). Never fatal: without one, fa-bench builds and the rows that need it say why not.
+scripts/headers.sh || true
 
 [ "$mode" = --cxx ] && exit 0
 
@@ -61,23 +62,22 @@ if [ ! -x .venv/bin/python ] || [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; th
   echo "$want" >"$stamp"
 fi
 
-# Kernel build/test dependencies in the same .venv (scripts/requirements-kernels.txt: CuTe headers
-# for fa3, cuobjdump + nvdisasm for its SASS test), keyed by that file. Offline machines: put the
-# three wheels in .whl/ (pip download -d .whl -r scripts/requirements-kernels.txt elsewhere).
-kstamp=.venv/.requirements-kernels.sha256
-kwant=$(sha256sum scripts/requirements-kernels.txt | cut -d' ' -f1)
+# The SASS test's tools in the same .venv (scripts/requirements-sass-tools.txt: cuobjdump and
+# nvdisasm), keyed by that file. Offline machines: put the two wheels in .whl/ (pip download -d
+# .whl -r scripts/requirements-sass-tools.txt elsewhere).
+[ "$mode" = --test ] || exit 0
+kstamp=.venv/.requirements-sass-tools.sha256
+kwant=$(sha256sum scripts/requirements-sass-tools.txt | cut -d' ' -f1)
 if [ "$(cat "$kstamp" 2>/dev/null)" != "$kwant" ]; then
-  echo "setup: installing scripts/requirements-kernels.txt into .venv (CuTe headers, cuobjdump)" >&2
-  # --no-deps: only the headers and the two binaries are used; nvidia-cutlass's Python
-  # dependencies (cuda-python and others) are not.
+  echo "setup: installing scripts/requirements-sass-tools.txt into .venv (cuobjdump, nvdisasm)" >&2
   from=()
-  ls .whl/nvidia_cutlass-*.whl .whl/nvidia_cuda_cuobjdump-*.whl .whl/nvidia_cuda_nvdisasm-*.whl \
-    >/dev/null 2>&1 && from=(--no-index --find-links .whl)
+  ls .whl/nvidia_cuda_cuobjdump-*.whl .whl/nvidia_cuda_nvdisasm-*.whl >/dev/null 2>&1 &&
+    from=(--no-index --find-links .whl)
   if .venv/bin/pip install -q --disable-pip-version-check --no-deps "${from[@]}" \
-    -r scripts/requirements-kernels.txt; then
+    -r scripts/requirements-sass-tools.txt; then
     echo "$kwant" >"$kstamp"
   else
-    # fa3 is then not built (CMake says so) and the SASS test skips with the reason.
-    echo "setup: warning: could not install scripts/requirements-kernels.txt; fa3 will not be built" >&2
+    # The SASS test then skips with the reason.
+    echo "setup: warning: could not install scripts/requirements-sass-tools.txt; the SASS test will skip" >&2
   fi
 fi
