@@ -22,6 +22,7 @@ if ! command -v "$cxx" >/dev/null; then
 fi
 mkdir -p "$out/obj"
 common=(-std=c++20 -g -O1 -fno-omit-frame-pointer -I.)
+# shellcheck disable=SC2054  # a comma-separated value
 sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # Coverage-instrumented: what the fuzzer explores.
 sources=(tests/fuzz/fuzz_result_reader.cpp bench/result_json.cpp bench/result.cpp bench/gate.cpp
@@ -31,7 +32,8 @@ sources=(tests/fuzz/fuzz_result_reader.cpp bench/result_json.cpp bench/result.cp
 compile() {  # source, extra flags...
   local src=$1
   shift
-  local obj="$out/obj/$(echo "$src" | tr / _).o"
+  local obj
+  obj="$out/obj/$(echo "$src" | tr / _).o"
   "$cxx" -c "${common[@]}" "${sanitize[@]}" "$@" -MMD -MF "$obj.d" "$src" -o "$obj"
 }
 export -f compile
@@ -63,4 +65,4 @@ ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
   exit 1
 }
 grep -E "^stat::number_of_executed_units|^stat::peak_rss_mb|^#[0-9]+ *DONE" "$out/fuzz.log" >&2 || true
-echo "fuzz: ok (${seconds}s, corpus $(ls "$out/corpus" | wc -l) inputs)" >&2
+echo "fuzz: ok (${seconds}s, corpus $(find "$out/corpus" -maxdepth 1 -type f | wc -l) inputs)" >&2

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # One call on a GPU machine: build (or use prebuilt binaries), GPU and CPU tests,
-# compute-sanitizer (memcheck, racecheck) on every kernel at a small size, and a small benchmark.
+# compute-sanitizer (memcheck, racecheck, synccheck) on every kernel and schedule of ours, forward
+# and backward, at a small size, and a small benchmark.
 # Every step has a time limit, so the script always finishes and reports. Everything is appended
 # to OUTDIR/gpu_check.log; result files go to OUTDIR. A short summary is printed last.
 # Usage: scripts/gpu_check.sh OUTDIR [extra fa-bench sweep args]
@@ -8,13 +9,13 @@
 #   FA_QUICK=1        skip the memory-skip case (a 172 GB configuration)
 #   FA_NO_SANITIZER=1 skip compute-sanitizer (a quick check between full ones)
 #   FA_GTEST_FILTER=F run only the GPU tests matching F
-#   FA_NO_GPU_TESTS=1 skip the GPU tests (the second of two calls: on the H100 machine the GPU
-#                     tests alone ran past 380 s on 2026-11-25, so build, tests, sanitizers and
-#                     bench no longer fit one 600 s call)
+#   FA_NO_GPU_TESTS=1 skip the GPU tests (the second of two calls: on an H100 the GPU tests alone
+#                     ran past 380 s, so build, tests, sanitizers and bench do not fit one 600 s
+#                     call)
 # The fault-injection tests' table (fault x variant x precision: caught or not) goes to
 # OUTDIR/fault_table.txt.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 1
 out=${1:?usage: scripts/gpu_check.sh OUTDIR}
 shift
 mkdir -p "$out"
@@ -51,8 +52,9 @@ else
   note "build: ok ($(grep -c 'spill' "$log") spill warnings)"
 fi
 # On an sm_90 GPU a build without fa3 is a check that cannot see half of the kernels: say so.
+# (--list-variants says "built for sm_90a" under fa3 when its kernels are in the binary.)
 if nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | grep -q '^9\.0' &&
-  ! scripts/sm90a_built.sh "$bin/fa-bench" fa3; then
+  ! "$bin/fa-bench" --list-variants 2>/dev/null | grep -A12 -E '^fa3( |$)' | grep -q 'built for sm_90a'; then
   note "build: FAILED: fa3 and fp8 (sm_90a) are not in these binaries on an sm_90 GPU; their tests fail"
 fi
 
@@ -74,20 +76,26 @@ timeout 120 "$bin/fa_tests_cpu" --gtest_brief=1 >>"$log" 2>&1
 note "cpu tests: rc=$?"
 
 # Our kernels only: the cuDNN peer is the library's business (and compiles graphs slowly under the tools).
-# fa3 at every head dim it builds (d=256: its 128x80 tile; standard runs at d=256 too, fa1, fa2
-# and fp8 rows say unsupported there); racecheck on fa3 is slower (scripts/fa3_check.sh runs every
-# schedule). Four sanitizer runs of up to 180 s: with FA_NO_GPU_TESTS they fit one 600 s call only
-# if they finish early; FA_NO_SANITIZER splits them off.
-small=(--N 130 --batch 2 --heads 3 --d 64,128,256 --causal both --variants standard,fa1,fa2,fa3,fp8 --warmup 0 --repetitions 1 --warm --no-counters --datasheet-roofs)
-for tool in $([ -n "${FA_NO_SANITIZER:-}" ] || echo memcheck racecheck); do
-  for dtype in bf16 fp16; do
+# Every row of ours: forward and backward, every head dim a variant builds (d=256: fa3's 128x80
+# tile and standard; the others say unsupported there), every fa3 and fp8 schedule, both fp8 scale
+# granularities, both fa2 dQ modes; N=130 leaves a partial last block. memcheck and racecheck in
+# both dtypes, synccheck (barriers and warp syncs) in bf16: five runs of up to 180 s; with
+# FA_NO_GPU_TESTS they fit one 600 s call only if they finish early; FA_NO_SANITIZER splits them off.
+# shellcheck disable=SC2054  # commas belong to the values
+small=(--N 130 --batch 2 --heads 3 --d 64,128,256 --causal both --direction both
+  --variants standard,fa1,fa2,fa3,fp8 --fa3-schedule all --fp8-schedule all --fp8-scale both
+  --fa2-dq both --warmup 0 --repetitions 1 --warm --no-counters --datasheet-roofs)
+for tool in $([ -n "${FA_NO_SANITIZER:-}" ] || echo memcheck racecheck synccheck); do
+  dtypes=(bf16 fp16)
+  [ "$tool" = synccheck ] && dtypes=(bf16)
+  for dtype in "${dtypes[@]}"; do
     section "sanitizer $tool $dtype"
     tlog="$out/.sanitize.tmp"
     timeout 180 compute-sanitizer --tool "$tool" --print-limit 100000 --error-exitcode 9 "$bin/fa-bench" "${small[@]}" \
       --dtype "$dtype" --json "$out/.sanitize.json" >"$tlog" 2>&1
     rc=$?
     # cuBLAS's nvjet kernels order shared memory with TMA and mbarriers, which racecheck does not
-    # model: it reports hazards inside them (H200, 2026-11-21). Excluding them with
+    # model: it reports hazards inside them. Excluding them with
     # --kernel-name-exclude crashed the sanitizer ("failed to handle a hardware exception"), so
     # they run instrumented and hazards are counted per kernel: ours must have none.
     ours=$(grep -E "Race reported between|Error: .* at |Invalid .* at " "$tlog" | grep -vEc "nvjet|cudnn|sdpa")
@@ -103,10 +111,10 @@ done
 section "bench N=4096 d=64"
 timeout 120 "$bin/fa-bench" --N 4096 --d 64 --variants all --remeasure --json "$out/n4096-d64.json" >"$out/.bench.txt" 2>&1
 note "bench N=4096 d=64: rc=$?"
-cat "$out/.bench.txt" | tee -a "$log"
+tee -a "$log" <"$out/.bench.txt"
 
-# --stall-reasons (first landed 2026-11-26 without a GPU run): every row counted, and how many
-# rows name their stall reasons in the reading under the table.
+# --stall-reasons: every row counted, and how many rows name their stall reasons in the reading
+# under the table.
 section "stall reasons"
 timeout 120 "$bin/fa-bench" --N 1024 --d 64,128 --variants fa2,fa3,fp8 --stall-reasons --warmup 1 \
   --repetitions 5 --datasheet-roofs --json "$out/stall-reasons.json" >"$out/.bench.txt" 2>&1

@@ -37,7 +37,7 @@ fi
 # shellcheck disable=SC2054  # commas belong to the values
 # FA_MULTI_VARIANTS: the sweep's variants (default all).
 # --repetitions 10: the gate needs 5 samples a row, and under --min-time fa1 at N=8192 got 2-4
-# (nvidia-h200-x2, 2026-11-23).
+# (two H200s).
 sweep=(--N 1024,2048,4096,8192 --d 64,128 --causal both --variants "${FA_MULTI_VARIANTS:-all}"
   --repetitions 10)
 sub() { awk "BEGIN { printf \"%.2f\", $1 - $2 }"; }
