@@ -3,7 +3,7 @@
     python3 scripts/make_gate_fixtures.py            # rewrites tests/data/gate-*.json
     python3 scripts/make_gate_fixtures.py --check    # exit 1 if a committed fixture differs
 
-Every fixture starts from a real fa-bench run on the H200 (tests/data/h200-*.json), keeps only
+Every fixture starts from a real fa-bench run on the H200 (tests/data/*-h200.json), keeps only
 the N=4096, d=64 rows (both causal settings, all four variants) and applies one stated
 transform: timing samples scaled, counters scaled, a row removed, a field changed. Each file
 says so in a top-level "derived_from" key (the C++ and Python readers ignore unknown keys), so
@@ -20,10 +20,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "tests" / "data"
-SOURCE = "h200-counters-2026-11-21.json"  # has counters (CUPTI) for every row
-OTHER_RUN = "h200-sweep-4variants-2026-11-21.json"  # a second real run, same day, no counters
-FA2_ORDER_RUN = "h200-fa2-order-2026-11-21.json"  # same build as SOURCE, fa2 only, counters
-FULL_RUN = "h200-gate-base-2026-11-21.json"  # N=4096 d=64,128, all variants incl. the cudnn peer
+SOURCE = "counters-4variants-h200.json"  # has counters (CUPTI) for every row
+OTHER_RUN = "sweep-4variants-h200.json"  # a second real run, same day, no counters
+FA2_ORDER_RUN = "fa2-order-both-h200.json"  # same build as SOURCE, fa2 only, counters
+FULL_RUN = "gate-same-build-a-h200.json"  # N=4096 d=64,128, all variants incl. the cudnn peer
 
 
 def quantile(sorted_xs: list[float], q: float) -> float:
@@ -280,7 +280,8 @@ def fixtures() -> dict[str, str]:
     out["gate-peer-cudnn-x1.20.json"] = label(
         doc, FULL_RUN, "cudnn (peer) timing samples x1.20 and its counters x1.10", all_rows)
 
-    text = {k: json.dumps(v, indent=1, sort_keys=True) + "\n" for k, v in out.items()}
+    # Compact (no indentation), as every record in tests/data is stored.
+    text = {k: json.dumps(v, sort_keys=True, separators=(",", ":")) + "\n" for k, v in out.items()}
     # A file cut short, as a killed copy leaves it.
     text["gate-truncated.json"] = text["gate-h200-base.json"][:6000]
     return text

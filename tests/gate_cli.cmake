@@ -47,9 +47,9 @@ expect(0 "PASS" --baseline ${OUT}/new-baseline.json --current ${DATA}/gate-h200-
 expect(2 "not written as a baseline" --current ${DATA}/gate-failed-variant.json --update-baseline ${OUT}/bad.json)
 
 # Issue 12: the regressions the old default passed fail (exit 1); the real same-build pair passes.
-set(H --baseline ${DATA}/h200-gate-base-2026-11-21.json)
-expect(0 "PASS \\(exit 0\\)" ${H} --current ${DATA}/h200-gate-cur-2026-11-21.json)
-expect(1 "fa2 .*slower.*REGRESSION" ${H} --current ${DATA}/h200-gate-slow-2026-11-21.json)
+set(H --baseline ${DATA}/gate-same-build-a-h200.json)
+expect(0 "PASS \\(exit 0\\)" ${H} --current ${DATA}/gate-same-build-b-h200.json)
+expect(1 "fa2 .*slower.*REGRESSION" ${H} --current ${DATA}/gate-fa2-slowed-build-h200.json)
 expect(1 "fa2 .*\\+29\\.[0-9]% slower.*REGRESSION" ${B} --current ${DATA}/gate-time-fa2-x1.30-jitter6.json)
 expect(1 "cycles \\+3\\.4%.*SM clock differs" ${B} --current ${DATA}/gate-time-fa2-x1.10-clock-6.json)
 expect(1 "fa2 .*\\+15\\.0% slower.*REGRESSION" ${B} --current ${DATA}/gate-time-fa2-x1.15-3old.json)
@@ -67,15 +67,15 @@ expect(2 "samples_ms\\[5\\]: impossible value -" ${B} --current ${DATA}/gate-neg
 expect(0 "env change.*PASS \\(exit 0\\)" ${H} --current ${DATA}/gate-peer-cudnn-x1.20.json)
 expect(1 "cudnn \\(peer\\).*REGRESSION" ${H} --current ${DATA}/gate-peer-cudnn-x1.20.json --gate-peers)
 # Calibration: learned from the two same-build runs, stored in the baseline, used by the gate.
-expect(0 "calibration from 2 runs.*baseline written" --calibrate ${DATA}/h200-gate-base-2026-11-21.json
-       ${DATA}/h200-gate-cur-2026-11-21.json --update-baseline ${OUT}/calibrated.json)
-expect(0 "calibrated.*PASS \\(exit 0\\)" --baseline ${OUT}/calibrated.json --current ${DATA}/h200-gate-cur-2026-11-21.json)
-expect(1 "tolerance 2\\.0% calibrated.*FAIL \\(exit 1\\)" --baseline ${OUT}/calibrated.json --current ${DATA}/h200-gate-slow-2026-11-21.json)
-expect(2 "revision .* differs" --calibrate ${DATA}/h200-gate-base-2026-11-21.json
-       ${DATA}/h200-gate-slow-2026-11-21.json --update-baseline ${OUT}/bad-calibration.json)
-expect(2 "--update-baseline FILE is required" --calibrate ${DATA}/h200-gate-base-2026-11-21.json
-       ${DATA}/h200-gate-cur-2026-11-21.json)
-expect(2 "--calibrate" --calibrate ${DATA}/h200-gate-base-2026-11-21.json --update-baseline ${OUT}/one.json)
+expect(0 "calibration from 2 runs.*baseline written" --calibrate ${DATA}/gate-same-build-a-h200.json
+       ${DATA}/gate-same-build-b-h200.json --update-baseline ${OUT}/calibrated.json)
+expect(0 "calibrated.*PASS \\(exit 0\\)" --baseline ${OUT}/calibrated.json --current ${DATA}/gate-same-build-b-h200.json)
+expect(1 "tolerance 2\\.0% calibrated.*FAIL \\(exit 1\\)" --baseline ${OUT}/calibrated.json --current ${DATA}/gate-fa2-slowed-build-h200.json)
+expect(2 "revision .* differs" --calibrate ${DATA}/gate-same-build-a-h200.json
+       ${DATA}/gate-fa2-slowed-build-h200.json --update-baseline ${OUT}/bad-calibration.json)
+expect(2 "--update-baseline FILE is required" --calibrate ${DATA}/gate-same-build-a-h200.json
+       ${DATA}/gate-same-build-b-h200.json)
+expect(2 "--calibrate" --calibrate ${DATA}/gate-same-build-a-h200.json --update-baseline ${OUT}/one.json)
 if(PYTHON)  # the Python reader (reports/schema.py) reads a calibrated baseline
   execute_process(COMMAND ${PYTHON} -c "import sys; sys.path.insert(0, sys.argv[1]); from reports.schema import load_results; d = load_results(sys.argv[2]); assert d['gate_calibration']['schema'] == 'fa-bench-gate-calibration/2'"
                   ${DATA}/../.. ${OUT}/calibrated.json RESULT_VARIABLE rc OUTPUT_VARIABLE pout ERROR_VARIABLE perr)

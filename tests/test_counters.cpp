@@ -240,7 +240,7 @@ TEST(Counters, ForcedNoPermissionIsClassifiedWithItsHint) {
 TEST(Counters, ReadingOfARealH200Run) {
   // fa-bench --N 1024,4096 --d 64,128 --causal both on the H200 (2026-11-21).
   const auto run = bench::read_result_file(std::string(FA_SOURCE_DIR) +
-                                           "/tests/data/h200-counters-2026-11-21.json");
+                                           "/tests/data/counters-4variants-h200.json");
   for (const auto& c : run.configs) {
     const std::string text = bench::explain_counters(c);
     EXPECT_NE(text.find("standard: DRAM follows the model"), std::string::npos) << text;

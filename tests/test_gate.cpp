@@ -203,7 +203,7 @@ TEST(Gate, DoneWhenOnTheH200) {
   // The acceptance runs (H200, 2026-11-21, --N 4096 --d 64,128 --variants all
   // --repetitions 100): two runs of one build, and a build whose fa2 default tile was made
   // smaller (d=64: 64x64, d=128: 128x32), rows still named "fa2".
-  const auto same = gate("h200-gate-base-2026-11-21.json", "h200-gate-cur-2026-11-21.json");
+  const auto same = gate("gate-same-build-a-h200.json", "gate-same-build-b-h200.json");
   EXPECT_EQ(same.exit_code, 0) << gate_table(same, {});
   for (const auto& row : same.rows) {
     if (row.peer) {  // cudnn moved 4-6% between the two runs: reported, not gated
@@ -219,8 +219,8 @@ TEST(Gate, DoneWhenOnTheH200) {
   GateOptions peers;
   peers.gate_peers = true;
   EXPECT_EQ(
-      gate("h200-gate-base-2026-11-21.json", "h200-gate-cur-2026-11-21.json", peers).exit_code, 1);
-  const auto slow = gate("h200-gate-base-2026-11-21.json", "h200-gate-slow-2026-11-21.json");
+      gate("gate-same-build-a-h200.json", "gate-same-build-b-h200.json", peers).exit_code, 1);
+  const auto slow = gate("gate-same-build-a-h200.json", "gate-fa2-slowed-build-h200.json");
   EXPECT_EQ(slow.exit_code, 1) << gate_table(slow, {});
   const GateRow* d64 = nullptr;
   const GateRow* d128 = nullptr;
@@ -421,7 +421,7 @@ TEST(Gate, L2CountedAtDifferentPointsIsAnError) {
 
 TEST(Gate, PeersAreSentinels) {
   // cudnn (a peer) 20% slower with 10% more bytes: reported as an environment change.
-  const std::string base = "h200-gate-base-2026-11-21.json", cur = "gate-peer-cudnn-x1.20.json";
+  const std::string base = "gate-same-build-a-h200.json", cur = "gate-peer-cudnn-x1.20.json";
   const auto r = gate(base, cur);
   EXPECT_EQ(r.exit_code, 0) << gate_table(r, {});
   EXPECT_EQ(r.count(RowOutcome::environment), 2);
@@ -477,8 +477,8 @@ TEST(Gate, DuplicatesAndImpossibleValuesNeverPass) {
 // ---- calibration ----
 
 TEST(GateCalibration, LearnsFromSameBuildRunsAndIsUsed) {
-  const std::vector<std::string> files = {"h200-gate-base-2026-11-21.json",
-                                          "h200-gate-cur-2026-11-21.json"};
+  const std::vector<std::string> files = {"gate-same-build-a-h200.json",
+                                          "gate-same-build-b-h200.json"};
   const Calibration cal = calibrate({load(files[0]), load(files[1])}, files);
   ASSERT_EQ(cal.tolerances.size(), 10u);
   // Keyed by the row spec (fa-bench-gate-calibration/2); the /1 files' rows read as forward.
@@ -509,13 +509,13 @@ TEST(GateCalibration, LearnsFromSameBuildRunsAndIsUsed) {
   o.calibration = back;
   const RunResult base = from_json_text(text, "calibrated.json");
   EXPECT_EQ(run_gate(base, load(files[1]), o, "cal", "cur").exit_code, 0);
-  const auto slow = run_gate(base, load("h200-gate-slow-2026-11-21.json"), o, "cal", "slow");
+  const auto slow = run_gate(base, load("gate-fa2-slowed-build-h200.json"), o, "cal", "slow");
   EXPECT_EQ(slow.exit_code, 1);
   // The calibrated tolerance is the one used: widen fa2 d=128's time tolerance to 25% and its
   // +19% no longer fails on time (the negative test).
   GateOptions wide = o;
   wide.calibration->tolerances[fa2]["time"] = 0.25;
-  const auto w = run_gate(base, load("h200-gate-slow-2026-11-21.json"), wide, "cal", "slow");
+  const auto w = run_gate(base, load("gate-fa2-slowed-build-h200.json"), wide, "cal", "slow");
   const GateRow* row = nullptr;
   for (const auto& x : w.rows) {
     if (x.variant == "fa2" && x.shape.d == 128) row = &x;
@@ -526,17 +526,17 @@ TEST(GateCalibration, LearnsFromSameBuildRunsAndIsUsed) {
   EXPECT_EQ(row->time->verdict, TimeVerdict::same) << row->time->why;
   // ... unless the command line gives a tolerance.
   wide.time_tolerance_given = true;
-  const auto g = run_gate(base, load("h200-gate-slow-2026-11-21.json"), wide, "cal", "slow");
+  const auto g = run_gate(base, load("gate-fa2-slowed-build-h200.json"), wide, "cal", "slow");
   for (const auto& x : g.rows) {
     if (x.variant == "fa2" && x.shape.d == 128) EXPECT_EQ(x.time->verdict, TimeVerdict::slower);
   }
 }
 
 TEST(GateCalibration, RefusesWhatItCannotLearnFrom) {
-  const auto a = load("h200-gate-base-2026-11-21.json");
+  const auto a = load("gate-same-build-a-h200.json");
   EXPECT_THROW(calibrate({a}, {"a"}), std::invalid_argument);
   // Different builds: the slow build's changes must not be learned as noise.
-  EXPECT_THROW(calibrate({a, load("h200-gate-slow-2026-11-21.json")}, {"a", "slow"}),
+  EXPECT_THROW(calibrate({a, load("gate-fa2-slowed-build-h200.json")}, {"a", "slow"}),
                std::invalid_argument);
   RunResult missing = a;
   missing.configs[0].results.pop_back();
@@ -661,8 +661,8 @@ TEST(Gate, RealTileSweepAgainstRealSweep) {
     std::erase_if(r.configs, [](const ConfigResult& c) { return c.shape.N != 4096; });
     return r;
   };
-  const RunResult base_run = n4096("h200-sweep-all-2026-11-21.json"),
-                  cur_run = n4096("h200-tiles-2026-11-21.json");
+  const RunResult base_run = n4096("sweep-all-variants-h200.json"),
+                  cur_run = n4096("tiles-fa1-fa2-h200.json");
   auto gate = [&](const std::string&, const std::string&, const GateOptions& o) {
     return run_gate(base_run, cur_run, o, "sweep-all", "tiles");
   };

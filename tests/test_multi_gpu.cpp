@@ -367,7 +367,7 @@ TEST(Merge, OtherGpuModelsSideBySide) {
 
 TEST(Merge, OlderFilesTakeTheirGpuFromTheDevice) {
   const RunResult r =
-      read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-sweep-2026-11-22.json");
+      read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/sweep-schema2-h200.json");
   EXPECT_EQ(r.schema, kSchemaV2);
   ASSERT_TRUE(r.device);
   for (const auto& c : r.configs) {

@@ -352,7 +352,7 @@ TEST(ResultJson, RefusesDuplicateConfigurations) {
 // output and other fixtures (tests/CMakeLists.txt).
 TEST(ResultJson, ReadsFileNamedInEnvironment) {
   const char* env = std::getenv("FA_RESULT_FILE");
-  const std::string path = env ? env : FA_SOURCE_DIR "/tests/data/h200-sweep-all-2026-11-21.json";
+  const std::string path = env ? env : FA_SOURCE_DIR "/tests/data/sweep-all-variants-h200.json";
   const RunResult r = read_result_file(path);
   ASSERT_FALSE(r.configs.empty());
   for (const auto& c : r.configs) {
@@ -527,7 +527,7 @@ TEST(ResultJson, ReadsFaBench1AsForward) {
   EXPECT_EQ(cudnn.options, (OptionValues{{kOptionStats, true}}));
   // Every committed /1 file still reads (the H200 sweep: fa2 rows with tiles, fp8 with its option).
   const RunResult sweep =
-      read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/h200-sweep-all-2026-11-21.json");
+      read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/sweep-all-variants-h200.json");
   for (const auto& c : sweep.configs) {
     for (const auto& v : c.results) {
       EXPECT_EQ(v.spec.direction, Direction::forward);

@@ -353,7 +353,7 @@ def run_script(*args: str) -> subprocess.CompletedProcess:
 def test_script_exit_codes(tmp_path):
     good = tmp_path / "good.json"
     write_results(good_doc_v2(), good)
-    run = run_script(str(good), str(DATA / "h200-sweep-2026-11-21.json"))
+    run = run_script(str(good), str(DATA / "sweep-standard-fa2-h200.json"))
     assert run.returncode == 0 and run.stderr == "", run.stderr
     assert "2 of 2 files valid" in run.stdout
     bad = tmp_path / "bad.json"

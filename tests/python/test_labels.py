@@ -279,7 +279,7 @@ def test_report_command_on_a_v2_tile_sweep(sweep, tmp_path):
 
 def test_v1_and_v2_files_in_one_report(sweep):
     """/1 rows keep their names; /2 rows are named among the /2 rows only."""
-    tiles = DATA / "h200-tiles-2026-11-21.json"
+    tiles = DATA / "tiles-fa1-fa2-h200.json"
     alone_v1 = [r["label"] for r in Results.load([tiles]).rows]
     alone_v2 = [r["label"] for r in Results.load([sweep]).rows]
     both = Results.load([tiles, sweep])

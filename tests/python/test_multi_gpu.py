@@ -17,7 +17,7 @@ from reports.data import Results, Run
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data"
-BASE = DATA / "h200-gate-base-2026-11-21.json"  # two configurations, counters, an H200
+BASE = DATA / "gate-same-build-a-h200.json"  # two configurations, counters, an H200
 
 
 def fa_bench() -> Path:

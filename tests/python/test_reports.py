@@ -42,9 +42,9 @@ from reports.report import fmt_pct, roofline_reading, tables
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data"
-COUNTERS = DATA / "h200-counters-2026-11-21.json"
-SWEEP4 = DATA / "h200-sweep-4variants-2026-11-21.json"
-OUTLIERS = DATA / "h200-outliers-2026-11-21.json"
+COUNTERS = DATA / "counters-4variants-h200.json"
+SWEEP4 = DATA / "sweep-4variants-h200.json"
+OUTLIERS = DATA / "outlier-inputs-h200.json"
 H200 = "NVIDIA H200"
 
 
@@ -234,7 +234,7 @@ def test_roofline_without_counters_places_rows_on_compulsory_bytes():
 
 
 def test_roofline_splits_crowded_precisions_and_keeps_series_apart():
-    res = load(DATA / "h200-sweep-all-2026-11-21.json")
+    res = load(DATA / "sweep-all-variants-h200.json")
     plot = plot_roofline(res, H200)
     titles = [ax.get_title(loc="left") for ax in plot.figure.axes if ax.get_visible()]
     # 80 bf16 rows: one panel per (d, causal); 20 fp8 rows: one panel
@@ -322,7 +322,7 @@ def test_fp8_accuracy_bars_per_distribution():
 def test_plots_without_data_are_skipped_with_a_reason(counters):
     plot = plot_block_size(counters, H200)
     assert plot.figure is None and "tile shapes" in plot.skipped
-    no_fp8 = load(DATA / "h200-sweep-2026-11-21.json")
+    no_fp8 = load(DATA / "sweep-standard-fa2-h200.json")
     assert "no verified fp8 rows" in plot_fp8_accuracy(no_fp8, H200).skipped
 
 
@@ -617,9 +617,9 @@ def test_html_opens_in_headless_chromium_with_all_images(report_dir, tmp_path):
 
 # -- issue 13: plots that a paper would print -----------------------------------------------------
 
-SWEEP_ALL = DATA / "h200-sweep-all-2026-11-21.json"
-TILES = DATA / "h200-tiles-2026-11-21.json"
-OUTLIERS_FULL = DATA / "h200-outliers-full-2026-11-21.json"
+SWEEP_ALL = DATA / "sweep-all-variants-h200.json"
+TILES = DATA / "tiles-fa1-fa2-h200.json"
+OUTLIERS_FULL = DATA / "outlier-inputs-sweep-h200.json"
 
 
 def test_io_scaling_keeps_coinciding_series_apart():
@@ -948,7 +948,7 @@ def test_files_are_read_in_the_version_under_test(version):
     assert sum(r["tile_variant"] for r in res.rows) == 16
     assert all(r["tile_variant"] == ("@" in r["label"] and not r["label"].endswith("@128x64"))
                for r in res.rows)
-    order = load(DATA / "h200-fa2-order-2026-11-21.json")
+    order = load(DATA / "fa2-order-both-h200.json")
     assert sorted({r["label"] for r in order.rows}) == (
         ["fa2", "fa2~heads"] if version == V1 else ["fa2~blocks", "fa2~heads"])
     assert not any(r["tile_variant"] for r in order.rows)

@@ -633,11 +633,11 @@ def test_reads_cpp_output(tmp_path):
 @pytest.mark.parametrize(
     "name, rows_expected",
     [
-        ("h200-sweep-2026-11-21.json", 24),
-        ("h200-sweep-4variants-2026-11-21.json", 48),
-        ("h200-outliers-2026-11-21.json", 12),
-        ("h200-counters-2026-11-21.json", 32),
-        ("h200-fa2-order-2026-11-21.json", 8),
+        ("sweep-standard-fa2-h200.json", 24),
+        ("sweep-4variants-h200.json", 48),
+        ("outlier-inputs-h200.json", 12),
+        ("counters-4variants-h200.json", 32),
+        ("fa2-order-both-h200.json", 8),
     ],
 )
 def test_reads_real_h200_results(name, rows_expected):
