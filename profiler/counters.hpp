@@ -44,9 +44,8 @@ Measured interpret(const std::map<std::string, double>& values);
 
 // Warp stall reasons (--stall-reasons): for each reason, the cycles a warp spent stalled on it per
 // instruction it issued, as Nsight Compute's WarpStateStats section reports them
-// (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio; scripts/fa2_profile.sh read
-// them through ncu on the H100 on 2026-11-25). "selected" (1 per issued instruction by
-// definition) is left out; "gmma" (waiting on warpgroup MMA) exists on Hopper only.
+// (smsp__average_warps_issue_stalled_<reason>_per_issue_active.ratio). "selected" (1 per issued
+// instruction by definition) is left out; "gmma" (waiting on warpgroup MMA) exists on Hopper only.
 struct StallReason {
   std::string reason;  // e.g. "long_scoreboard"
   std::string metric;  // its CUPTI metric name
