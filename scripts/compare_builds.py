@@ -87,8 +87,17 @@ def usage_error(message: str) -> Failure:
 # ---- Arguments -----------------------------------------------------------------------------
 
 
+class ArgumentError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message):  # raised, so that main() prints one line and returns 2
+        raise ArgumentError(message)
+
+
 def parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(
+    p = _Parser(
         prog="scripts/compare_builds.py",
         usage="%(prog)s [--base REV] [--base-cmake ARGS | --base-bin PATH] [--current REV] "
               "[--current-cmake ARGS | --current-bin PATH] [--rounds R] [--out DIR] "
@@ -112,15 +121,6 @@ def parser() -> argparse.ArgumentParser:
     return p
 
 
-class ArgumentError(Exception):
-    pass
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message):  # one line, exit 2 (raised so main() reports it)
-        raise ArgumentError(message)
-
-
 def parse_args(argv: list[str]):
     """(options, fa-bench arguments). Raises Failure(code 2) naming the flag at fault."""
     own, bench = (argv[: argv.index("--")], argv[argv.index("--") + 1:]) if "--" in argv else (argv, [])
@@ -133,10 +133,8 @@ def parse_args(argv: list[str]):
         else:
             joined.append(own[i])
             i += 1
-    p = parser()
-    p.__class__ = _Parser
     try:
-        o = p.parse_args(joined)
+        o = parser().parse_args(joined)
     except ArgumentError as e:
         raise usage_error(f"{e} (see --help)") from None
 
@@ -155,7 +153,7 @@ def parse_args(argv: list[str]):
         except ValueError as e:
             raise usage_error(f"{cmake_flag}: {e} (accepted: -DNAME=VALUE or -UNAME words)") from None
         for w in words:
-            if not (w.startswith("-D") and len(w) > 2) and not (w.startswith("-U") and len(w) > 2):
+            if not (w.startswith(("-D", "-U")) and len(w) > 2):
                 raise usage_error(f"{cmake_flag}: '{w}' (accepted: -DNAME=VALUE or -UNAME words; "
                                   "the tool sets the source, build folder and generator)")
         setattr(o, f"{side}_cmake", words)
@@ -211,8 +209,8 @@ def parse_args(argv: list[str]):
     return o, bench
 
 
-def git(*args: str, check: bool = True) -> str:
-    run = subprocess.run(["git", "-C", str(REPO), *args], capture_output=True, text=True)
+def git(*args: str, check: bool = True, where: Path = REPO) -> str:
+    run = subprocess.run(["git", "-C", str(where), *args], capture_output=True, text=True)
     if check and run.returncode != 0:
         raise Failure(f"git {' '.join(args)}: {run.stderr.strip()}", 3)
     return run.stdout.strip() if run.returncode == 0 else ""
@@ -221,12 +219,11 @@ def git(*args: str, check: bool = True) -> str:
 # ---- Building ------------------------------------------------------------------------------
 
 
-def log_run(cmd: list, log: Path, cwd: Path | None = None) -> int:
+def log_run(cmd: list, log: Path) -> int:
     with open(log, "a") as f:
         f.write(f"$ {shlex.join(map(str, cmd))}\n")
         f.flush()
-        return subprocess.run(list(map(str, cmd)), stdout=f, stderr=subprocess.STDOUT,
-                              cwd=cwd).returncode
+        return subprocess.run(list(map(str, cmd)), stdout=f, stderr=subprocess.STDOUT).returncode
 
 
 def tail(path: Path, lines: int = 15) -> str:
@@ -243,9 +240,8 @@ def source_of(side: str, sha: str | None) -> Path:
     src = REPO / "build-compare" / side / "src"
     git("worktree", "prune")
     if (src / ".git").exists():
-        subprocess.run(["git", "-C", str(src), "checkout", "-q", "--detach", "--force", sha],
-                       check=True, capture_output=True)
-        subprocess.run(["git", "-C", str(src), "clean", "-fdq"], check=True, capture_output=True)
+        git("checkout", "-q", "--detach", "--force", sha, where=src)
+        git("clean", "-fdq", where=src)
     else:
         if src.exists():
             shutil.rmtree(src)
@@ -284,6 +280,7 @@ def build(side: str, sha: str | None, cmake_args: list[str], out: Path) -> Path:
 def plan_size(binary: Path, bench: list[str], out: Path) -> int:
     """How many configurations fa-bench plans for the arguments (a --model-only run: no GPU)."""
     plan, log = out / "plan.json", out / "plan.log"
+    plan.unlink(missing_ok=True)
     log.write_text("")
     plan_args = [a for a in bench if a != "--require-gpu"]
     rc = log_run([binary, *plan_args, "--model-only", "--json", plan], log)
@@ -317,6 +314,7 @@ def run_all(binaries: dict, bench: list[str], rounds: int, configs: int, out: Pa
         stem = runs / f"{side}-c{c}-r{r}"
         shard = ["--shard", f"{c}/{configs}"] if configs > 1 else []
         json_path, log = stem.with_suffix(".json"), stem.with_suffix(".log")
+        json_path.unlink(missing_ok=True)  # a file left by an earlier comparison in OUT
         log.write_text("")
         t0 = time.monotonic()
         rc = log_run([binaries[side], *bench, *shard, "--json", json_path], log)
