@@ -169,9 +169,12 @@ sys.path.insert(0, {repo!r})
 args = sys.argv[1:]
 if args[:1] in (["merge"], ["gate"]):
     os.execv({real!r}, [{real!r}, *args])
-if {refuse!r}:
+if {mode!r} == "refuse":
     print("error: --N: 'x' is not a list of positive integers", file=sys.stderr)
     sys.exit(2)
+if {mode!r} == "no-gpu" and "--model-only" not in args:
+    print("error: --require-gpu: no usable GPU", file=sys.stderr)
+    sys.exit(3)
 sys.path.insert(0, {tests!r})
 from test_compare_builds import document, row
 value = lambda flag, default: args[args.index(flag) + 1] if flag in args else default
@@ -200,12 +203,15 @@ def fa_bench() -> Path:
     return candidate
 
 
-def stand_in(folder: Path, name: str, factor: float, log: Path, refuse: bool = False) -> Path:
+def stand_in(folder: Path, name: str, factor: float, log: Path, mode: str = "ok") -> Path:
+    """A stand-in fa-bench. mode "refuse": it refuses the arguments (exit 2); "no-gpu": its runs
+    find no GPU (exit 3); either way no real fa-bench is needed for merge and gate."""
     path = folder / name / "fa-bench"
     path.parent.mkdir(parents=True)
+    real = "/no/fa-bench/needed" if mode != "ok" else str(fa_bench())
     path.write_text(STAND_IN.format(python=sys.executable, repo=str(REPO_ROOT),
-                                    tests=str(Path(__file__).parent), real=str(fa_bench()),
-                                    name=name, factor=factor, log=str(log), refuse=refuse))
+                                    tests=str(Path(__file__).parent), real=real,
+                                    name=name, factor=factor, log=str(log), mode=mode))
     path.chmod(0o755)
     return path
 
@@ -219,9 +225,9 @@ def compare(tmp_path, factor: float, *extra: str):
     return cb.main(argv), log.read_text().splitlines()
 
 
-def test_a_slower_current_build_fails_the_gate(tmp_path, capsys):
+def test_a_slower_current_build_fails_the_gate(tmp_path, capfd):
     rc, calls = compare(tmp_path, 1.2)
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out  # the gate's own output too
     assert rc == 1, out
     # the plan, then each configuration on both builds back to back, the order flipping per round
     assert calls == ["current -", "base 0/2 run", "current 0/2 run", "base 1/2 run",
@@ -232,20 +238,25 @@ def test_a_slower_current_build_fails_the_gate(tmp_path, capsys):
     base = json.loads((tmp_path / "out" / "base.json").read_text())
     assert [c["N"] for c in base["configs"]] == [128, 256]
     assert all(len(r["timing"]["samples_ms"]) == 24 for c in base["configs"] for r in c["results"])
-    assert "slower" in out
+    assert "regressed" in out
 
 
-def test_the_same_build_passes_the_gate(tmp_path, capsys):
+def test_the_same_build_passes_the_gate(tmp_path, capfd):
     rc, _ = compare(tmp_path, 1.0)
-    out = capsys.readouterr().out
+    out = capfd.readouterr().out
     assert rc == 0, out
     assert all("1.000" in line for line in out.splitlines() if " fa2 " in line and "N=" in line)
 
 
-def test_arguments_fa_bench_refuses_exit_2(tmp_path, capsys):
+@pytest.mark.parametrize("mode, code, message", [
+    ("refuse", 2, "fa-bench refused the arguments (exit 2"),
+    ("no-gpu", 3, "the base fa-bench run failed (exit 3"),
+])
+def test_a_refused_or_failed_run_stops_the_comparison(tmp_path, capfd, mode, code, message):
     log = tmp_path / "calls.log"
-    rc = cb.main(["--base-bin", str(stand_in(tmp_path, "base", 1.0, log)),
-                  "--current-bin", str(stand_in(tmp_path, "current", 1.0, log, refuse=True)),
-                  "--out", str(tmp_path / "out"), "--", "--N", "x"])
-    assert rc == 2
-    assert "fa-bench refused the arguments" in capsys.readouterr().err
+    rc = cb.main(["--base-bin", str(stand_in(tmp_path, "base", 1.0, log, mode)),
+                  "--current-bin", str(stand_in(tmp_path, "current", 1.0, log, mode)),
+                  "--out", str(tmp_path / "out"), "--", "--N", "128"])
+    err = capfd.readouterr().err
+    assert rc == code and message in err
+    assert "no usable GPU" in err or "not a list" in err  # fa-bench's own line, from its log
