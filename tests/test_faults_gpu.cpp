@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "bench/gate.hpp"
 #include "bench/verify.hpp"
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/fill.hpp"
@@ -142,12 +143,6 @@ std::vector<Runner> runners(const Shape& s) {
   // fa3's d=64 causal default at N <= 2048 (fa3_shape_default_tiles): 128 rows on the dynamic
   // grid with the TMA store (fa3::default_plan), in both types.
   if (s.d == 64 && s.causal) out.push_back({"fa3", {}, "fa3@128x128", Tiles{128, 128}});
-  // bf16 only, and not at d=64 causal (its default 192-row tile has no dynamic build).
-  if (fa3_alternatives_built() && s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
-    LaunchOptions lo;
-    lo.options[kOptionFa3Schedule] = std::string("dynamic-tma-store");
-    out.push_back({"fa3", lo, "fa3~dynamic-tma-store"});
-  }
   // fp8's dynamic grid with the TMA-store epilogue (fp8_sm90_launch.hpp), the other fp8 build
   // with the hooks; the causal 192-row tile (d=64) has none.
   if (s.dtype == DType::bf16 && !(s.d == 64 && s.causal)) {
@@ -264,9 +259,9 @@ std::string grid_name(const testing::TestParamInfo<Grid>& p) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FaultsAreCaught, testing::ValuesIn(grids()), grid_name);
 
-// fa2's every compiled tile (each its own warp layout: kernels/fa2/fa2.cu, Fa2Tiles) catches every
-// fault, so a configuration the tuning run (scripts/fa2_tune.sh) may make the default is checked
-// the way the default is. N=1000: a partial last query and K/V block in every tile.
+// fa2's every compiled tile (each its own warp layout: kernels/fa2/fa2_tiles.hpp, Fa2Tiles)
+// catches every fault, so any tile --block-q/--block-kv picks, or a retuning makes the default, is
+// checked the way the default is. N=1000: a partial last query and K/V block in every tile.
 class Fa2TileFaults : public testing::TestWithParam<Grid> {};
 
 TEST_P(Fa2TileFaults, EveryTileCatchesEveryFault) {
@@ -309,6 +304,80 @@ std::vector<Grid> fa2_tile_grids() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fa2, Fa2TileFaults, testing::ValuesIn(fa2_tile_grids()), grid_name);
+
+// The slowdown fault (FaultInjection::slowdown_percent: each fa2 thread block holds its SM slot
+// longer) against the gate's time decision (bench/gate.hpp, compare_time, the gate's default
+// tolerance of 3%): a kernel 5% slower must be called slower, and two runs of one kernel the same;
+// the slowed kernel's output must still verify. Every side runs fa2's FAULTS instantiation (a
+// slowdown of 0 would select the production kernel, other code): the baseline holds 1%, the slowed
+// kernel 6%. The three launchers take turns, so drift in clocks or temperature hits all alike.
+TEST(Fa2Slowdown, GateCallsItSlower) {
+  std::string why;
+  const auto device = query_device(0, &why);
+  if (!device) GTEST_SKIP() << "no GPU: " << why;
+  Shape s;  // d=128's default tile, several waves of blocks
+  s.B = 4;
+  s.H = 16;
+  s.N = 4096;
+  s.d = 128;
+  s.dtype = DType::bf16;
+  const std::uint64_t seed = 6161;
+  Device d(s, seed);
+  const bench::ReferenceSample ref(s, d.inputs(), seed);
+  const VariantInfo& info = *find_variant("fa2");
+  const Tiles tiles = info.default_tiles(static_cast<int>(s.d));
+  const DeviceBuffers db{d.q, d.k, d.v, d.o, static_cast<float*>(d.lse), nullptr, 0};
+  constexpr int kBasePercent = 1, kSlowPercent = 6;
+  constexpr double kEffect = (100.0 + kSlowPercent) / (100.0 + kBasePercent) - 1.0;  // 0.0495
+  auto make = [&](int percent) {
+    LaunchOptions lo;
+    lo.fault.slowdown_percent = static_cast<std::uint8_t>(percent);
+    auto l = info.make_launcher(lo);
+    EXPECT_EQ(l->prepare(s, tiles, db, nullptr), "");
+    return l;
+  };
+  const auto base = make(kBasePercent), again = make(kBasePercent), slow = make(kSlowPercent);
+  cudaEvent_t start, stop;
+  FA_CUDA_CHECK(cudaEventCreate(&start));
+  FA_CUDA_CHECK(cudaEventCreate(&stop));
+  auto time_ms = [&](Launcher& l) {
+    FA_CUDA_CHECK(cudaEventRecord(start, nullptr));
+    EXPECT_EQ(l.run(s, tiles, db, nullptr), "");
+    FA_CUDA_CHECK(cudaEventRecord(stop, nullptr));
+    FA_CUDA_CHECK(cudaEventSynchronize(stop));
+    float ms = 0;
+    FA_CUDA_CHECK(cudaEventElapsedTime(&ms, start, stop));
+    return static_cast<double>(ms);
+  };
+  for (int i = 0; i < 3; ++i) {  // warm-up
+    for (Launcher* l : {base.get(), again.get(), slow.get()}) time_ms(*l);
+  }
+  bench::Timing t_base, t_again, t_slow;
+  for (int i = 0; i < 30; ++i) {
+    t_base.samples_ms.push_back(time_ms(*base));
+    t_again.samples_ms.push_back(time_ms(*again));
+    t_slow.samples_ms.push_back(time_ms(*slow));
+  }
+  FA_CUDA_CHECK(cudaEventDestroy(start));
+  FA_CUDA_CHECK(cudaEventDestroy(stop));
+  const auto v = ref.check(db, bench::ReferenceSample::rule_for(info, {}));  // the slowed run's
+  EXPECT_TRUE(v.passed) << "the slowdown fault changed fa2's output: "
+                        << bench::verification_failure_reason(v);
+
+  const bench::GateOptions o;
+  const bench::TimeComparison same = bench::compare_time(t_base, t_again, o);
+  const bench::TimeComparison slower = bench::compare_time(t_base, t_slow, o);
+  std::printf(
+      "fa2 slowdown %d%% vs %d%%: median ratio %.4f (%s), same kernel %.4f (%s), "
+      "tolerance %.2f\n",
+      kSlowPercent, kBasePercent, slower.time.ratio, bench::to_string(slower.verdict),
+      same.time.ratio, bench::to_string(same.verdict), slower.tolerance);
+  EXPECT_EQ(same.verdict, bench::TimeVerdict::same) << same.why;
+  EXPECT_EQ(slower.verdict, bench::TimeVerdict::slower) << slower.why;
+  // The hold is what it says: about kEffect of the kernel's time.
+  EXPECT_GT(slower.time.ratio, 1.0 + kEffect / 2) << slower.why;
+  EXPECT_LT(slower.time.ratio, 1.0 + kEffect * 2) << slower.why;
+}
 
 }  // namespace
 }  // namespace fa

@@ -36,9 +36,16 @@ struct FaultInjection {
   // fp8: its eager rescale (alpha and the V descale ratio) skipped after every block
   // (Fp8.SkippedRescaleFaultIsCaught).
   bool o_rescale_skipped = false;
+  // fa2's forward only, and no wrong output: each thread block keeps its SM slot this many percent
+  // of its own run time longer (5: a kernel about 5% slower), so the timing tests have a known
+  // regression to catch (tests/test_faults_gpu.cpp, Fa2Slowdown). Not among the verification
+  // faults: the output stays right. One byte, in the struct's padding: the kernels' parameter
+  // layouts stay as they were.
+  std::uint8_t slowdown_percent = 0;
 
   bool in_kernel() const {
-    return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped;
+    return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped ||
+           slowdown_percent > 0;
   }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;

@@ -1,16 +1,13 @@
-// Host-side pieces every tiled kernel's launcher (fa1, fa2, fp8) repeats: the list of compiled
-// tile shapes and the dispatch from run-time values (head dim, tiles, causal, dtype) to a
-// template instantiation, the softmax scale with the fault hooks folded in, the launch check.
+// Host-side pieces every tiled kernel's launcher (fa1, fa2, fp8) repeats: the dispatch from
+// run-time values (head dim, tiles, causal, dtype) to a template instantiation of a TileList
+// (kernels/common/tile_list.hpp), the softmax scale with the fault hooks folded in, the launch
+// check.
 //
-//   using Fa2Tiles = TileList<TileShape<64, 128, 64>, TileShape<64, 128, 128>, ...>;  // default
-//   first Fa2Tiles::options(d)                      -> the tiles compiled for head dim d, in list
-//   order Fa2Tiles::dispatch("fa2", s.d, t, [&](auto shape) { ... decltype(shape)::D ... })
-//                                             -> the lambda's string, or "fa2: no kernel compiled
-//                                             ..."
 //   with_causal(s.causal, [&](auto causal) { ... decltype(causal)::value ... })
 //   with_dtype(s.dtype, [&](auto type) { using T = typename decltype(type)::type; ... })
 //   dispatch_tiles<Fa2Tiles>("fa2", s, t, [&](auto shape, auto causal, auto type) { ... })
-//                                             -> the three above in one
+//     Fa2Tiles::dispatch, with_causal and with_dtype in one: the lambda's string, or
+//     "fa2: no kernel compiled ..."
 //
 // Only the shapes named in a list are instantiated, so a separate list (e.g. the default tiles
 // only) keeps the FAULTS instantiations of the verification tests few.
@@ -22,46 +19,13 @@
 
 #include <string>
 #include <type_traits>
-#include <vector>
 
 #include "kernels/common/fault.hpp"
+#include "kernels/common/tile_list.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/registry.hpp"
 
 namespace fa {
-
-template <int D_, int BR_, int BC_>
-struct TileShape {
-  static constexpr int D = D_;    // head dim
-  static constexpr int BR = BR_;  // query rows per thread block
-  static constexpr int BC = BC_;  // keys per inner step
-};
-
-template <typename... Shapes>
-struct TileList {
-  // The tiles compiled for head dim d, in list order (the first is the default).
-  static std::vector<Tiles> options(int d) {
-    std::vector<Tiles> out;
-    ((d == Shapes::D ? out.push_back(Tiles{Shapes::BR, Shapes::BC}) : void()), ...);
-    return out;
-  }
-  static bool contains(int d, const Tiles& t) {
-    return ((d == Shapes::D && t == Tiles{Shapes::BR, Shapes::BC}) || ...);
-  }
-  // Calls f(Shape{}) for the listed shape matching (d, t) and returns its result; a one-line
-  // reason when none matches.
-  template <typename F>
-  static std::string dispatch(const char* variant, int d, const Tiles& t, F&& f) {
-    std::string out;
-    const bool found =
-        ((d == Shapes::D && t == Tiles{Shapes::BR, Shapes::BC} ? (out = f(Shapes{}), true)
-                                                               : false) ||
-         ...);
-    if (found) return out;
-    return std::string(variant) + ": no kernel compiled for d=" + std::to_string(d) + " tiles " +
-           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv);
-  }
-};
 
 // f(std::true_type{}) or f(std::false_type{}): a run-time flag as a template argument.
 template <typename F>

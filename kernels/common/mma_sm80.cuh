@@ -103,9 +103,9 @@ __device__ inline void load_tile(T* smem, const T* gmem_head, std::int64_t row0,
 // each thread's chunks are one source pointer and one shared address plus compile-time offsets
 // (THREADS / (D/8) rows apart, a multiple of the swizzle's 8-row period), which the copy
 // instruction takes as immediates. With load_tile's per-row predicate ptxas kept a 64-bit source
-// pointer per chunk alive across the K/V loop and spilled them in fa2's 4-warp d=128 kernel
-// (sm_90a, nvcc 13.0, 2026-11-25); with this loader the main loop's path reloads none of them
-// (they stay in the ragged-block branch, so ptxas's static spill total does not change).
+// pointer per chunk alive across the K/V loop and spilled them in fa2's 4-warp d=128 kernel;
+// with this loader the main loop's path reloads none of them (they stay in the ragged-block
+// branch, so ptxas's static spill total does not change).
 template <int ROWS, int D, int THREADS, typename T>
 __device__ inline void load_tile_inside(T* smem, const T* gmem_head, std::int64_t row0) {
   constexpr int kChunksPerRow = D / 8;
@@ -179,10 +179,8 @@ __device__ inline void warp_pv(float (&o)[D / 8][4], const float (&p)[BC / 8][4]
 // (c & 8) + ((c & 7) ^ lane_chunk): the lane's step-0 address XOR (c & 7) * 16, plus (c & 8) * 16
 // and the rows' stride. That holds when the tile starts 128-byte aligned and a row is a multiple
 // of 128 bytes (bits 4-6 of the address are the chunk's low bits). One LOP3 and an immediate per
-// ldmatrix. With swz's arithmetic per ldmatrix, fa2's d=128 loop ran 343 integer and move
-// instructions on a full K/V block's path at 255 registers (161 with this), against 89 in
-// FlashAttention-2's own loop (PyTorch's flash_fwd_kernel; SASS, nvcc 13.0 / torch 2.11,
-// 2026-11-26; docs/perf-notes.md, "fa2 v6").
+// ldmatrix, where swz's arithmetic per ldmatrix doubled the integer instructions of fa2's d=128
+// K/V loop (SASS).
 template <int D, typename T>
 __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int rows, int col) {
   static_assert(D * sizeof(T) % 128 == 0, "swz_step: a row is a multiple of 128 bytes");
@@ -191,60 +189,27 @@ __device__ __forceinline__ std::uint32_t swz_step(std::uint32_t lane_addr, int r
          static_cast<std::uint32_t>((c & ~7) * 16 + rows * D * static_cast<int>(sizeof(T)));
 }
 
-// FA_FA2_XOR_ADDRESSES: the 32-row warps' ldmatrix addresses by swz_step (on) or by swz per
-// ldmatrix (off, the form before 2026-11-26). CMake switch of the same name on fa2.cu, ON there
-// (measured: fa2 1.02-1.04x at d=128 on the H200); the fallback (1) serves compiles outside CMake.
-#ifndef FA_FA2_XOR_ADDRESSES
-#define FA_FA2_XOR_ADDRESSES 1
-#endif
-// FA_FA2_LDSM_AHEAD: the rows functions below issue each ldmatrix one step (4 MMAs) before the
-// MMAs that read it, from a ping-pong of fragment registers, instead of just before them (CMake
-// switch of the same name on fa2.cu, ON there: d=128 1.03-1.04x on the H200; docs/perf-notes.md,
-// "fa2 v6"); the fallback (1) serves compiles outside CMake.
-#ifndef FA_FA2_LDSM_AHEAD
-#define FA_FA2_LDSM_AHEAD 1
-#endif
-// Two ldmatrix address patterns of the rows functions below. An "A" pattern: lane l reads row
-// row0 + (l & 15), columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with
-// row0 = 16 * kc). A "K" pattern: row 16 * np + (l & 7) + (l >> 4) * 8, columns 16 * step +
-// ((l >> 3) & 1) * 8 (K's B fragments). The lane's step-0 address is taken once per call; row0
-// must be a multiple of 8 for that.
+// Two ldmatrix address patterns of the rows functions below, each a per-lane step-0 address
+// taken once per call and moved by swz_step. An "A" pattern: lane l reads row row0 + (l & 15),
+// columns 16 * step + (l >> 4) * 8 (Q's A fragments, and V's ldmatrix.trans with row0 = 16 * kc);
+// row0 must be a multiple of 8. A "K" pattern: row 16 * np + (l & 7) + (l >> 4) * 8, columns
+// 16 * step + ((l >> 3) & 1) * 8 (K's B fragments).
 template <int D, typename T>
 __device__ __forceinline__ std::uint32_t a_lane_addr(const T* tile, int row0, int lane) {
   return smem_u32(tile + swz<D>(row0 + (lane & 15), (lane >> 4) * 8));
-}
-// lane_addr: a_lane_addr(tile, row0, lane); rows: a multiple of 8 below row0.
-template <int D, typename T>
-__device__ __forceinline__ std::uint32_t a_addr(const T* tile, std::uint32_t lane_addr, int row0,
-                                                int rows, int step, int lane) {
-#if FA_FA2_XOR_ADDRESSES
-  (void)tile, (void)row0, (void)lane;
-  return swz_step<D, T>(lane_addr, rows, step * 16);
-#else
-  (void)lane_addr;
-  return smem_u32(tile + swz<D>(row0 + rows + (lane & 15), step * 16 + (lane >> 4) * 8));
-#endif
 }
 template <int D, typename T>
 __device__ __forceinline__ std::uint32_t k_lane_addr(const T* tile, int lane) {
   return smem_u32(tile + swz<D>((lane & 7) + ((lane >> 4) << 3), ((lane >> 3) & 1) * 8));
 }
-template <int D, typename T>
-__device__ __forceinline__ std::uint32_t k_addr(const T* tile, std::uint32_t lane_addr, int np,
-                                                int step, int lane) {
-#if FA_FA2_XOR_ADDRESSES
-  (void)tile, (void)lane;
-  return swz_step<D, T>(lane_addr, np * 16, step * 16);
-#else
-  (void)lane_addr;
-  return smem_u32(
-      tile + swz<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3), step * 16 + ((lane >> 3) & 1) * 8));
-#endif
-}
 
 // Warps of 16*MT query rows (FlashAttention-2's layout: each warp owns 32+ rows): every K or V
 // fragment loaded from shared memory feeds MT m16 tiles, so the shared-memory bytes per MMA
 // fall by MT. MT = 1 is warp_qkt / warp_pv above.
+//
+// Each ldmatrix is issued one step (4 MMAs) ahead of the MMAs that read it, from a ping-pong of
+// fragment registers: issued just before them, ptxas placed many within 3 instructions of their
+// first use, and short-scoreboard stalls dominated the K/V loop (ncu).
 //
 // S (16*MT x BC, fp32, zeroed here) = Q (16*MT x D, A fragments in registers) * K^T.
 template <int MT, int D, int BC, typename T>
@@ -257,36 +222,20 @@ __device__ inline void warp_qkt_rows(float (&s)[MT][BC / 8][4],
     for (int n = 0; n < BC / 8; ++n) s[m][n][0] = s[m][n][1] = s[m][n][2] = s[m][n][3] = 0.0f;
   }
   const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
-#if FA_FA2_LDSM_AHEAD
   constexpr int NP = BC / 16, kSteps = D / 16 * NP;  // step i: k-step i / NP, key block i % NP
   std::uint32_t b[2][4];
-  ldmatrix_x4(b[0], k_addr<D>(sK, k_lane, 0, 0, lane));
+  ldmatrix_x4(b[0], swz_step<D, T>(k_lane, 0, 0));
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int kk = i / NP, np = i % NP;
     if (i + 1 < kSteps)
-      ldmatrix_x4(b[(i + 1) & 1], k_addr<D>(sK, k_lane, (i + 1) % NP, (i + 1) / NP, lane));
+      ldmatrix_x4(b[(i + 1) & 1], swz_step<D, T>(k_lane, (i + 1) % NP * 16, (i + 1) / NP * 16));
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       mma_16816<T>(s[m][2 * np], qf[m][kk], b[i & 1][0], b[i & 1][1]);
       mma_16816<T>(s[m][2 * np + 1], qf[m][kk], b[i & 1][2], b[i & 1][3]);
     }
   }
-#else
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-#pragma unroll
-    for (int np = 0; np < BC / 16; ++np) {
-      std::uint32_t b[4];
-      ldmatrix_x4(b, k_addr<D>(sK, k_lane, np, kk, lane));
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        mma_16816<T>(s[m][2 * np], qf[m][kk], b[0], b[1]);
-        mma_16816<T>(s[m][2 * np + 1], qf[m][kk], b[2], b[3]);
-      }
-    }
-  }
-#endif
 }
 
 // As warp_qkt_rows, with Q's A fragments read from the swizzled shared tile sQ (rows row0 ..
@@ -302,46 +251,27 @@ __device__ inline void warp_qkt_rows_smem_q(float (&s)[MT][BC / 8][4], const T* 
   // row0: a multiple of 8 (the warp's first row), so row & 7 is the lane's (swz_step).
   const std::uint32_t q_lane = a_lane_addr<D>(sQ, row0, lane);
   const std::uint32_t k_lane = k_lane_addr<D>(sK, lane);
-#if FA_FA2_LDSM_AHEAD
   constexpr int NP = BC / 16, kSteps = D / 16 * NP;  // step i: k-step i / NP, key block i % NP
   std::uint32_t a[2][MT][4], b[2][4];                // [k-step & 1], [step & 1]
 #pragma unroll
-  for (int m = 0; m < MT; ++m) ldmatrix_x4(a[0][m], a_addr<D>(sQ, q_lane, row0, m * 16, 0, lane));
-  ldmatrix_x4(b[0], k_addr<D>(sK, k_lane, 0, 0, lane));
+  for (int m = 0; m < MT; ++m) ldmatrix_x4(a[0][m], swz_step<D, T>(q_lane, m * 16, 0));
+  ldmatrix_x4(b[0], swz_step<D, T>(k_lane, 0, 0));
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int kk = i / NP, np = i % NP;
     if (np == NP - 1 && kk + 1 < D / 16) {  // the next k-step's Q fragments
 #pragma unroll
       for (int m = 0; m < MT; ++m)
-        ldmatrix_x4(a[(kk + 1) & 1][m], a_addr<D>(sQ, q_lane, row0, m * 16, kk + 1, lane));
+        ldmatrix_x4(a[(kk + 1) & 1][m], swz_step<D, T>(q_lane, m * 16, (kk + 1) * 16));
     }
     if (i + 1 < kSteps)
-      ldmatrix_x4(b[(i + 1) & 1], k_addr<D>(sK, k_lane, (i + 1) % NP, (i + 1) / NP, lane));
+      ldmatrix_x4(b[(i + 1) & 1], swz_step<D, T>(k_lane, (i + 1) % NP * 16, (i + 1) / NP * 16));
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       mma_16816<T>(s[m][2 * np], a[kk & 1][m], b[i & 1][0], b[i & 1][1]);
       mma_16816<T>(s[m][2 * np + 1], a[kk & 1][m], b[i & 1][2], b[i & 1][3]);
     }
   }
-#else
-#pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) {
-    std::uint32_t a[MT][4];
-#pragma unroll
-    for (int m = 0; m < MT; ++m) ldmatrix_x4(a[m], a_addr<D>(sQ, q_lane, row0, m * 16, kk, lane));
-#pragma unroll
-    for (int np = 0; np < BC / 16; ++np) {
-      std::uint32_t b[4];
-      ldmatrix_x4(b, k_addr<D>(sK, k_lane, np, kk, lane));
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        mma_16816<T>(s[m][2 * np], a[m], b[0], b[1]);
-        mma_16816<T>(s[m][2 * np + 1], a[m], b[2], b[3]);
-      }
-    }
-  }
-#endif
 }
 
 // P (16*MT x BC, fp32) rounded to T and packed as A fragments: pk[m][kc] is the 16x16 A fragment
@@ -369,37 +299,21 @@ __device__ inline void warp_pv_rows(float (&o)[MT][D / 8][4],
                                     const std::uint32_t (&pk)[MT][BC / 16][4], const T* sV,
                                     int lane) {
   const std::uint32_t v_lane = a_lane_addr<D>(sV, 0, lane);
-#if FA_FA2_LDSM_AHEAD
   constexpr int DP = D / 16, kSteps = BC / 16 * DP;  // step i: key chunk i / DP, columns i % DP
   std::uint32_t b[2][4];
-  ldmatrix_x4_trans(b[0], a_addr<D>(sV, v_lane, 0, 0, 0, lane));
+  ldmatrix_x4_trans(b[0], swz_step<D, T>(v_lane, 0, 0));
 #pragma unroll
   for (int i = 0; i < kSteps; ++i) {
     const int kc = i / DP, dp = i % DP;
     if (i + 1 < kSteps)
       ldmatrix_x4_trans(b[(i + 1) & 1],
-                        a_addr<D>(sV, v_lane, 0, (i + 1) / DP * 16, (i + 1) % DP, lane));
+                        swz_step<D, T>(v_lane, (i + 1) / DP * 16, (i + 1) % DP * 16));
 #pragma unroll
     for (int m = 0; m < MT; ++m) {
       mma_16816<T>(o[m][2 * dp], pk[m][kc], b[i & 1][0], b[i & 1][1]);
       mma_16816<T>(o[m][2 * dp + 1], pk[m][kc], b[i & 1][2], b[i & 1][3]);
     }
   }
-#else
-#pragma unroll
-  for (int kc = 0; kc < BC / 16; ++kc) {
-#pragma unroll
-    for (int dp = 0; dp < D / 16; ++dp) {
-      std::uint32_t b[4];
-      ldmatrix_x4_trans(b, a_addr<D>(sV, v_lane, 0, kc * 16, dp, lane));
-#pragma unroll
-      for (int m = 0; m < MT; ++m) {
-        mma_16816<T>(o[m][2 * dp], pk[m][kc], b[0], b[1]);
-        mma_16816<T>(o[m][2 * dp + 1], pk[m][kc], b[2], b[3]);
-      }
-    }
-  }
-#endif
 }
 
 }  // namespace fa::sm80

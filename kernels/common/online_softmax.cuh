@@ -17,12 +17,10 @@
 //   thread keeps a partial l over its own keys; the quad's sum is taken once, in finish());
 //   O *= alpha.  Epilogue: l = quad sum, O * (numerator / l), lse = (m + log2 l) * ln 2.
 //
-// Cost: every function is __forceinline__, the statement order is the one the kernels had when
-// they carried their own copies, and the one predicate whose placement changed the code (does this
-// block need a mask at all) stays in each kernel's body: the PTX of every measured fa2 and fp8
-// instantiation was the same as before (docs/perf-notes.md, "One online softmax"; compare with
-// scripts/sass_mix.py). Since 2026-11-25 fa2's 32-row warps take update_scaled_tiles (below;
-// CMake FA_FA2_SOFTMAX_TILES), a different order of the same arithmetic, measured faster.
+// Cost: every function is __forceinline__, and the one predicate whose placement changes the code
+// (does this block need a mask at all) stays in each kernel's body, so sharing this code costs the
+// kernels nothing. fa2's 32-row warps take update_scaled_tiles (below): the same arithmetic in an
+// order with shorter dependency chains.
 //
 // Fault injection (kernels/common/fault.hpp) reaches this code through KeyMask<..., FAULTS>: the
 // mask_shift and drop_kv_block knobs are read only in the FAULTS instantiations (elsewhere
@@ -51,8 +49,8 @@ struct FragC16x8 {
 };
 
 // Which keys of one K/V block are masked for this thread's rows. The fault knobs are read only
-// when FAULTS is set: elsewhere they are compile-time 0 / false inside every function here, which
-// keeps the generated code that of the kernels' former inline copies (docs/perf-notes.md).
+// when FAULTS is set: elsewhere they are compile-time 0 / false inside every function here, so the
+// measured kernels carry no fault code.
 template <bool CAUSAL, int BC, bool FAULTS>
 struct KeyMask {
   std::int64_t k0;     // first key of the block
@@ -70,8 +68,7 @@ struct KeyMask {
 // or the diagonal, or is dropped). The kernels compute needed themselves, in their own body, as
 //   mask.k0 + BC > N || (CAUSAL && mask.k0 + BC - 1 > q0 + mask.shift()) || mask.dropped()
 // not through a helper: behind a function boundary NVVM lays out the masked and unmasked copies of
-// this loop the other way round (one more register, a different schedule in the causal kernels;
-// docs/perf-notes.md, "One online softmax").
+// this loop the other way round (one more register, a different schedule in the causal kernels).
 template <typename Layout = FragC16x8, bool CAUSAL, int BC, bool FAULTS, int NT>
 FA_SOFTMAX_INLINE void scale_and_mask(float (&s)[NT][4], float scale_log2,
                                       const KeyMask<CAUSAL, BC, FAULTS>& mask, bool needed, int t) {
@@ -139,22 +136,14 @@ FA_SOFTMAX_INLINE float exp2_row(float (&s)[NT][4], int r, float base) {
 
 // Row r's unscaled scores <- exp2(s * scale_log2 - base) in place: the scale folded into one FFMA
 // per score (FlashAttention-3's form: no separate multiply pass); returns this thread's part of
-// the row sum. base is in the scaled (log2) domain. POLY_EVERY > 0: every POLY_EVERY-th column
-// tile's exponentials on the FMA pipe (poly_exp2, fast_exp2.cuh), the rest on MUFU.
-template <int POLY_EVERY = 0, int NT>
+// the row sum. base is in the scaled (log2) domain.
+template <int NT>
 FA_SOFTMAX_INLINE float exp2_row_scaled(float (&s)[NT][4], int r, float scale_log2, float base) {
   float sum = 0.0f;
 #pragma unroll
   for (int n = 0; n < NT; ++n) {
-    const float x0 = fmaf(s[n][2 * r], scale_log2, -base);
-    const float x1 = fmaf(s[n][2 * r + 1], scale_log2, -base);
-    if (POLY_EVERY > 0 && n % POLY_EVERY == POLY_EVERY - 1) {
-      s[n][2 * r] = poly_exp2(x0);
-      s[n][2 * r + 1] = poly_exp2(x1);
-    } else {
-      s[n][2 * r] = fast_exp2(x0);
-      s[n][2 * r + 1] = fast_exp2(x1);
-    }
+    s[n][2 * r] = fast_exp2(fmaf(s[n][2 * r], scale_log2, -base));
+    s[n][2 * r + 1] = fast_exp2(fmaf(s[n][2 * r + 1], scale_log2, -base));
     sum += s[n][2 * r] + s[n][2 * r + 1];
   }
   return sum;
@@ -203,22 +192,6 @@ struct OnlineSoftmax {
       alpha[r] = fast_exp2(m[r] - base);
       m[r] = mx;
       const float sum = exp2_row(s, r, base);
-      l[r] = l[r] * alpha[r] + sum;
-    }
-    scale_rows<Layout>(o, alpha);
-  }
-
-  // As update, on UNSCALED scores (masked ones -inf): the row max is taken on the raw scores and
-  // scaled once (scale_log2 > 0 keeps the order), and each P = exp2(s * scale_log2 - m_new) is one
-  // FFMA and one exp2 (FlashAttention-2's and -3's form; update's callers spend a separate FMUL
-  // per score in scale_and_mask). m stays in the scaled log2 domain, so finish/store/lse agree.
-  template <int NT, int DT>
-  FA_SOFTMAX_INLINE void update_scaled(float (&s)[NT][4], float (&o)[DT][4], float scale_log2) {
-    float alpha[kRows];
-#pragma unroll
-    for (int r = 0; r < kRows; ++r) {
-      const float base = move_max(r, row_max(s, r, -INFINITY) * scale_log2, &alpha[r]);
-      const float sum = exp2_row_scaled(s, r, scale_log2, base);
       l[r] = l[r] * alpha[r] + sum;
     }
     scale_rows<Layout>(o, alpha);
@@ -341,13 +314,15 @@ FA_SOFTMAX_INLINE void quad_row_max_tiles(const float (&s)[MT][NT][4], float (&m
   }
 }
 
-// OnlineSoftmax::update_scaled on the MT m16 tiles of one warp at once (fa2's warps of 32 rows):
-// the 2*MT rows' maxima are reduced together, so their quad shuffles are in flight at the same
-// time, and the per-thread max and sum are trees. Why: with two warps per scheduler (fa2's 4-warp
-// blocks, two per SM) little hides a dependency chain, and in the tile-by-tile form each m16
-// tile's max chain, two dependent shuffles and exponentials ran before the next tile's began
-// (SASS of fa2's d=128 kernel; ncu: 2.2 cycles per instruction stalled on fixed-latency
-// dependencies against FlashAttention-2's 1.3, H100 2026-11-25).
+// One online-softmax step on the MT m16 tiles of one warp at once (fa2's warps of 32 rows), on
+// UNSCALED scores (masked ones -inf): the row max is taken on the raw scores and scaled once
+// (scale_log2 > 0 keeps the order), each P = exp2(s * scale_log2 - m_new) is one FFMA and one
+// exp2, and m stays in the scaled log2 domain, so finish/store/lse agree. The 2*MT rows' maxima
+// are reduced together, so their quad shuffles are in flight at the same time, and the per-thread
+// max and sum are trees. Why: with two warps per scheduler (fa2's 4-warp blocks, two per SM)
+// little hides a dependency chain; tile by tile, each m16 tile's max chain, two dependent
+// shuffles and exponentials ran before the next tile's began (ncu: stalls on fixed-latency
+// dependencies well above FlashAttention-2's).
 template <int MT, int NT, int DT, typename Layout>
 FA_SOFTMAX_INLINE void update_scaled_tiles(OnlineSoftmax<Layout> (&sm)[MT], float (&s)[MT][NT][4],
                                            float (&o)[MT][DT][4], float scale_log2) {

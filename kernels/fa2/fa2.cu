@@ -6,9 +6,8 @@
 //             (WR = 16: one m16 tile; WR = 32: two, FlashAttention-2's layout), so softmax
 //             statistics (m, l) never leave registers (FA2's "Q outer" split).
 //   prologue  Q tile -> shared (cp.async) -> registers as mma A fragments (read once from HBM);
-//   tiles
-//             whose registers cannot also hold Q re-read its fragments from shared memory per
-//             k-step.
+//             tiles whose registers cannot also hold Q re-read its fragments from shared memory
+//             per k-step.
 //   loop j    over K/V blocks of Bc rows (causal: only up to the diagonal):
 //               K_j+1, V_j+1 prefetched into the other shared-memory buffer (cp.async);
 //               S = Q K_j^T            mma.sync m16n8k16, fp32 accumulators in registers; with
@@ -16,17 +15,18 @@
 //               mask (N tail, causal) only on blocks (WR = 32: m16 tiles) that straddle the edge
 //               or the diagonal
 //               m_new = max(m, rowmax S); P = exp2(S*scale*log2e - m_new); O *= exp2(m - m_new)
-//               (WR = 32: the scale folded into one FFMA per score, the max taken on raw scores)
+//               (WR = 32: the scale folded into one FFMA per score, the max taken on raw scores,
+//               both m16 tiles' statistics in one step: update_scaled_tiles)
 //               l = l*exp2(m - m_new) + rowsum P (kept per thread, reduced once at the end)
 //               O += P V_j             P re-used from the S accumulators as A fragments
-//               (bf16/fp16);
-//                                      with WR = 32 each V fragment (ldmatrix.trans) feeds both
+//                                      (bf16/fp16); with WR = 32 each V fragment
+//                                      (ldmatrix.trans) feeds both m16 tiles
 //   epilogue  O /= l (the deferred rescale), O and lse = ln(sum exp) written once.
 //
 // HBM traffic (profiler/io_model.cpp): Q read once; K and V read once per query block
 // (ceil(N/Br) times; causal: the blocks up to the diagonal); O and lse written once.
-// Configurations (Br x Bc, WR) are template parameters; Fa2Tiles lists the compiled ones.
-#include <algorithm>
+// Configurations (Br x Bc, WR) are template parameters; kernels/fa2/fa2_tiles.hpp lists the
+// compiled ones and holds fa2's tuning constants.
 #include <string>
 
 #include "kernels/common/fault.cuh"
@@ -35,15 +35,7 @@
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
-
-// FA_FA2_SOFTMAX_TILES: the 32-row warps' two m16 tiles through one online-softmax step
-// (update_scaled_tiles: shuffles of both in flight together, tree reductions) instead of one tile
-// after the other. CMake option of the same name, ON by default there (H100 A/B, 2026-11-25: fa2
-// 1.06-1.08x at d=64, 1.00-1.03x at d=128; docs/perf-notes.md, fa2 v4). The fallback below (0)
-// serves compiles outside CMake; CMake passes the switch's own default.
-#ifndef FA_FA2_SOFTMAX_TILES
-#define FA_FA2_SOFTMAX_TILES 0
-#endif
+#include "kernels/fa2/fa2_tiles.hpp"
 
 namespace fa {
 namespace {
@@ -72,11 +64,11 @@ constexpr int fa2_smem_bytes() {
 // Query rows per warp: WR = 16 (one m16 tile: every K/V fragment re-loaded from shared memory per
 // 16 rows) or 32 (two m16 tiles per warp, FlashAttention-2's layout: each K/V fragment feeds both).
 // Q stays in registers when its fragments fit beside S, P and O (an estimate of the fp32/packed
-// registers per thread: Q, O, S); otherwise each k-step of Q K^T re-reads Q from shared memory, as
-// FlashAttention-2's own kernels do.
+// registers per thread: Q, O, S; kFa2QRegisterBudget); otherwise each k-step of Q K^T re-reads Q
+// from shared memory, as FlashAttention-2's own kernels do.
 template <int D, int BC, int WR>
 constexpr bool fa2_q_in_registers() {
-  return WR == 16 || (WR / 16) * (D / 4 + D / 2 + BC / 2) <= 168;
+  return WR == 16 || (WR / 16) * (D / 4 + D / 2 + BC / 2) <= kFa2QRegisterBudget;
 }
 
 template <int D, int BR, int BC, int WR, bool CAUSAL, typename T, bool FAULTS>
@@ -90,9 +82,7 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
   constexpr bool kQRegs = fa2_q_in_registers<D, BC, WR>();
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-#ifdef FA_TEST_FA2_SLOWDOWN  // test builds only (scripts/gate_h200.sh): see the end of the kernel
-  const long long test_t0 = clock64();
-#endif
+  const long long fault_t0 = FAULTS ? clock64() : 0;  // fault slowdown: the block's start
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + BR * D;      // [2][BC][D]
   T* sV = sK + 2 * BC * D;  // [2][BC][D]
@@ -193,14 +183,10 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
                                 (CAUSAL && mask.k0 + BC - 1 > tile_row0 + mask.shift()) ||
                                 mask.dropped();
         if (needs_mask) mask_keys(s[m], mask, t);
-#if !FA_FA2_SOFTMAX_TILES
-        softmax[m].update_scaled(s[m], o[m], p.scale_log2);
-#endif
       }
     }
-#if FA_FA2_SOFTMAX_TILES
+    // Both m16 tiles' statistics in one step: their shuffles in flight together.
     if constexpr (kMT > 1) update_scaled_tiles(softmax, s, o, p.scale_log2);
-#endif
 
     if constexpr (kMT == 1) {
       warp_pv<D, BC>(o[0], s[0], sV + buf * BC * D, lane);
@@ -221,13 +207,7 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
     softmax[m].template store<T, D>(static_cast<T*>(p.o) + head_offset, p.lse + bh * N, o[m], inv_l,
                                     row0 + m * 16, row0 + m * 16 + 8, N, t);
   }
-#ifdef FA_TEST_FA2_SLOWDOWN  // each block holds its SM slot 5% longer: a ~5% slower kernel
-  if (threadIdx.x == 0) {
-    const long long until = clock64() + (clock64() - test_t0) / 20;
-    while (clock64() < until) {
-    }
-  }
-#endif
+  if constexpr (FAULTS) hold_sm_slot(p.fault.slowdown_percent, fault_t0);
 }
 
 template <int D, int BR, int BC, int WR, bool CAUSAL, typename T, bool FAULTS = false>
@@ -268,54 +248,7 @@ std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stre
   return launch_status("fa2");
 }
 
-// A compiled fa2 configuration: the tile (Br x Bc at head dim D) and the query rows per warp WR,
-// so Br / WR warps per thread block. Each (D, Br, Bc) is compiled with one WR: the tile names the
-// configuration (--block-q/--block-kv pick it; the row label shows the tile), and the comment on
-// Fa2Tiles gives the warps of each.
-template <int D_, int BR_, int BC_, int WR_>
-struct Fa2Shape : TileShape<D_, BR_, BC_> {
-  static constexpr int WR = WR_;
-};
-
-// The compiled configurations; the first of each head dim is the default (fastest measured).
-// The last of each head dim stays the smaller tile scripts/gate_h200.sh builds as the default
-// (FA_TEST_FA2_SMALL_TILE). To make another the default: move its line to the top of its head dim.
-#if FA_FA2_PREVIOUS_TILES  // the list before 2026-11-25 (an A/B's base: scripts/exp2_ab.sh)
-using Fa2Tiles =
-    TileList<Fa2Shape<64, 256, 64, 32>, Fa2Shape<64, 128, 64, 16>, Fa2Shape<64, 128, 128, 16>,
-             Fa2Shape<64, 64, 64, 16>, Fa2Shape<128, 128, 64, 16>, Fa2Shape<128, 256, 32, 32>,
-             Fa2Shape<128, 64, 64, 16>, Fa2Shape<128, 128, 32, 16>>;
-#else
-// FlashAttention-2's own configuration on Hopper is 4 warps of 32 rows per 128 query rows, two
-// thread blocks per SM (Nsight Compute on PyTorch's flash_fwd_kernel, H100, 2026-11-25: 128
-// threads, 255 registers, 2 blocks per SM): while one block waits at __syncthreads the other
-// computes. fa2's 8-warp blocks fill an SM alone, so every barrier stalls all of its warps
-// (ncu: 5.2 cycles per issued instruction against FlashAttention-2's 3.7 at d=64, 5.1 against 4.3
-// at d=128).
-//   d=64:  128x64  4 warps x 32 rows, Q in registers, 250-254 registers, no spills: 2 blocks per
-//                  SM (H100, N=4096: 1.07x torch-flash; docs/perf-notes.md "fa2 v4")
-//          256x64  8 warps x 32 rows, Q in registers (H200, N=4096: 267.9 TFLOP/s, causal 221.5;
-//                  docs/perf-notes.md "fa2 v3")
-//          128x128 4 warps x 32 rows (FlashAttention-2's d=64 tile; ptxas spills 80-88 bytes)
-//          64x64   4 warps x 16 rows (v1: 248.4 TFLOP/s)
-//   d=128: 128x64  4 warps x 32 rows, Q re-read from shared memory per k-step (FlashAttention-2's
-//                  d=128 tile; 255 registers, ptxas spills 112 bytes non-causal and 144 causal,
-//                  as FlashAttention-2's own kernel spills; H200, N=4096: 356.6 TFLOP/s against
-//                  torch-flash's 353.1, docs/perf-notes.md "fa2 v6")
-//          256x32  8 warps x 32 rows, Q re-read from shared memory per k-step
-//          64x64   4 warps x 16 rows
-//          128x32  8 warps x 16 rows
-// v1's 8 warps x 16 rows at 128x64 (257.9 at d=64, 283 at d=128) left the list when 4 x 32 took
-// that tile (one warp layout per tile).
-using Fa2Tiles = TileList<Fa2Shape<64, 128, 64, 32>,    // d=64 default
-                          Fa2Shape<64, 256, 64, 32>,    //
-                          Fa2Shape<64, 128, 128, 32>,   //
-                          Fa2Shape<64, 64, 64, 16>,     // d=64 last (gate's smaller tile)
-                          Fa2Shape<128, 128, 64, 32>,   // d=128 default
-                          Fa2Shape<128, 256, 32, 32>,   //
-                          Fa2Shape<128, 64, 64, 16>,    //
-                          Fa2Shape<128, 128, 32, 16>>;  // d=128 last (gate's smaller tile)
-#endif
+// Every tile has its FAULTS instantiation: the verification tests run each (Fa2TileFaults).
 using Fa2FaultTiles = Fa2Tiles;
 
 class Fa2Launcher final : public Launcher {
@@ -360,11 +293,7 @@ class Fa2Launcher final : public Launcher {
 }  // namespace
 
 std::vector<Tiles> fa2_tile_options(int d) {
-  std::vector<Tiles> out = Fa2Tiles::options(d);
-#ifdef FA_TEST_FA2_SMALL_TILE  // test builds only (scripts/gate_h200.sh): last tile = default
-  if (!out.empty()) std::rotate(out.begin(), out.end() - 1, out.end());
-#endif
-  return out;
+  return Fa2Tiles::options(d);
 }
 
 std::unique_ptr<Launcher> make_fa2_launcher(const LaunchOptions& o) {

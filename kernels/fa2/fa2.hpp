@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/fa2/fa2_tiles.hpp"  // fa2_bwd_dq_block_q/_kv: the IO model reads them
 #include "kernels/variant.hpp"
 
 namespace fa {
@@ -35,14 +36,6 @@ struct Fa2BwdOptions {
 std::string fa2_run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
                              StreamHandle stream, const Fa2BwdOptions& o,
                              const FaultInjection& fault, const Fa2BwdPhaseHooks& phases);
-// The tiles of dq-separate's dQ kernel (query blocks outer, Br/16 warps), fixed per head dim
-// whatever the main kernel's tiles; the IO model (profiler/io_model.cpp) uses them too.
-constexpr int fa2_bwd_dq_block_q(int /*d*/) {
-  return 64;
-}
-constexpr int fa2_bwd_dq_block_kv(int d) {
-  return d <= 64 ? 64 : 32;
-}
 // fa2's launcher with the backward's options (option dq); the registry makes fa2 with this one.
 std::unique_ptr<Launcher> make_fa2_launcher_with_backward(const LaunchOptions& o);
 }  // namespace fa

@@ -65,8 +65,7 @@ class Fa2WithBackwardLauncher final : public Launcher {
 }  // namespace
 
 std::vector<Tiles> fa2_backward_tile_options(int d) {
-  return d == 64 ? fa2_bwd::TilesFor<64>::type::options(d)
-                 : fa2_bwd::TilesFor<128>::type::options(d);
+  return d == 64 ? Fa2BwdTiles<64>::type::options(d) : Fa2BwdTiles<128>::type::options(d);
 }
 
 std::size_t fa2_backward_workspace_bytes(const Shape& s, bool dq_separate) {

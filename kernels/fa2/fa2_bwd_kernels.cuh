@@ -1,5 +1,5 @@
 // fa2 backward kernels: FlashAttention-2's backward pass (Dao 2023, Algorithm 2), with two ways to
-// accumulate dQ (option dq, docs/perf-notes.md "Backward").
+// accumulate dQ (option dq).
 //
 // Algorithm (per head; scale = 1/sqrt(d), lse the forward's natural-log log-sum-exp per row):
 //   P = exp(scale Q K^T - lse), dV = P^T dO, dP = dO V^T, D = rowsum(dO o O), dS = P o (dP - D),
@@ -39,12 +39,12 @@
 //               S = Q K^T, dP = dO V^T, P = exp2(S scale log2e - lse), dS = P o (dP - D),
 //               dQ += dS K  (dS re-used as A fragments, K as the B operand: warp_pv)
 //             epilogue: dQ = scale dQ written once. Tiles Br' x Bc' fixed per head dim
-//             (fa2_bwd_dq_block_q / fa2_bwd_dq_block_kv, kernels/fa2/fa2.hpp).
+//             (fa2_bwd_dq_block_q / fa2_bwd_dq_block_kv, kernels/fa2/fa2_tiles.hpp).
 //             It recomputes S and dP: 7 products per block pair in all instead of 5.
 //
 // HBM traffic: profiler/io_model.cpp, fa2_backward_model (both modes, and the L2 view).
-// Configurations: TilesFor below (Br x Bc of the main kernel; Bc/16 warps), each with both dq
-// modes; scripts/bwd_tune.sh measures them all.
+// Configurations: Fa2BwdTiles (kernels/fa2/fa2_tiles.hpp: Br x Bc of the main kernel, Bc/16
+// warps), each with both dq modes.
 // Fault injection (verification tests): drop_kv_block (that thread block contributes nothing and
 // writes dK = dV = 0; the dq kernel leaves out the same keys), mask_shift, scale_factor /
 // natural_exp (folded into scale_log2).
@@ -61,22 +61,10 @@
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/per_device.hpp"
 #include "kernels/fa2/fa2.hpp"
+#include "kernels/fa2/fa2_tiles.hpp"
 
 namespace fa {
 namespace fa2_bwd {
-
-// The compiled backward tiles (Br x Bc of the main kernel, Bc/16 warps), each with both dq modes;
-// the first of each head dim is the default (docs/perf-notes.md "Backward").
-template <int D>
-struct TilesFor;
-template <>
-struct TilesFor<64> {  // default first: the fastest on the H200 (docs/perf-notes.md "Backward")
-  using type = TileList<TileShape<64, 128, 128>, TileShape<64, 64, 64>, TileShape<64, 64, 128>>;
-};
-template <>
-struct TilesFor<128> {
-  using type = TileList<TileShape<128, 64, 128>, TileShape<128, 32, 64>, TileShape<128, 32, 128>>;
-};
 
 // One backward pass at head dim D with the causal mask or not: the tiles matching t, the dtype,
 // faults compiled in when any is set. Instantiated once each in the four files.
@@ -214,7 +202,7 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
   // The dQ product: BR/16 row groups of 16 query rows, the warps of a row group splitting d.
   constexpr int kRowGroups = BR / 16, kColGroups = kWarps / kRowGroups;
   constexpr int kDqCols = D / kColGroups;
-  constexpr int kDqChunk = CAUSAL ? kDqCols : 32;  // dQ columns summed before their reductions
+  constexpr int kDqChunk = CAUSAL ? kDqCols : kFa2BwdDqChunk;  // dQ columns per reduction
   static_assert(BR <= BC && kWarps % kRowGroups == 0 && kDqCols % 16 == 0, "bwd tile shape");
   static_assert(BC >= 64, "the dS tile's swizzle needs 64 columns");
 
@@ -326,9 +314,7 @@ __global__ void __launch_bounds__(BC / 16 * 32) fa2_bwd_kernel(const Fa2BwdParam
       load_a_fragments<BC>(af, sdS, row_group * 16, lane);
       const std::int64_t row_a = q0 + row_group * 16 + g, row_b = row_a + 8;
       // kDqChunk columns at a time, each chunk sent to the accumulator once it is summed over
-      // the block's keys. H200, N = 4096, d = 128, 64x128 (docs/perf-notes.md "Backward, v4"):
-      // without the mask, chunks of 32 ran 5% faster than the whole width (16: 2%); with it,
-      // chunks of 16 ran 16% slower (its spill grew to 56 bytes), so causal keeps the width.
+      // the block's keys (kFa2BwdDqChunk says why causal takes the whole width).
 #pragma unroll
       for (int c0 = 0; c0 < kDqCols; c0 += kDqChunk) {
         float dq[kDqChunk / 8][4] = {};
@@ -490,8 +476,8 @@ __global__ void __launch_bounds__(BR / 16 * 32) fa2_bwd_dq_kernel(const Fa2BwdPa
 
 // cudaFuncSetAttribute once per device and kernel; "" or the error line. The kernel is a template
 // argument so that each kernel has its own flag: keyed on the pointer's type, every kernel of
-// one signature shared a flag and only the first got its attribute (H200, 2026-11-23: every
-// later kernel above 48 KiB failed to launch with "invalid argument").
+// one signature would share a flag, only the first would get its attribute, and every later
+// kernel above 48 KiB would fail to launch with "invalid argument".
 template <auto Kernel>
 std::string set_smem(int bytes) {
   static PerDevice<cudaError_t> attr;
@@ -592,7 +578,7 @@ template <int D, bool CAUSAL>
 std::string run(const Shape& s, const Tiles& t, const BackwardBuffers& b, cudaStream_t stream,
                 const Fa2BwdOptions& o, const FaultInjection& fault,
                 const Fa2BwdPhaseHooks& phases) {
-  return TilesFor<D>::type::dispatch("fa2 backward", s.d, t, [&](auto shape) {
+  return Fa2BwdTiles<D>::type::dispatch("fa2 backward", s.d, t, [&](auto shape) {
     using S = decltype(shape);
     return with_dtype(s.dtype, [&](auto type) {
       using T = typename decltype(type)::type;

@@ -425,16 +425,14 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
           const float base = exp_base(m_new);
           alpha[r] = rescale ? fast_exp2(softmax.m[r] - base) : 1.0f;
           softmax.m[r] = m_new;
-          softmax.l[r] =
-              softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
+          softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, p.scale_log2, base);
         }
       } else {
 #pragma unroll
         for (int r = 0; r < 2; ++r) {
           const float base =
               softmax.move_max(r, row_max(s, r, -INFINITY) * p.scale_log2, &alpha[r]);
-          softmax.l[r] =
-              softmax.l[r] * alpha[r] + exp2_row_scaled<kExp2PolyEvery>(s, r, p.scale_log2, base);
+          softmax.l[r] = softmax.l[r] * alpha[r] + exp2_row_scaled(s, r, p.scale_log2, base);
         }
       }
     };

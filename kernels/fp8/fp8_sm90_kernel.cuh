@@ -439,17 +439,15 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       // chains (row_max, per row).
       float tree_mx[1][2];
       if constexpr (kSoftmaxTree) {
-        static_assert(kExp2PolyEvery == 0, "the tree sum has no polynomial exponentials");
         quad_row_max_tiles(reinterpret_cast<const float(&)[1][NT][4]>(s), tree_mx);
       }
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const float mx = kSoftmaxTree ? tree_mx[0][r] : row_max(s, r, -INFINITY);
         const float base = softmax.move_max(r, mx * factor, &alpha[r]);
-        softmax.l[r] =
-            softmax.l[r] * alpha[r] +
-            (kSoftmaxTree ? exp2_row_scaled_tree(s, r, factor, base - kPScaleLog2)
-                          : exp2_row_scaled<kExp2PolyEvery>(s, r, factor, base - kPScaleLog2));
+        softmax.l[r] = softmax.l[r] * alpha[r] +
+                       (kSoftmaxTree ? exp2_row_scaled_tree(s, r, factor, base - kPScaleLog2)
+                                     : exp2_row_scaled(s, r, factor, base - kPScaleLog2));
       }
     };
     // FA_FP8_DESCALE_AHEAD: the amax of block i+1, loaded during step i (clamped to the tile's
