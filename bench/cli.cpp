@@ -253,9 +253,9 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--model-smem-per-sm", o.model_smem_per_sm,
                  "shared memory per SM (bytes) for the asymptotic model (default: the device's)");
   app.add_flag("--profiler-range", o.profiler_range,
-               "for Nsight Compute's range replay (scripts/ncu_compare.py --mode range): one "
-               "untimed launch, then each non-peer variant's verification launch alone between "
-               "cudaProfilerStart and cudaProfilerStop");
+               "for Nsight Compute's range replays (scripts/ncu_compare.py): one untimed "
+               "launch, then each row's verification launch alone between cudaProfilerStart and "
+               "cudaProfilerStop");
   // Hidden (no help line): the counters' failure paths no healthy machine takes, for
   // scripts/gpu_check.sh (docs/io-model.md).
   app.add_option("--test-force-counter-error", o.test_counter_error)->group("");

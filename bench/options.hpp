@@ -54,8 +54,8 @@ struct Options {
   bool remeasure_ceilings = false;  // --remeasure: ignore the ceilings cache
   bool datasheet_roofs = false;     // --datasheet-roofs: measure no ceilings
   bool require_gpu = false;
-  // --profiler-range: each non-peer variant's verification launch alone between
-  // cudaProfilerStart/Stop, after one untimed launch (Nsight Compute's range replay).
+  // --profiler-range: each row's verification launch alone between cudaProfilerStart/Stop,
+  // after one untimed launch (Nsight Compute's range replays).
   bool profiler_range = false;
   // --test-force-counter-error (hidden): the counter session fails as CUPTI would with this
   // error ("insufficient_privileges" | "hardware_busy"); scripts/gpu_check.sh. "" = none.

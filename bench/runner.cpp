@@ -557,12 +557,15 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
   std::string err = dir == Direction::backward
                         ? run.launcher->prepare_backward(s, row.spec.tiles(), run.bwd, ctx.stream)
                         : run.launcher->prepare(s, row.spec.tiles(), run.buffers, ctx.stream);
-  // --profiler-range, for Nsight Compute's range replay (scripts/ncu_compare.py --mode range):
-  // the verification launch alone between cudaProfilerStart and cudaProfilerStop, so ncu counts
-  // the variant's kernels as one range, as fa-bench's CUPTI range does. With ncu's default kernel
-  // replay a stop would hide everything after it. Not for peers: cuDNN sets kernel attributes on
-  // every call, which ncu cannot capture.
-  const bool profiler_range = ctx.o.profiler_range && !row.peer;
+  // --profiler-range, for Nsight Compute (scripts/ncu_compare.py): the verification launch alone
+  // between cudaProfilerStart and cudaProfilerStop, so ncu counts the variant's kernels as one
+  // range, as fa-bench's CUPTI range does. With ncu's default kernel replay a stop would hide
+  // everything after it. prepare() ran above, outside the range and the timed loop: our
+  // launchers do their host work there (fa3's and fp8's TMA descriptors, whose encoding range
+  // replay cannot capture). Peers get a range too, but cuDNN sets kernel attributes on every
+  // call, which range replay cannot capture either: ncu_compare.py profiles them with
+  // application-range replay.
+  const bool profiler_range = ctx.o.profiler_range;
   if (profiler_range && err.empty()) {
     // One launch first, outside the range: first-call set-up (kernel attributes, library
     // handles) is not allowed inside an ncu capture. Then poison again.

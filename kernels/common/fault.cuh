@@ -16,13 +16,19 @@ __device__ inline std::int64_t faulty_v_row(const FaultInjection& f, int j, int 
   return static_cast<std::int64_t>(other) * BC;
 }
 
-// Fault slowdown: the calling block's thread 0 spins until the block has run (100 + percent)%
-// of the cycles since t0 (clock64() at its start); the block's shared memory stays allocated
-// until its last thread exits, so no other block takes its SM slot meanwhile.
-__device__ inline void hold_sm_slot(int percent, long long t0) {
+// Fault slowdown: note_block_start() at a block's start, hold_sm_slot() at its end, where thread 0
+// spins until the block has run (100 + percent)% of the cycles since the start; the block's
+// shared memory stays allocated until its last thread exits, so no other block takes its SM slot
+// meanwhile. The start is kept in kFaultSmemBytes of shared memory past the kernel's own (the
+// FAULTS instantiation's launch adds them), not in a register live across the whole kernel.
+inline constexpr int kFaultSmemBytes = 8;
+__device__ inline void note_block_start(unsigned char* slot) {
+  if (threadIdx.x == 0) *reinterpret_cast<long long*>(slot) = clock64();
+}
+__device__ inline void hold_sm_slot(int percent, const unsigned char* slot) {
   if (percent > 0 && threadIdx.x == 0) {
     const long long now = clock64();
-    const long long until = now + (now - t0) * percent / 100;
+    const long long until = now + (now - *reinterpret_cast<const long long*>(slot)) * percent / 100;
     while (clock64() < until) {
     }
   }

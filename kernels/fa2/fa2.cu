@@ -82,7 +82,7 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
   constexpr bool kQRegs = fa2_q_in_registers<D, BC, WR>();
 
   extern __shared__ __align__(128) unsigned char smem_raw[];
-  const long long fault_t0 = FAULTS ? clock64() : 0;  // fault slowdown: the block's start
+  if constexpr (FAULTS) note_block_start(smem_raw + fa2_smem_bytes<D, BR, BC>());  // slowdown
   T* sQ = reinterpret_cast<T*>(smem_raw);
   T* sK = sQ + BR * D;      // [2][BC][D]
   T* sV = sK + 2 * BC * D;  // [2][BC][D]
@@ -207,14 +207,15 @@ __global__ void __launch_bounds__(BR / WR * 32) fa2_forward_kernel(const Fa2Para
     softmax[m].template store<T, D>(static_cast<T*>(p.o) + head_offset, p.lse + bh * N, o[m], inv_l,
                                     row0 + m * 16, row0 + m * 16 + 8, N, t);
   }
-  if constexpr (FAULTS) hold_sm_slot(p.fault.slowdown_percent, fault_t0);
+  if constexpr (FAULTS)
+    hold_sm_slot(p.fault.slowdown_percent, smem_raw + fa2_smem_bytes<D, BR, BC>());
 }
 
 template <int D, int BR, int BC, int WR, bool CAUSAL, typename T, bool FAULTS = false>
 std::string launch_fa2(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
                        bool heads_fastest, const FaultInjection& fault = {}) {
   constexpr int kThreads = BR / WR * 32;
-  constexpr int kSmem = fa2_smem_bytes<D, BR, BC>();
+  constexpr int kSmem = fa2_smem_bytes<D, BR, BC>() + (FAULTS ? kFaultSmemBytes : 0);
   auto kernel = fa2_forward_kernel<D, BR, BC, WR, CAUSAL, T, FAULTS>;
   static PerDevice<cudaError_t> attr;  // per device: the attribute belongs to its context
   const cudaError_t attr_status = attr.get([&] {

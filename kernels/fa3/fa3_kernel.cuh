@@ -581,8 +581,8 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
 }
 
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
-                   const FaultInjection& fault) {
+std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule schedule,
+                           const FaultInjection& fault, hopper::Enqueue* out) {
   using Traits = Fa3Traits<D, BR, BC, T>;
   constexpr int kWG = Traits::kConsumerWarpgroups;
   constexpr Plan kDefault = plan_of(Schedule::full, D, BC, CAUSAL, kWG, Traits::kOBuffer);
@@ -596,7 +596,10 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
     return "fa3: shape too large (N*d must fit 31 bits and B*H <= 65535)";
   const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
-  if (q_blocks == 0) return "";
+  if (q_blocks == 0) {
+    *out = [](cudaStream_t) { return std::string(); };
+    return "";
+  }
   Fa3Params<Traits> p{Traits::tma_q(b.q, N, heads),
                       Traits::tma_kv(b.k, N, heads),
                       Traits::tma_kv(b.v, N, heads),
@@ -644,8 +647,11 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
         return "fa3: the dynamic grid needs its tile counter (workspace)";
       p.tile_counter = static_cast<unsigned*>(b.workspace);
     }
-    kernel<<<grid, Traits::kThreads, smem_bytes, stream>>>(p);
-    return launch_status("fa3");
+    *out = [kernel, grid, smem_bytes, p](cudaStream_t stream) {
+      kernel<<<grid, Traits::kThreads, smem_bytes, stream>>>(p);
+      return launch_status("fa3");
+    };
+    return std::string();
   };
   constexpr auto unbuilt = [](const char* what) { return std::string("fa3: ") + what; };
   if constexpr (FAULTS) {
@@ -712,12 +718,12 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
 
 }  // namespace fa::fa3
 
-// Explicit instantiations of fa3::launch for one tile shape (both causal settings, both 16-bit
-// types, with and without the fault hooks): one head dimension per translation unit.
-#define FA3_INSTANTIATE_ONE(D, BR, BC, CAUSAL, T, FAULTS)                          \
-  template std::string fa::fa3::launch<D, BR, BC, CAUSAL, T, FAULTS>(              \
-      const fa::Shape&, const fa::DeviceBuffers&, cudaStream_t, fa::fa3::Schedule, \
-      const fa::FaultInjection&);
+// Explicit instantiations of fa3::prepare_launch for one tile shape (both causal settings, both
+// 16-bit types, with and without the fault hooks): one head dimension per translation unit.
+#define FA3_INSTANTIATE_ONE(D, BR, BC, CAUSAL, T, FAULTS)                                       \
+  template std::string fa::fa3::prepare_launch<D, BR, BC, CAUSAL, T, FAULTS>(                   \
+      const fa::Shape&, const fa::DeviceBuffers&, fa::fa3::Schedule, const fa::FaultInjection&, \
+      fa::hopper::Enqueue*);
 #define FA3_INSTANTIATE_TYPE(D, BR, BC, T)        \
   FA3_INSTANTIATE_ONE(D, BR, BC, false, T, false) \
   FA3_INSTANTIATE_ONE(D, BR, BC, true, T, false)  \

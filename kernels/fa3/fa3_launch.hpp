@@ -10,6 +10,7 @@
 #include "kernels/common/fault.hpp"
 #include "kernels/hopper/plan.hpp"
 #include "kernels/problem.hpp"
+#include "kernels/hopper/prepared_launch.hpp"
 
 // CMake's FA_FA3_ALTERNATIVES: whether the pinned alternatives are compiled (bf16 only).
 #ifndef FA3_ALTERNATIVES
@@ -104,11 +105,12 @@ constexpr Plan plan_of(Schedule s, int d, int bc, bool causal, int warpgroups, b
   return p;
 }
 
-// Enqueues one forward pass of the (D, BR x BC) kernel; "" or a one-line reason. workspace: the
-// dynamic grid's tile counter (tile_counter_bytes), zero before the first launch; every launch
-// leaves it zero again.
+// Prepares one forward pass of the (D, BR x BC) kernel on b: encodes its TMA descriptors, sizes
+// its grid, sets its shared-memory attribute, and sets *out to the launch alone (no host work but
+// the launch); "" or a one-line reason. workspace: the dynamic grid's tile counter
+// (kTileCounterBytes), zero before the first launch; every launch leaves it zero again.
 template <int D, int BR, int BC, bool CAUSAL, typename T, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
-                   const FaultInjection& fault);
+std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule schedule,
+                           const FaultInjection& fault, hopper::Enqueue* out);
 
 }  // namespace fa::fa3

@@ -620,15 +620,18 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 }
 
 template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
-                   const FaultInjection& fault) {
+std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule schedule,
+                           const FaultInjection& fault, hopper::Enqueue* out) {
   using Tr = Traits<D, BR, BC>;
   if (padded(s.N) > INT_MAX / D || s.heads_total() > 65535)
     return "fp8: shape too large (Npad*d must fit 31 bits and B*H <= 65535)";
   const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
   const int Npad = static_cast<int>(padded(s.N));
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
-  if (q_blocks == 0) return "";
+  if (q_blocks == 0) {
+    *out = [](cudaStream_t) { return std::string(); };
+    return "";
+  }
   const Workspace w = carve(s, b.workspace);
   Params<Tr> p{Tr::tma_q(w.q8, N, heads),
                Tr::tma_k(w.k8, N, heads),
@@ -693,8 +696,11 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
       p.tile_counter =
           reinterpret_cast<unsigned*>(static_cast<unsigned char*>(b.workspace) + offset);
     }
-    kernel<<<grid, Tr::kThreads, smem_bytes, stream>>>(p);
-    return launch_status("fp8");
+    *out = [kernel, grid, smem_bytes, p](cudaStream_t stream) {
+      kernel<<<grid, Tr::kThreads, smem_bytes, stream>>>(p);
+      return launch_status("fp8");
+    };
+    return std::string();
   };
   constexpr hopper::Plan kTiles = plan_of(Schedule::tiles);
   constexpr hopper::Plan kPersistent = plan_of(Schedule::persistent_tma_store);
@@ -730,10 +736,10 @@ std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, 
 
 // Explicit instantiations for one tile shape (both causal settings, with and without the fault
 // hooks): one head dimension per translation unit.
-#define FP8_SM90_INSTANTIATE_ONE(D, BR, BC, CAUSAL, FAULTS)                              \
-  template std::string fa::fp8::sm90::launch<D, BR, BC, CAUSAL, FAULTS>(                 \
-      const fa::Shape&, const fa::DeviceBuffers&, cudaStream_t, fa::fp8::sm90::Schedule, \
-      const fa::FaultInjection&);
+#define FP8_SM90_INSTANTIATE_ONE(D, BR, BC, CAUSAL, FAULTS)                      \
+  template std::string fa::fp8::sm90::prepare_launch<D, BR, BC, CAUSAL, FAULTS>( \
+      const fa::Shape&, const fa::DeviceBuffers&, fa::fp8::sm90::Schedule,       \
+      const fa::FaultInjection&, fa::hopper::Enqueue*);
 #define FP8_SM90_INSTANTIATE(D, BR, BC)             \
   FP8_SM90_INSTANTIATE_ONE(D, BR, BC, false, false) \
   FP8_SM90_INSTANTIATE_ONE(D, BR, BC, true, false)  \

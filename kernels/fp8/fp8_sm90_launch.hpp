@@ -8,6 +8,7 @@
 
 #include "kernels/common/fault.hpp"
 #include "kernels/hopper/plan.hpp"
+#include "kernels/hopper/prepared_launch.hpp"
 #include "kernels/problem.hpp"
 
 namespace fa::fp8::sm90 {
@@ -36,13 +37,14 @@ constexpr bool grid_built(hopper::Grid g, int br, bool causal) {
   return g == hopper::Grid::tiles || !(causal && br == 192);
 }
 
-// Enqueues the attention of one forward pass of the (D, BR x BC) kernel on the quantised
-// workspace (fp8_quant.hpp) of b; "" or a one-line reason. The dynamic grid's tile counter lies
-// at b.workspace + tile_counter_offset(s), zero before the first launch (every launch leaves it
-// zero).
+// Prepares the attention of one forward pass of the (D, BR x BC) kernel on the quantised
+// workspace (fp8_quant.hpp) of b: encodes its TMA descriptors, sizes its grid, sets its
+// shared-memory attribute, and sets *out to the launch alone; "" or a one-line reason. The
+// dynamic grid's tile counter lies at b.workspace + tile_counter_offset(s), zero before the first
+// launch (every launch leaves it zero).
 template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
-std::string launch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream, Schedule schedule,
-                   const FaultInjection& fault);
+std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule schedule,
+                           const FaultInjection& fault, hopper::Enqueue* out);
 
 // Where the tile counter lies in the workspace: after the quantisation's (16-byte aligned).
 std::size_t tile_counter_offset(const Shape& s);
