@@ -42,13 +42,6 @@ using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
 #endif
 
 // The schedule a launch runs: the one its options name, else the shape's default
-  // The TMA descriptors, the grid and the kernel's attribute for this (shape, tiles, buffers):
-  // host work that Nsight Compute's range replay cannot capture, done before the measured runs.
-  std::string prepare(const Shape& s, const Tiles& t, const DeviceBuffers& b,
-                      cudaStream_t) override {
-    return prepared_.prepare(hopper::launch_key(s, t, b),
-                             [&](hopper::Enqueue* out) { return encode(s, t, b, out); });
-  }
 // (fa3_default_schedule), so a launcher built without the option (the tests) runs what a planned
 // row without --fa3-schedule runs.
 class Fa3Launcher final : public Launcher {
@@ -61,6 +54,13 @@ class Fa3Launcher final : public Launcher {
     const fa3::Plan plan = fa3::plan_of(schedule_for(s), d, t.block_kv, s.causal, t.block_q / 64,
                                         fa3::o_buffer_fits(d, t.block_q, t.block_kv));
     return plan.grid == fa3::Grid::dynamic ? fa3::kTileCounterBytes : 0;
+  }
+  // The TMA descriptors, the grid and the kernel's attribute for this (shape, tiles, buffers):
+  // host work that Nsight Compute's range replay cannot capture, done before the measured runs.
+  std::string prepare(const Shape& s, const Tiles& t, const DeviceBuffers& b,
+                      cudaStream_t) override {
+    return prepared_.prepare(hopper::launch_key(s, t, b),
+                             [&](hopper::Enqueue* out) { return encode(s, t, b, out); });
   }
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
@@ -83,7 +83,6 @@ class Fa3Launcher final : public Launcher {
                      hopper::Enqueue* out) const {
     return dispatch_tiles<Fa3Tiles>("fa3", s, t, [&](auto shape, auto causal, auto type) {
       using S = decltype(shape);
-  hopper::PreparedLaunch prepared_;
       constexpr bool kCausal = decltype(causal)::value;
       using T = typename decltype(type)::type;
       return fault_.any() ? fa3::prepare_launch<S::D, S::BR, S::BC, kCausal, T, true>(
@@ -97,6 +96,7 @@ class Fa3Launcher final : public Launcher {
   std::optional<fa3::Schedule> named_;
   FaultInjection fault_;
   const void* zeroed_workspace_ = nullptr;
+  hopper::PreparedLaunch prepared_;
 };
 
 // The option's values (kFa3Schedules, fa3.hpp) and the schedules they select.

@@ -9,8 +9,8 @@
 
 #include "kernels/common/fault.hpp"
 #include "kernels/hopper/plan.hpp"
-#include "kernels/problem.hpp"
 #include "kernels/hopper/prepared_launch.hpp"
+#include "kernels/problem.hpp"
 
 // CMake's FA_FA3_ALTERNATIVES: whether the pinned alternatives are compiled (bf16 only).
 #ifndef FA3_ALTERNATIVES
