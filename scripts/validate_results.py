@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Validates fa-bench result files against schema/fa-bench-result.schema.json (the one
-definition of the file; fa-bench/2 and fa-bench/1), plus the rules JSON Schema cannot say
-(reports/json_schema.py: integers written as integers, finite numbers, unique configurations,
-rows and calibration rows).
+definition of the file; fa-bench/3, /2 and /1), run by jsonschema, plus the rules JSON Schema
+cannot say (reports/json_schema.py: a known schema version, integers written as integers,
+finite numbers, unique configurations, rows and calibration rows), each problem in the words
+`python -m reports` uses.
 
     .venv/bin/python scripts/validate_results.py FILE...
 

@@ -283,10 +283,11 @@ IMPOSSIBLE = [
     (_set({**PLACEMENT, "basis": "compulsory"}, *_res(0, "placement")),
      f"{R0}.placement.intensity_l2", "must be null when basis is 'compulsory'"),
     (_set({**PLACEMENT, "bound": "l2", "intensity_l2": None}, *_res(0, "placement")),
-     f"{R0}.placement.bound", "is 'l2' but intensity_l2 is null"),
+     f"{R0}.placement.intensity_l2", "must be a number when bound is 'l2', not null"),
     (_set({**PLACEMENT, "bound": "memory"}, *_res(0, "placement")), f"{R0}.placement.bound",
      "expected one of compute|dram|l2"),
-    (_set(PLACEMENT, *_res(2, "placement")), f"{R2}.placement", "the row has no timing"),
+    (_set(PLACEMENT, *_res(2, "placement")), f"{R2}.placement",
+     "must be null when status is 'skipped', not an object"),
 ]
 
 
