@@ -307,10 +307,12 @@ INSTANTIATE_TEST_SUITE_P(Fa2, Fa2TileFaults, testing::ValuesIn(fa2_tile_grids())
 
 // The slowdown fault (FaultInjection::slowdown_percent: each fa2 thread block holds its SM slot
 // longer) against the gate's time decision (bench/gate.hpp, compare_time, the gate's default
-// tolerance of 3%): a kernel 5% slower must be called slower, and two runs of one kernel the same;
+// tolerance of 3%): the slowed kernel must be called slower, and two runs of one kernel the same;
 // the slowed kernel's output must still verify. Every side runs fa2's FAULTS instantiation (a
 // slowdown of 0 would select the production kernel, other code): the baseline holds 1%, the slowed
-// kernel 6%. The three launchers take turns, so drift in clocks or temperature hits all alike.
+// kernel 11%: with two blocks per SM the kernel slows by little more than half the hold (the
+// other block runs on alone meanwhile), so the hold is well past twice the gate's tolerance. The
+// three launchers take turns, so drift in clocks or temperature hits all alike.
 TEST(Fa2Slowdown, GateCallsItSlower) {
   std::string why;
   const auto device = query_device(0, &why);
@@ -327,8 +329,8 @@ TEST(Fa2Slowdown, GateCallsItSlower) {
   const VariantInfo& info = *find_variant("fa2");
   const Tiles tiles = info.default_tiles(static_cast<int>(s.d));
   const DeviceBuffers db{d.q, d.k, d.v, d.o, static_cast<float*>(d.lse), nullptr, 0};
-  constexpr int kBasePercent = 1, kSlowPercent = 6;
-  constexpr double kEffect = (100.0 + kSlowPercent) / (100.0 + kBasePercent) - 1.0;  // 0.0495
+  constexpr int kBasePercent = 1, kSlowPercent = 11;
+  constexpr double kHold = (100.0 + kSlowPercent) / (100.0 + kBasePercent) - 1.0;  // 0.099
   auto make = [&](int percent) {
     LaunchOptions lo;
     lo.fault.slowdown_percent = static_cast<std::uint8_t>(percent);
@@ -374,9 +376,9 @@ TEST(Fa2Slowdown, GateCallsItSlower) {
       same.time.ratio, bench::to_string(same.verdict), slower.tolerance);
   EXPECT_EQ(same.verdict, bench::TimeVerdict::same) << same.why;
   EXPECT_EQ(slower.verdict, bench::TimeVerdict::slower) << slower.why;
-  // The hold is what it says: about kEffect of the kernel's time.
-  EXPECT_GT(slower.time.ratio, 1.0 + kEffect / 2) << slower.why;
-  EXPECT_LT(slower.time.ratio, 1.0 + kEffect * 2) << slower.why;
+  // The hold is what slows it: a real part of it, and no more than all of it.
+  EXPECT_GT(slower.time.ratio, 1.0 + kHold / 4) << slower.why;
+  EXPECT_LT(slower.time.ratio, 1.0 + kHold * 1.5) << slower.why;
 }
 
 }  // namespace
