@@ -25,7 +25,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from reports.schema import load_results, row_labels, rows
+from reports.schema import load_results, option_text, rows
 
 # Okabe-Ito colours (colour-blind safe) for the variants the tool knows; peers get their own.
 KNOWN_COLOURS = {
@@ -146,8 +146,10 @@ class Results:
                 self.rows.append(r)
                 if not v1:
                     v2_rows.append(r)
-        for r, label in zip(v2_rows, row_labels(v2_rows)):
+        for r, label in zip(v2_rows, series_labels(v2_rows)):
             r["label"] = label
+        for r in self.rows:
+            r["kernel_text"] = kernel_text(r)
         self._mark_tile_rows()
         self.peers = {r["label"] for r in self.rows if r["peer"]}
         self.colours, self.markers = _styles(sorted({r["label"] for r in self.rows}),
@@ -260,6 +262,137 @@ def _identity_fields(r: dict, v1: bool) -> None:
                    json.dumps(options, sort_keys=True))
     r["config_rest"] = None if kc is None else (kc["stages"], kc["warpgroups"],
                                                 tuple(kc["cluster"]))
+
+
+CONFIG_PARTS = ("tiles", "stages", "warpgroups", "cluster")
+
+
+def _config_parts(r: dict) -> dict:
+    kc = r.get("kernel_config")
+    if kc is None:
+        return {}
+    return {"tiles": (kc["block_q"], kc["block_kv"]), "stages": kc["stages"],
+            "warpgroups": kc["warpgroups"], "cluster": tuple(kc["cluster"])}
+
+
+def _option_parts(r: dict) -> dict:
+    return {name: (type(v) is bool, v) for name, v in (r.get("options") or {}).items()}
+
+
+def _shown(r: dict, parts, refs: list[dict], group: list[dict], alike: list[dict] | None) -> list:
+    """The parts of a row that name its series: those that differ from the variant's default
+    (``refs``: rows marked default at the nearest shape); without a marked default, those
+    that differ within the row's configuration (``group``); for a row marked non-default with
+    no default to compare against, the parts that all such rows of its variant share
+    (``alike``: a run of ``--fp8-prequantized`` alone is ``fp8~...~prequantized=true`` at every
+    shape, whatever schedule each shape picks)."""
+    mine = parts(r)
+    if refs:
+        ref_parts = [parts(x) for x in refs]
+        out = [k for k in mine if all(p.get(k) != mine[k] for p in ref_parts)]
+        return out or [k for k in mine if any(p.get(k) != mine[k] for p in ref_parts)]
+    varying = [k for k in mine if len({repr(parts(x).get(k)) for x in group}) > 1]
+    if varying or alike is None:
+        return varying
+    others = [parts(x) for x in alike]
+    shared = [k for k in mine if all(p.get(k) == mine[k] for p in others)]
+    return shared or list(mine)
+
+
+def series_labels(rows_: list[dict]) -> list[str]:
+    """The series each fa-bench/2 row belongs to in plots, tables and colours: the variant's
+    name for the rows that run its default for their shape (a default tile or schedule chosen
+    per shape is an attribute of the point, ``kernel_text``, not a series), and the variant with
+    the parts that differ from that default for rows the file marks as not the default
+    (``default_config``/``default_options`` false: ``--block-q 64``, ``--fa3-schedule full``),
+    in fa-bench's spelling (``fa2@64x64``, ``fa3~full``, ``fa2~heads``, `` bwd``). A file
+    without those marks: a row is the default unless its configuration holds other rows of its
+    variant, and then it is named by what differs among them, as fa-bench's console names it.
+    """
+    def shape(r):
+        return (r["device_name"], r["inputs"], r["B"], r["H"], r["N"], r["d"], r["causal"],
+                r["dtype"])
+
+    def family(r):
+        return (r["variant"], r.get("direction", "forward"))
+
+    groups: dict[tuple, list[dict]] = {}
+    defaults: dict[tuple, dict[tuple, list[dict]]] = {"config": {}, "options": {}}
+    marked: dict[tuple, dict[tuple, list[dict]]] = {"config": {}, "options": {}}
+    for r in rows_:
+        groups.setdefault((shape(r), family(r)), []).append(r)
+        for kind, key in (("config", "default_config"), ("options", "default_options")):
+            if r.get(key) is False:
+                marked[kind].setdefault(family(r), []).append(r)
+        for kind, key in (("config", "default_config"), ("options", "default_options")):
+            if r.get(key) is True:
+                for near in ((shape(r)[2:],), (r["d"], r["causal"], r["dtype"]), ()):
+                    defaults[kind].setdefault((family(r), *near), []).append(r)
+
+    def refs(kind: str, r: dict) -> list[dict]:
+        for near in ((shape(r)[2:],), (r["d"], r["causal"], r["dtype"]), ()):
+            found = defaults[kind].get((family(r), *near))
+            if found:
+                return found
+        return []
+
+    out = []
+    for r in rows_:
+        group = groups[(shape(r), family(r))]
+        label = r["variant"]
+        config = options = []
+        if r.get("default_config") is False:
+            near = refs("config", r)
+            config = _shown(r, _config_parts, near, group, marked["config"][family(r)])
+            if not near and "tiles" in config:
+                config = ["tiles"]  # with nothing to compare, the tile names the kernel
+        elif "default_config" not in r:
+            config = _shown(r, _config_parts, [], group, None)
+        if r.get("default_options") is False:
+            options = _shown(r, _option_parts, refs("options", r), group,
+                             marked["options"][family(r)])
+        elif "default_options" not in r:
+            options = _shown(r, _option_parts, [], group, None)
+        kc = r.get("kernel_config")
+        if kc is not None:
+            if "tiles" in config:
+                label += f"@{kc['block_q']}x{kc['block_kv']}"
+            if "stages" in config:
+                label += f" s{kc['stages']}"
+            if "warpgroups" in config:
+                label += f" wg{kc['warpgroups']}"
+            if "cluster" in config:
+                label += " c" + "x".join(map(str, kc["cluster"]))
+        opts = r.get("options") or {}
+        for name in sorted(options):
+            value = opts[name]
+            label += "~" + ("" if isinstance(value, str) else f"{name}=") + option_text(value)
+        if r.get("direction") == "backward":
+            label += " bwd"
+        out.append(label)
+    return out
+
+
+def kernel_text(r: dict) -> str:
+    """What ran for a point, in words for tables: tiles, stages, warpgroups, cluster and option
+    values ("192×128, 2 stages, 4 warpgroups; schedule no-pingpong"); "" for a row without."""
+    kc = r.get("kernel_config")
+    parts = []
+    if kc is not None:
+        text = f"{kc['block_q']}×{kc['block_kv']}"
+        if kc["stages"] != 1:
+            text += f", {kc['stages']} stages"
+        if kc["warpgroups"]:
+            text += f", {kc['warpgroups']} warpgroups"
+        if tuple(kc["cluster"]) != (1, 1, 1):
+            text += ", cluster " + "×".join(map(str, kc["cluster"]))
+        parts.append(text)
+    elif r.get("tiles") and r["tiles"].get("block_q"):
+        parts.append(f"{r['tiles']['block_q']}×{r['tiles']['block_kv']}")
+    opts = r.get("options") or {}
+    if opts:
+        parts.append(", ".join(f"{k} {option_text(v)}" for k, v in sorted(opts.items())))
+    return "; ".join(parts)
 
 
 def _styles(variants: list[str], peers: set[str]) -> tuple[dict[str, str], dict[str, str]]:

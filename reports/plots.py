@@ -21,7 +21,14 @@ from matplotlib.collections import LineCollection  # noqa: E402
 from matplotlib.figure import Figure  # noqa: E402
 from matplotlib.lines import Line2D  # noqa: E402
 from matplotlib.patches import Patch  # noqa: E402
-from matplotlib.ticker import EngFormatter, FixedLocator, FuncFormatter, NullLocator  # noqa: E402
+from matplotlib.ticker import (  # noqa: E402
+    EngFormatter,
+    FixedLocator,
+    FuncFormatter,
+    LogLocator,
+    NullFormatter,
+    NullLocator,
+)
 
 from reports.data import (  # noqa: E402
     Results,
@@ -142,14 +149,48 @@ def _rasterize_dense(fig: Figure) -> int:
     return len(dense)
 
 
+def _wrap(text: str, width_in: float, points: float = 10) -> str:
+    """``text`` broken into lines that fit ``width_in`` inches at ``points`` (about 0.52 em a
+    character), at " · ", then ": ", ", " or a space: a title never runs off the figure."""
+    limit = max(20, int(width_in * 72 / (points * 0.52)))
+    lines = []
+    for line in text.split("\n"):
+        while len(line) > limit:
+            for sep in (" · ", ": ", ", ", " "):
+                cut = line.rfind(sep, 0, limit)
+                if cut > 0.4 * limit:
+                    break
+            if cut <= 0:
+                break
+            keep = sep.rstrip() if sep in (": ", ", ") else ""
+            lines.append(line[:cut] + keep)
+            line = line[cut + len(sep):]
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def _title(fig: Figure, what: str, rows: list[dict], device: str) -> None:
-    fig.suptitle(f"{what}\n{title_line(rows, device)}", fontsize=10)
+    width = fig.get_size_inches()[0] - 0.3
+    fig.suptitle(_wrap(f"{what}\n{title_line(rows, device)}", width), fontsize=10)
+
+
+MAX_TICKS = 9  # N values labelled on one axis; a sweep's other N get no tick label
+
+
+def _ticks(values: list[int]) -> list[int]:
+    """The values to label: all of a few, else the ends and evenly spaced ones between (in log
+    space) -- a sweep of 1,000 N gets 9 labels, not 1,000 to lay out."""
+    if len(values) <= MAX_TICKS:
+        return values
+    lo, hi = math.log(values[0]), math.log(values[-1])
+    want = [math.exp(lo + (hi - lo) * i / (MAX_TICKS - 1)) for i in range(MAX_TICKS)]
+    return sorted({min(values, key=lambda v: abs(math.log(v) - math.log(w))) for w in want})
 
 
 def _n_axis(ax, ns: list[int]) -> None:
     ax.set_xscale("log", base=2)
     ns = sorted(set(ns))
-    ax.xaxis.set_major_locator(FixedLocator(ns))
+    ax.xaxis.set_major_locator(FixedLocator(_ticks(ns)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{int(round(x)):d}"))
     if len(ns) == 1:
@@ -362,6 +403,9 @@ def _roofline_panel(ax, res: Results, roofs, prec: str, rows: list[dict]) -> set
     ax.set_ylabel("attained performance [TFLOP/s]")
     ax.yaxis.set_major_formatter(FuncFormatter(_tflops_formatter))
     ax.xaxis.set_major_formatter(FuncFormatter(_tflops_formatter))
+    for axis in (ax.xaxis, ax.yaxis):  # minor grid at 2 and 5 per decade, unlabelled: each
+        axis.set_minor_locator(LogLocator(subs=(2.0, 5.0)))  # tick costs layout time
+        axis.set_minor_formatter(NullFormatter())
     ax.grid(True, which="major")
     ax.grid(True, which="minor", color="#f0f0f0", lw=0.4)
 
@@ -478,21 +522,11 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
                 ax.text(0.98, 0.04, "no hardware counters in these results:\nIO model only",
                         transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
                         color="#666666")
-    handles = []
-    for v in variants:
-        colour, marker = res.style(v)
-        alg = next(r["algorithm"] for r in rows if r["label"] == v)
-        handles.append(Line2D([], [], color=colour, marker=marker if measured else None,
-                              ls=(0, (4, 2)) if v in res.peers else "-",
-                              mec="black", mew=0.4, ms=6, lw=1.2,
-                              label=f"{res.label(v)}: {MODEL_LAW.get(alg, 'IO model')}"))
-    if law:
-        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
-    handles.append(Line2D([], [], color="black", ls=":", lw=1.3,
-                          label="compulsory: Q, K, V read once, O written once"))
-    handles.append(Patch(facecolor="#ececec", label="below the compulsory minimum"))
-    fig.legend(handles=handles, loc="outside lower center", ncol=1 if len(levels) == 1 else 2,
-               frameon=False)
+    # the series where the lines are not (top left: bytes grow with N), the laws below
+    axes[0][0].legend(handles=_variant_handles(res, variants, marker=bool(measured)),
+                      loc="upper left", fontsize=7.5, framealpha=0.9)
+    fig.legend(handles=_law_handles(res, rows, variants, law, fig), loc="outside lower center",
+               ncol=1, frameon=False)
     what = "causal" if causal else "non-causal"
     if measured:
         head = f"IO scaling ({what}): markers measured (CUPTI), lines the IO model"
@@ -510,6 +544,33 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
         plot.notes.append("The paper's law 8·N²·d²·e/M is not drawn: these files predate "
                           "model.onchip_budget_bytes.")
     return plot
+
+
+def _variant_handles(res: Results, variants: list[str], marker: bool = True) -> list:
+    """One legend entry per series: its colour, marker and line (peers dashed)."""
+    return [Line2D([], [], color=res.style(v)[0], marker=res.style(v)[1] if marker else None,
+                   ls=(0, (4, 2)) if v in res.peers else "-", mec="black", mew=0.4, ms=6,
+                   lw=1.2, label=res.label(v)) for v in variants]
+
+
+def _law_handles(res: Results, rows: list[dict], variants: list[str], law: bool,
+                 fig: Figure) -> list:
+    """What each line is, each law said once with the series that follow it: "IO model of
+    fa2, fa3, cudnn (peer): the tile model, K/V re-read N/Br times ∝ N²d/Br"."""
+    by_law: dict[str, list[str]] = {}
+    for v in variants:
+        alg = next(r["algorithm"] for r in rows if r["label"] == v)
+        by_law.setdefault(MODEL_LAW.get(alg, "IO model"), []).append(res.label(v))
+    width = fig.get_size_inches()[0] - 0.8
+    handles = [Line2D([], [], color="#555555", lw=1.2,
+                      label=_wrap(f"IO model of {', '.join(names)}: {text}", width, 8))
+               for text, names in by_law.items()]
+    if law:
+        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
+    handles.append(Line2D([], [], color="black", ls=":", lw=1.3,
+                          label="compulsory: Q, K, V read once, O written once"))
+    handles.append(Patch(facecolor="#ececec", label="below the compulsory minimum"))
+    return handles
 
 
 # ---------------------------------------------------------------------------------------------
@@ -627,6 +688,9 @@ def _value_axis(ax, decades: float = 10.0) -> None:
 # 4. Throughput
 
 
+MARKED_POINTS = 40  # a line with more points (a sweep over N) is drawn without markers
+
+
 @_styled
 def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot:
     plot = Plot(name, "Throughput against N, one panel per head dimension")
@@ -648,7 +712,8 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
                              if r["label"] == v and r["d"] == d and r["causal"] == causal)
                 if not pts:
                     continue
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour, marker=marker,
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour,
+                        marker=marker if len(pts) <= MARKED_POINTS else None,
                         ls="--" if causal else "-", ms=5, mec=colour if causal else "black",
                         mew=1.0 if causal else 0.4, mfc="white" if causal else colour, lw=1.3,
                         gid=f"tput-{v}-{'causal' if causal else 'full'}")
@@ -673,6 +738,15 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
 
 
 FP8_GROUPS_PER_PANEL = 8  # configurations side by side in one panel; more wrap to a new row
+FP8_MAX_PANELS = 6  # panels in one figure; a larger sweep is summarised, not drawn per shape
+
+
+def _stats(values: list[float]) -> tuple[float, float, float]:
+    """(median, min, max) of a bar's values."""
+    v = sorted(values)
+    mid = len(v) // 2
+    median = v[mid] if len(v) % 2 else 0.5 * (v[mid - 1] + v[mid])
+    return median, v[0], v[-1]
 
 
 @_styled
@@ -694,58 +768,94 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     else:
         plot.notes.append("The input distributions share no configuration: each panel shows "
                           "its own.")
-    cell: dict[tuple, dict] = {}
+    # A sweep (more configurations than fit in two panels per distribution) is summarised per
+    # (d, mask): each bar the median over its N, a whisker from the smallest to the largest.
+    most = max(len({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i})
+               for i in inputs)
+    binned = most > 2 * FP8_GROUPS_PER_PANEL or (
+        most > FP8_GROUPS_PER_PANEL and len(inputs) * math.ceil(most / FP8_GROUPS_PER_PANEL)
+        > FP8_MAX_PANELS)
+
+    def group(r: dict) -> tuple:
+        return (r["d"], r["causal"]) if binned else (r["d"], r["causal"], r["N"])
+
+    # cells: (distribution, group, series) -> the values of its bar
+    cell: dict[tuple, list[float]] = {}
+    tolerance: dict[tuple, list[float]] = {}
+    ns: dict[tuple, set[int]] = {}
+    seen: set[tuple] = set()
     for r in rows:
-        cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], r["label"]), r)
-        if r["algorithm"] == "fp8" and not r["peer"]:
-            cell.setdefault((r["inputs"], r["d"], r["causal"], r["N"], "plain FP8"), r)
+        key = (r["inputs"], r["d"], r["causal"], r["N"], r["label"])
+        if key in seen:
+            continue
+        seen.add(key)
+        ver = r["verification"]
+        g = (r["inputs"], group(r))
+        ns.setdefault(g, set()).add(r["N"])
+        if ver.get("rmse"):
+            cell.setdefault((*g, r["label"]), []).append(ver["rmse"])
+        plain = (r["inputs"], r["d"], r["causal"], r["N"], "plain FP8")
+        if r["algorithm"] == "fp8" and not r["peer"] and plain not in seen:
+            seen.add(plain)  # the first fp8 row of a configuration gives its baseline
+            if ver.get("baseline_rmse"):
+                cell.setdefault((*g, "plain FP8"), []).append(ver["baseline_rmse"])
+            if ver.get("metric") == "rmse" and ver.get("tolerance"):
+                tolerance.setdefault(g, []).append(ver["tolerance"])
     # Rows that carry no RMSE (e.g. peers checked by max error only) have no bar to draw.
     variants = list(dict.fromkeys(r["label"] for r in rows if r["verification"].get("rmse")))
-    panels = []  # (distribution, configurations): at most FP8_GROUPS_PER_PANEL each
+    panels = []  # (distribution, groups): at most FP8_GROUPS_PER_PANEL each
     for dist in inputs:
-        configs = sorted({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == dist})
-        for k in range(0, len(configs), FP8_GROUPS_PER_PANEL):
-            panels.append((dist, configs[k:k + FP8_GROUPS_PER_PANEL]))
+        groups = sorted({group(r) for r in rows if r["inputs"] == dist})
+        for k in range(0, len(groups), FP8_GROUPS_PER_PANEL):
+            panels.append((dist, groups[k:k + FP8_GROUPS_PER_PANEL]))
+    if len(panels) > FP8_MAX_PANELS:
+        plot.notes.append(f"{len(panels) - FP8_MAX_PANELS} further panels of configurations "
+                          "are not drawn (the tables hold every row).")
+        panels = panels[:FP8_MAX_PANELS]
     widest = max(len(c) for _, c in panels)
     fig = _figure(max(5.5, 0.95 * widest + 3.4), 2.9 * len(panels) + 1.0)
     axes = fig.subplots(len(panels), 1, squeeze=False, sharey=True)[:, 0]
-    for ax, (dist, configs) in zip(axes, panels):
-        present = [v for v in variants
-                   if any((dist, *cfg, v) in cell for cfg in configs)]
+    for ax, (dist, groups) in zip(axes, panels):
+        present = [v for v in variants if any((dist, g, v) in cell for g in groups)]
         series = [*present, "plain FP8"]
         width = 0.8 / len(series)
         for si, v in enumerate(series):
-            xs, ys = [], []
-            for ci, cfg in enumerate(configs):
-                r = cell.get((dist, *cfg, v))
-                if r is None:
+            xs, ys, lo, hi = [], [], [], []
+            for gi, g in enumerate(groups):
+                values = cell.get((dist, g, v))
+                if not values:
                     continue
-                ver = r["verification"]
-                val = ver.get("baseline_rmse") if v == "plain FP8" else ver["rmse"]
-                if val:
-                    xs.append(ci + (si - (len(series) - 1) / 2) * width)
-                    ys.append(val)
+                median, low, high = _stats(values)
+                xs.append(gi + (si - (len(series) - 1) / 2) * width)
+                ys.append(median)
+                lo.append(median - low)
+                hi.append(high - median)
+            err = {"yerr": [lo, hi], "error_kw": {"lw": 0.8, "capsize": 2}} if binned else {}
             if v == "plain FP8":
                 ax.bar(xs, ys, width, color="white", edgecolor=res.style("fp8")[0], hatch="////",
-                       lw=0.8, gid="bars-plain-fp8")
+                       lw=0.8, gid="bars-plain-fp8", **err)
             else:
                 ax.bar(xs, ys, width, color=res.style(v)[0], edgecolor="black", lw=0.4,
-                       gid=f"bars-{v}")
-        # fp8 tolerance: a tick over each fp8 bar's group
-        tol = []
-        for ci, cfg in enumerate(configs):
-            r = cell.get((dist, *cfg, "plain FP8"))
-            if r and r["verification"].get("metric") == "rmse" and r["verification"].get("tolerance"):
-                tol.append((ci, r["verification"]["tolerance"]))
+                       gid=f"bars-{v}", **err)
+        # fp8 tolerance: a tick over each group (the largest of a summarised group's)
+        tol = [(gi, max(tolerance[(dist, g)])) for gi, g in enumerate(groups)
+               if (dist, g) in tolerance]
         if tol:
             ax.hlines([t for _, t in tol], [c - 0.45 for c, _ in tol], [c + 0.45 for c, _ in tol],
                       colors="black", linestyles="--", lw=1.0, gid="fp8-tolerance")
         ax.set_yscale("log")
-        n_values = sorted({n for _, _, n in configs})
+        n_values = sorted({n for g in groups for n in ns.get((dist, g), ())})
         one_n = len(n_values) == 1
-        ax.set_xticks(range(len(configs)),
-                      [f"d={d}\n{'causal' if c else 'non-causal'}" + ("" if one_n else f"\nN={n}")
-                       for d, c, n in configs])
+
+        def tick(g: tuple) -> str:
+            text = f"d={g[0]}\n{'causal' if g[1] else 'non-causal'}"
+            if binned:
+                n = sorted(ns[(dist, g)])
+                return text + (f"\nN={n[0]}–{n[-1]}\n({len(n)} sizes)" if len(n) > 1
+                               else f"\nN={n[0]}")
+            return text + ("" if one_n else f"\nN={g[2]}")
+
+        ax.set_xticks(range(len(groups)), [tick(g) for g in groups])
         ax.set_title(f"inputs: {dist}" + (f", N = {n_values[0]}" if one_n else ""), loc="left")
         ax.set_xlim(-0.6, widest - 0.4)  # a short last row keeps the bar width
         ax.set_ylabel("RMSE against the\nfp64 reference")
@@ -754,6 +864,11 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     handles.append(Patch(facecolor="white", edgecolor=res.style("fp8")[0], hatch="////",
                          label="plain FP8 (per-head scales)"))
     handles.append(Line2D([], [], color="black", ls="--", label="fp8 tolerance"))
+    if binned:
+        handles.append(Line2D([], [], color="black", lw=0.8, marker="_", ms=6,
+                              label="range over N (bar: median)"))
+        plot.notes.append("Each bar is the median RMSE over the sequence lengths of its "
+                          "(d, mask); the whisker spans the smallest to the largest.")
     fig.legend(handles=handles, loc="outside right center", frameon=False)
     _title(fig, "FP8 accuracy: RMSE per input distribution, against the bf16 variants", rows,
            device)
@@ -782,7 +897,7 @@ def _slope(points: list[tuple[float, float]]) -> float | None:
 def _pow2_axis(ax, values: list[int], label: str) -> None:
     ax.set_xscale("log", base=2)
     values = sorted(set(values))
-    ax.xaxis.set_major_locator(FixedLocator(values))
+    ax.xaxis.set_major_locator(FixedLocator(_ticks(values)))
     ax.xaxis.set_minor_locator(NullLocator())
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: f"{int(round(x)):d}"))
     ax.set_xlim(values[0] / 1.3, values[-1] * 1.3)
@@ -823,7 +938,6 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
     offset = _offsets(variants, 0.04)
     values: list[float] = []
     law = False
-    handles = []
     for v in variants:
         vrows = sorted((r for r in rows if r["label"] == v), key=lambda r: r["d"])
         colour, marker = res.style(v)
@@ -849,9 +963,6 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
                     ms=6, mec="black", mew=0.4, ls="none", zorder=4, gid=f"dram-{v}")
             values += [p[1] for p in meas]
         plot.notes.append(text + ".")
-        handles.append(Line2D([], [], color=colour, marker=marker, mfc="white", lw=1.2,
-                              ls=(0, (4, 2)) if v in res.peers else "-",
-                              label=f"{res.label(v)}: {MODEL_LAW.get(alg, 'IO model')}"))
     # slope guides through the geometric middle of the values at the smallest d
     y0 = math.sqrt(min(values) * max(values))
     d0, d1 = ds[0], ds[-1]
@@ -866,11 +977,13 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
     _pow2_axis(ax, ds, "head dimension d")
     ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
     ax.set_ylabel("bytes per (batch·head), IO model")
-    handles.append(Line2D([], [], color="#555555", marker="o", ms=6, mec="black", mew=0.4,
-                          ls="none", label="measured DRAM bytes"))
-    if law:
-        handles.append(Line2D([], [], color="#555555", ls="-.", lw=0.9, label=SEED_LAW))
-    fig.legend(handles=handles, loc="outside lower center", ncol=1, frameon=False)
+    fig.legend(handles=_variant_handles(res, variants), loc="outside right upper",
+               frameon=False, title="variant")
+    laws = [h for h in _law_handles(res, rows, variants, law, fig)
+            if not isinstance(h, Patch) and "compulsory" not in h.get_label()]
+    laws.append(Line2D([], [], color="#555555", marker="o", ms=6, mec="black", mew=0.4,
+                       ls="none", label="measured DRAM bytes"))
+    fig.legend(handles=laws, loc="outside lower center", ncol=1, frameon=False)
     what = "causal" if causal else "non-causal"
     _title(fig, f"Bytes against d at N = {n} ({what}): tile model ∝ d, the paper's law ∝ d²",
            rows, device)

@@ -26,6 +26,7 @@ class Table:
     rows: list[list[str]]
     note: str = ""
     left: set[int] = field(default_factory=set)  # left-aligned (text) columns
+    config_cols: int = 0  # leading columns that name a row's configuration (0: not per row)
 
 
 # -- number formats ------------------------------------------------------------------------------
@@ -207,7 +208,7 @@ def _pivot_table(res: Results, key: str, title: str, value, fmt, best) -> Table:
         note += f" {replaced} rows appear in more than one file; the later file's are shown."
     ncfg = len(config_columns(res))
     return Table(key, title, config_columns(res) + [res.label(v) for v in variants], out, note,
-                 left=set(range(ncfg)))
+                 left=set(range(ncfg)), config_cols=ncfg)
 
 
 def time_table(res: Results) -> Table:
@@ -265,7 +266,8 @@ def bytes_table(res: Results) -> Table:
     n = len(config_columns(res))
     return Table("bytes", "IO model against measured bytes", config_columns(res) + [
         "variant", "model bytes", "compulsory", "DRAM measured", "DRAM / model",
-        "DRAM / compulsory", "L2 measured", "L2 / model"], out, note, left=set(range(n + 1)))
+        "DRAM / compulsory", "L2 measured", "L2 / model"], out, note, left=set(range(n + 1)),
+        config_cols=n)
 
 
 def roofline_table(res: Results) -> Table:
@@ -300,7 +302,7 @@ def roofline_table(res: Results) -> Table:
         "variant", "basis", "intensity DRAM [FLOP/B]", "intensity L2 [FLOP/B]",
         "attained [TFLOP/s]", "attainable [TFLOP/s]", "bound", "of attainable",
         "of tensor peak", "placed by"],
-        out, note, left=set(range(n + 2)) | {n + 6, n + 9})
+        out, note, left=set(range(n + 2)) | {n + 6, n + 9}, config_cols=n)
 
 
 def errors_table(res: Results) -> Table:
@@ -319,7 +321,7 @@ def errors_table(res: Results) -> Table:
     return Table("errors", "Errors against the fp64 reference", config_columns(res) + [
         "variant", "judged by", "max abs error", "RMSE", "baseline", "tolerance", "verdict"], out,
         "Baseline: a plain same-precision implementation (fp8: plain per-head FP8) on the same "
-        "rows; see docs/accuracy.md.", left=set(range(n + 2)) | {n + 6})
+        "rows; see docs/accuracy.md.", left=set(range(n + 2)) | {n + 6}, config_cols=n)
 
 
 def not_run_table(res: Results) -> Table:
@@ -328,7 +330,7 @@ def not_run_table(res: Results) -> Table:
            for r in rows]
     n = len(config_columns(res))
     return Table("not-run", "Rows without a time", config_columns(res) + [
-        "variant", "status", "reason"], out, left=set(range(n + 3)))
+        "variant", "status", "reason"], out, left=set(range(n + 3)), config_cols=n)
 
 
 def kernels_table(res: Results) -> Table:
@@ -347,17 +349,66 @@ def kernels_table(res: Results) -> Table:
     n = len(config_columns(res))
     return Table("kernels", "Per-kernel counters", config_columns(res) + [
         "variant", "kernel", "DRAM bytes", "L2 bytes", "duration [ms]"], out,
-        "From counters.kernels (an untimed counter run).", left=set(range(n + 2)))
+        "From counters.kernels (an untimed counter run).", left=set(range(n + 2)),
+        config_cols=n)
+
+
+def kernel_configs_table(res: Results) -> Table:
+    """What each series ran, by shape: a default schedule or tile that fa-bench picks per shape
+    is an attribute of the point (fa3: 192×128 with 4 warpgroups at d=64, 128×128 with 3 at
+    d=128), shown here rather than as a series of its own."""
+    shapes: dict[tuple, dict[tuple, set[int]]] = {}
+    for r in res.rows:
+        if r["kernel_text"]:
+            key = (r["device_name"], r["label"], r["kernel_text"])
+            shapes.setdefault(key, {}).setdefault((r["d"], r["causal"]), set()).add(r["N"])
+    out = []
+    for (device, label, text), where in sorted(shapes.items()):
+        parts = []
+        for (d, causal), ns in sorted(where.items()):
+            n = sorted(ns)
+            span = f"N={n[0]}" if len(n) == 1 else f"N={n[0]}–{n[-1]} ({len(n)} sizes)"
+            parts.append(f"d={d} {causal_word(causal)} {span}")
+        out.append(([device] if res.many_devices else []) + [res.label(label), text,
+                                                              "; ".join(parts)])
+    cols = (["device"] if res.many_devices else []) + ["variant", "kernel configuration",
+                                                       "shapes"]
+    return Table("kernel-configs", "Kernel configuration of each series", cols, out,
+                 "A series is a variant with the options the run chose; the tile, warpgroups "
+                 "and schedule fa-bench picks for each shape are listed here.",
+                 left=set(range(len(cols))))
+
+
+TABLE_ROWS = 240  # rows a table shows in report.md/html; a larger sweep is sampled
+
+
+def capped(t: Table, limit: int = TABLE_ROWS) -> Table:
+    """A table of a large sweep, cut to about ``limit`` rows: whole configurations, evenly
+    spaced over the sorted ones (so every d, mask and range of N stays represented); the note
+    says how many are shown and where every row is."""
+    if len(t.rows) <= limit or not t.config_cols:
+        return t
+    order: dict[tuple, list[list[str]]] = {}
+    for row in t.rows:
+        order.setdefault(tuple(row[:t.config_cols]), []).append(row)
+    keys = list(order)
+    per = max(1, len(t.rows) // len(keys))
+    want = max(2, limit // per)
+    picked = sorted({round(i * (len(keys) - 1) / (want - 1)) for i in range(want)})
+    rows = [row for i in picked for row in order[keys[i]]]
+    note = (f"{len(picked)} of {len(keys)} configurations shown (evenly spaced); "
+            "`python -m reports FILE` prints every row. ")
+    return Table(t.key, t.title, t.columns, rows, note + t.note, t.left, t.config_cols)
 
 
 def tables(res: Results) -> list[Table]:
     out = [runs_table(res), device_table(res), settings_table(res), ceilings_table(res),
            time_table(res), tflops_table(res), bytes_table(res), roofline_table(res),
-           errors_table(res)]
+           errors_table(res), kernel_configs_table(res)]
     for extra in (not_run_table(res), kernels_table(res)):
         if extra.rows:
             out.append(extra)
-    return out
+    return [capped(t) for t in out]
 
 
 # -- generated prose -----------------------------------------------------------------------------
@@ -451,15 +502,49 @@ def fastest_summary(res: Results) -> list[str]:
                          f"({', '.join(seconds)})" if len(margins) > 1 else
                          f", {margins[0]:.2f}× ahead of {seconds[0]}")
         else:
-            parts = [f"N={n}: {res.label(w['label'])}" + (f" ({m:.2f}× ahead of "
-                                                            f"{s['label']})" if s else "")
-                     for n, w, s, m in winners]
-            text = f"{head}: " + "; ".join(parts)
+            text = f"{head}: " + _winner_runs(winners, res)
         peers = _peer_sentence(by_n, res)
         if peers:
             text += "; " + peers
         out.append(text + ".")
     return out
+
+
+SUMMARY_RUNS = 6  # stretches of N with one winner a sentence lists; more are counted instead
+
+
+def _winner_runs(winners: list[tuple], res: Results) -> str:
+    """Who wins where, when it changes with N: each stretch of consecutive N with one winner
+    ("N=1024–4096: fa3 (1.02–1.10× ahead of fp8)"); a sweep whose winner changes more often
+    than SUMMARY_RUNS times gets counts ("fp8 at 612 of 1000 N, fa3 at 388")."""
+    runs: list[list[tuple]] = []
+    for w in winners:
+        if runs and runs[-1][-1][1]["label"] == w[1]["label"]:
+            runs[-1].append(w)
+        else:
+            runs.append([w])
+    if len(runs) > SUMMARY_RUNS:
+        counts: dict[str, int] = {}
+        for w in winners:
+            counts[w[1]["label"]] = counts.get(w[1]["label"], 0) + 1
+        ranked = sorted(counts.items(), key=lambda kv: -kv[1])
+        ns = [w[0] for w in winners]
+        return (f"the fastest changes with N (N = {ns[0]}–{ns[-1]}): "
+                + ", ".join(f"{res.label(v)} at {k} of {len(winners)} N" for v, k in ranked))
+    parts = []
+    for run in runs:
+        n0, n1 = run[0][0], run[-1][0]
+        where = f"N={n0}" if n0 == n1 else f"N={n0}–{n1}"
+        margins = [m for _, _, _, m in run if m]
+        seconds = sorted({s["label"] for _, _, s, _ in run if s})
+        text = f"{where}: {res.label(run[0][1]['label'])}"
+        if margins:
+            span = (f"{margins[0]:.2f}×" if len(margins) == 1 or
+                    f"{min(margins):.2f}" == f"{max(margins):.2f}"
+                    else f"{min(margins):.2f}–{max(margins):.2f}×")
+            text += f" ({span} ahead of {', '.join(seconds)})"
+        parts.append(text)
+    return "; ".join(parts)
 
 
 def _ns(by_n: dict) -> str:

@@ -145,7 +145,7 @@ def _option_value(result: dict, name: str) -> tuple | None:
     return ("string", v)
 
 
-def _option_text(value: Any) -> str:
+def option_text(value: Any) -> str:
     """kernels/variant.cpp to_string(OptionValue): true/false, the string, a number as %.17g."""
     if isinstance(value, bool):
         return "true" if value else "false"
@@ -211,7 +211,7 @@ def row_labels(results: list[dict]) -> list[str]:
         for name in sorted(options):
             if len(parts[("option", name)]) > 1:
                 value = options[name]
-                label += "~" + ("" if isinstance(value, str) else f"{name}=") + _option_text(value)
+                label += "~" + ("" if isinstance(value, str) else f"{name}=") + option_text(value)
         if direction == "backward":
             label += " bwd"
         out.append(label)

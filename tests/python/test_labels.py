@@ -165,20 +165,21 @@ def test_row_label_takes_siblings_and_skips_the_row_itself():
 
 def test_one_identity_keeps_one_label_across_files(tmp_path):
     """Console labels depend on the configuration's rows: a plain fa2 run and a run of only
-    the 64x64 tiles both say "fa2". The report names rows among all its rows, so the two
-    kernels are two series and neither replaces the other."""
+    the 64x64 tiles both say "fa2". The report names a row the user chose (default_config
+    false) by what differs from the default, so the two kernels are two series and neither
+    replaces the other."""
     default, a = model_only(tmp_path, "default", "--variants", "fa2", "--N", "1024", "--d", "128")
     other, b = model_only(tmp_path, "other", "--variants", "fa2", "--block-q", "64",
                           "--block-kv", "64", "--N", "1024", "--d", "128")
     assert a == b == ["fa2"]  # what the consoles said
     res = Results.load([default, other])
-    assert [r["label"] for r in res.rows] == ["fa2@128x64", "fa2@64x64"]
+    assert [r["label"] for r in res.rows] == ["fa2", "fa2@64x64"]
     assert [r["console_label"] for r in res.rows] == ["fa2", "fa2"]
     assert [r["variant"] for r in res.rows] == ["fa2", "fa2"]
     bytes_table = next(t for t in tables(res) if t.key == "bytes")
-    assert [line[5] for line in bytes_table.rows] == ["fa2@128x64", "fa2@64x64"]
-    # one file alone: its labels are the console's
-    assert [r["label"] for r in Results.load([other]).rows] == ["fa2"]
+    assert [line[5] for line in bytes_table.rows] == ["fa2", "fa2@64x64"]
+    # one file alone: the chosen tile still names its series
+    assert [r["label"] for r in Results.load([other]).rows] == ["fa2@64x64"]
 
 
 def timed(doc: dict, device: str = "synthetic test device (not a measurement)") -> dict:
@@ -236,16 +237,15 @@ def test_report_from_a_v2_tile_sweep_names_every_row(sweep):
     res = Results.load([sweep])
     device = res.devices()[0]
     time = next(t for t in tables(res) if t.key == "time")
-    # the per-variant table: default tiles, both orders, the peer; other tiles left out
-    assert time.columns[5:] == ["standard", "fa1@128x64", "fa2@128x64~blocks",
-                                "fa2@128x64~heads", "cudnn (peer)"]
+    # the per-variant table: default tiles (named as the variant), both orders (the file does
+    # not mark options: both differ within a configuration), the peer; other tiles left out
+    series = ["standard", "fa1", "fa2~blocks", "fa2~heads", "cudnn (peer)"]
+    assert time.columns[5:] == series
     errors = next(t for t in tables(res) if t.key == "bytes")
-    assert {line[5] for line in errors.rows} == {
-        "standard", "fa1@128x64", "fa2@128x64~blocks", "fa2@128x64~heads", "cudnn (peer)"}
+    assert {line[5] for line in errors.rows} == set(series)
     plot = plot_throughput(res, device)
     legend = [t.get_text() for t in plot.figure.axes[-1].get_legend().texts]
-    assert legend[:5] == ["standard", "fa1@128x64", "fa2@128x64~blocks", "fa2@128x64~heads",
-                          "cudnn (peer)"]
+    assert legend[:5] == series
     colours = {res.style(label)[0] for label in legend[:5]}
     assert len(colours) == 5  # every series its own colour
     # the block-size plot: one line per variant and order, at both tiles
@@ -272,13 +272,13 @@ def test_report_command_on_a_v2_tile_sweep(sweep, tmp_path):
     run = reports_cli(str(sweep), "-o", str(out))
     assert run.returncode == 0, run.stderr
     md = (out / "report.md").read_text()
-    for label in ("fa2@128x64~blocks", "fa2@128x64~heads", "fa1@128x64", "cudnn (peer)"):
+    for label in ("fa2~blocks", "fa2~heads", "fa1", "cudnn (peer)"):
         assert f"| {label} |" in md or f" {label} |" in md
     assert "block-size.png" in md and (out / "block-size.png").is_file()
 
 
 def test_v1_and_v2_files_in_one_report(sweep):
-    """/1 rows keep their names; /2 rows are named among the /2 rows only."""
+    """/1 rows keep their names; /2 rows are named by their own marks."""
     tiles = DATA / "tiles-fa1-fa2-h200.json"
     alone_v1 = [r["label"] for r in Results.load([tiles]).rows]
     alone_v2 = [r["label"] for r in Results.load([sweep]).rows]
