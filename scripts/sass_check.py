@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Asserts what a kernel's SASS must hold, from CUDA objects or binaries (no GPU needed).
 
-    scripts/sass_check.py --cuobjdump PATH --filter REGEX [--require OPCODE]... FILE...
+    scripts/sass_check.py [--cuobjdump PATH] --filter REGEX [--require OPCODE]... FILE...
 
 For every entry function of FILE (cuobjdump -sass) whose name matches --filter: each --require
 opcode (e.g. HGMMA: the wgmma instructions) appears at least once, no local-memory access
@@ -18,8 +18,10 @@ fails on fa2's mma.sync kernels).
 from __future__ import annotations
 
 import argparse
+import glob
 import os
 import re
+import shutil
 import subprocess
 import sys
 from dataclasses import dataclass, field
@@ -86,6 +88,14 @@ def problems(k: Kernel, required: list[str]) -> list[str]:
     return out
 
 
+def find_cuobjdump() -> str:
+    """The pinned wheel's cuobjdump in .venv (scripts/setup.sh --test), else PATH's; '' if none."""
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    wheel = "lib/python3*/site-packages/nvidia/cu*/bin/cuobjdump"
+    found = sorted(glob.glob(os.path.join(repo, ".venv", wheel)))
+    return found[0] if found else shutil.which("cuobjdump") or ""
+
+
 def run(cuobjdump: str, args: list[str]) -> str:
     env = dict(os.environ)
     # cuobjdump runs nvdisasm for sm_90a; the wheels put both in one bin/ folder.
@@ -98,11 +108,14 @@ def run(cuobjdump: str, args: list[str]) -> str:
 
 def main(argv: list[str]) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--cuobjdump", default="", help="cuobjdump to run ('' or missing: exit 77)")
+    ap.add_argument("--cuobjdump", help="cuobjdump to run (default: find_cuobjdump(); '' or "
+                    "missing: exit 77)")
     ap.add_argument("--filter", required=True, help="regex on the mangled kernel names")
     ap.add_argument("--require", action="append", default=[], help="opcode that must appear")
     ap.add_argument("files", nargs="+")
     a = ap.parse_args(argv)
+    if a.cuobjdump is None:
+        a.cuobjdump = find_cuobjdump()
     if not a.cuobjdump or not os.access(a.cuobjdump, os.X_OK):
         print(f"sass_check: skipped: no cuobjdump ('{a.cuobjdump}'): install the pinned "
               "nvidia-cuda-cuobjdump and nvidia-cuda-nvdisasm wheels (scripts/setup.sh, "
