@@ -533,7 +533,10 @@ def problems(doc: Any, definitions: tuple[str, ...] = ()) -> list[tuple[str, str
     found: dict[tuple[str, str], tuple] = {}
     for e in errors:
         parts, words = _explain(e, doc, root)
-        found.setdefault((key_path(parts), words), _order(doc, parts))
+        # a rule between keys (if/then) after the keys' own problems: "status: expected one
+        # of ok|..." before "timing: must be null when status is 'great'"
+        follows = any(p in ("then", "else") for p in e.absolute_schema_path)
+        found.setdefault((key_path(parts), words), (follows, _order(doc, parts)))
     if found or definitions or not isinstance(doc, dict):
         return sorted(found, key=found.get)
     return unique_rows(doc)

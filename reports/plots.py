@@ -26,6 +26,7 @@ from matplotlib.ticker import (  # noqa: E402
     FixedLocator,
     FuncFormatter,
     LogLocator,
+    MaxNLocator,
     NullFormatter,
     NullLocator,
 )
@@ -174,16 +175,21 @@ def _title(fig: Figure, what: str, rows: list[dict], device: str) -> None:
     fig.suptitle(_wrap(f"{what}\n{title_line(rows, device)}", width), fontsize=10)
 
 
-MAX_TICKS = 9  # N values labelled on one axis; a sweep's other N get no tick label
+MAX_TICKS = 8  # N values labelled on one axis; a sweep's other N get no tick label
 
 
-def _ticks(values: list[int]) -> list[int]:
-    """The values to label: all of a few, else the ends and evenly spaced ones between (in log
-    space) -- a sweep of 1,000 N gets 9 labels, not 1,000 to lay out."""
+def _ticks(values: list[int]) -> list[float]:
+    """The values to label: all of a few; of a sweep, round numbers across a narrow range
+    (1000-1999: 1000, 1200, ...) or, across octaves, the ends and the values nearest to evenly
+    spaced points in log space -- 1,000 N get a few labels, not 1,000 to lay out."""
     if len(values) <= MAX_TICKS:
         return values
-    lo, hi = math.log(values[0]), math.log(values[-1])
-    want = [math.exp(lo + (hi - lo) * i / (MAX_TICKS - 1)) for i in range(MAX_TICKS)]
+    lo, hi = values[0], values[-1]
+    if hi / lo < 4:
+        nice = MaxNLocator(nbins=5, steps=[1, 2, 2.5, 5, 10]).tick_values(lo, hi)
+        return [t for t in nice if lo <= t <= hi]
+    a, b = math.log(lo), math.log(hi)
+    want = [math.exp(a + (b - a) * i / (MAX_TICKS - 1)) for i in range(MAX_TICKS)]
     return sorted({min(values, key=lambda v: abs(math.log(v) - math.log(w))) for w in want})
 
 
@@ -196,7 +202,8 @@ def _n_axis(ax, ns: list[int]) -> None:
     if len(ns) == 1:
         ax.set_xlim(ns[0] / 1.5, ns[0] * 1.5)
     else:
-        ax.set_xlim(ns[0] / 1.25, ns[-1] * 1.25)
+        pad = min(1.25, max(1.02, (ns[-1] / ns[0]) ** 0.06))  # a narrow sweep fills its axis
+        ax.set_xlim(ns[0] / pad, ns[-1] * pad)
     ax.set_xlabel("sequence length N [tokens]")
 
 
@@ -554,14 +561,14 @@ def _variant_handles(res: Results, variants: list[str], marker: bool = True) -> 
 
 
 def _law_handles(res: Results, rows: list[dict], variants: list[str], law: bool,
-                 fig: Figure) -> list:
+                 fig: Figure, share: float = 1.0) -> list:
     """What each line is, each law said once with the series that follow it: "IO model of
     fa2, fa3, cudnn (peer): the tile model, K/V re-read N/Br times ∝ N²d/Br"."""
     by_law: dict[str, list[str]] = {}
     for v in variants:
         alg = next(r["algorithm"] for r in rows if r["label"] == v)
         by_law.setdefault(MODEL_LAW.get(alg, "IO model"), []).append(res.label(v))
-    width = fig.get_size_inches()[0] - 0.8
+    width = (fig.get_size_inches()[0] - 0.8) * share
     handles = [Line2D([], [], color="#555555", lw=1.2,
                       label=_wrap(f"IO model of {', '.join(names)}: {text}", width, 8))
                for text, names in by_law.items()]
@@ -738,7 +745,7 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
 
 
 FP8_GROUPS_PER_PANEL = 8  # configurations side by side in one panel; more wrap to a new row
-FP8_MAX_PANELS = 6  # panels in one figure; a larger sweep is summarised, not drawn per shape
+FP8_MAX_PANELS = 4  # panels in one figure; a larger sweep is summarised, not drawn per shape
 
 
 def _stats(values: list[float]) -> tuple[float, float, float]:
@@ -768,13 +775,11 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     else:
         plot.notes.append("The input distributions share no configuration: each panel shows "
                           "its own.")
-    # A sweep (more configurations than fit in two panels per distribution) is summarised per
-    # (d, mask): each bar the median over its N, a whisker from the smallest to the largest.
+    # A sweep (more configurations than FP8_MAX_PANELS panels hold) is summarised per (d,
+    # mask): each bar the median over its N, a whisker from the smallest to the largest.
     most = max(len({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i})
                for i in inputs)
-    binned = most > 2 * FP8_GROUPS_PER_PANEL or (
-        most > FP8_GROUPS_PER_PANEL and len(inputs) * math.ceil(most / FP8_GROUPS_PER_PANEL)
-        > FP8_MAX_PANELS)
+    binned = len(inputs) * math.ceil(most / FP8_GROUPS_PER_PANEL) > FP8_MAX_PANELS
 
     def group(r: dict) -> tuple:
         return (r["d"], r["causal"]) if binned else (r["d"], r["causal"], r["N"])
@@ -977,13 +982,16 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
     _pow2_axis(ax, ds, "head dimension d")
     ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
     ax.set_ylabel("bytes per (batch·head), IO model")
-    fig.legend(handles=_variant_handles(res, variants), loc="outside right upper",
-               frameon=False, title="variant")
-    laws = [h for h in _law_handles(res, rows, variants, law, fig)
+    laws = [h for h in _law_handles(res, rows, variants, law, fig, 0.55)
             if not isinstance(h, Patch) and "compulsory" not in h.get_label()]
     laws.append(Line2D([], [], color="#555555", marker="o", ms=6, mec="black", mew=0.4,
                        ls="none", label="measured DRAM bytes"))
-    fig.legend(handles=laws, loc="outside lower center", ncol=1, frameon=False)
+    series = _variant_handles(res, variants)
+    rows_ = max(len(series), len(laws))  # series in the first column, the laws in the second
+    blank = Line2D([], [], color="none", label=" ")
+    fig.legend(handles=series + [blank] * (rows_ - len(series)) + laws
+               + [blank] * (rows_ - len(laws)), loc="outside lower center", ncol=2,
+               frameon=False)
     what = "causal" if causal else "non-causal"
     _title(fig, f"Bytes against d at N = {n} ({what}): tile model ∝ d, the paper's law ∝ d²",
            rows, device)
