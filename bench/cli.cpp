@@ -211,11 +211,11 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
       "fa3 schedule: full | no-pingpong | no-overlap | persistent | "
       "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
       "comma list (one row each; --list-variants says what each is); default: the "
-      "fastest measured for the shape (each row records which; docs/perf-notes.md)");
+      "fastest measured for the shape (each row records which; docs/performance.md)");
   app.add_option("--fp8-schedule", o.fp8_schedule,
                  "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
                  "dynamic-tma-store | all, or a comma list (one row each); default: the fastest "
-                 "measured for the shape (each row records which; docs/perf-notes.md)");
+                 "measured for the shape (each row records which; docs/performance.md)");
   app.add_option("--cudnn-stats", o.cudnn_stats,
                  "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
                  "stats: the inference forward PyTorch requests) | both");

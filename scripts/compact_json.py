@@ -3,10 +3,8 @@
 
     scripts/compact_json.py FILE.json [FILE.json ...]
 
-Why: the device machine receives the repository's tracked files plus what a call carries, 64 MiB
-in all (/work/.library/device/README.md), and the indented H200 records in tests/data/ had grown
-to 56 MB of a 59 MB tree. Compact, the same records take 38 MB. tests/python/test_data_budget.py
-keeps the tracked tree under its budget.
+Why: result files kept in the repository (tests/data fixtures, docs/results) are read by
+programs, not people; indented, a record is about 1.5 times its compact size.
 
 Each file is parsed, written compactly to a temporary file beside it, parsed back and compared
 (as canonical text, so a NaN compares equal to itself), then moved over the original. A file that
@@ -24,8 +22,7 @@ def canonical(doc):
 
 
 def compact_text(doc):
-    """The file text a record is stored as (tests/python/test_data_budget.py holds the records to
-    it)."""
+    """The file text a record is stored as."""
     return json.dumps(doc, separators=(",", ":"), ensure_ascii=False) + "\n"
 
 

@@ -109,7 +109,7 @@ def parser() -> argparse.ArgumentParser:
         p.add_argument(f"--{side}", metavar="REV",
                        help=f"{side} side: a git revision (default: the working tree)")
         p.add_argument(f"--{side}-cmake", metavar="ARGS", default="",
-                       help=f"{side} side: CMake options, e.g. \"-DFA_FAST_EXP2=OFF\"")
+                       help=f"{side} side: CMake options, e.g. \"-DFA_HOPPER_HANG_REPORT=ON\"")
         p.add_argument(f"--{side}-bin", metavar="PATH",
                        help=f"{side} side: a fa-bench already built (no revision, no build)")
     p.add_argument("--rounds", metavar="R", default="3",

@@ -189,7 +189,7 @@ __device__ inline float block_reduce(float x, float* scratch) {
 
 // Row softmax with the row held in registers: one read of S, one exp per element, one write of
 // P. Each thread holds VECS vectors of 8 elements, so rows up to 256 * 8 * VECS elements (N % 8
-// == 0). Measured against the two-pass kernel in docs/perf-notes.md.
+// == 0): one pass over S instead of two.
 template <typename T, int VECS, bool FAULTS>
 __global__ void __launch_bounds__(kSoftmaxThreads)
     softmax_rows_in_registers_kernel(const SoftmaxArgs<T> a) {
