@@ -121,12 +121,10 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().options = {
         {kOptionFa3Schedule,
          string_values(kFa3Schedules),
-         "FA3's ablation and its alternatives (--fa3-schedule; kernels/fa3/fa3.hpp): full; "
-         "no-pingpong (consumer warpgroups do not take turns); no-overlap (no softmax/product "
-         "overlap inside a warpgroup); then grid and epilogue pinned: persistent (one thread "
-         "block per SM walks the tiles), tma-store (O through shared memory and a TMA store), "
-         "persistent-tma-store, dynamic (a persistent grid fed by an atomic tile counter), "
-         "dynamic-tma-store. Default: the fastest measured for the shape (fa3_default_schedule)",
+         "FA3's ablation (--fa3-schedule; kernels/fa3/fa3.hpp): full; no-pingpong (consumer "
+         "warpgroups do not take turns); no-overlap (no softmax/product overlap inside a "
+         "warpgroup); persistent (one thread block per SM walks the tiles, O from registers). "
+         "Default: the fastest measured for the shape (fa3_default_schedule)",
          {},
          fa3_default_schedule}};
     // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).

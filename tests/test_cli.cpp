@@ -243,8 +243,7 @@ TEST(Plan, Fa3AblationRows) {
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
   EXPECT_EQ(labels,
             (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong", "fa3~no-overlap",
-                                      "fa3~persistent", "fa3~tma-store", "fa3~persistent-tma-store",
-                                      "fa3~dynamic", "fa3~dynamic-tma-store"}));
+                                      "fa3~persistent"}));
   for (std::size_t i = 1; i < c.results.size(); ++i) {
     ASSERT_TRUE(c.results[i].spec.kernel_config.has_value());
     // 1 producer + one consumer warpgroup per 64 query rows (d=64's default: 192 rows).
@@ -286,12 +285,12 @@ TEST(Plan, Fa3ModelIsFa2PatternWithItsTiles) {
 // --fa3-schedule takes a comma list (one row each, in the list's order); a bad or empty value, or
 // "all" inside a list, is bad input.
 TEST(Plan, Fa3ScheduleList) {
-  const auto out = parse({"--variants", "fa3", "--fa3-schedule", "dynamic,full", "--model-only"});
+  const auto out = parse({"--variants", "fa3", "--fa3-schedule", "persistent,full", "--model-only"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
   std::vector<std::string> labels;
   for (const auto& v : r.configs[0].results) labels.push_back(row_label(r.configs[0], v));
-  EXPECT_EQ(labels, (std::vector<std::string>{"fa3~dynamic", "fa3~full"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fa3~persistent", "fa3~full"}));
   expect_bad({"--fa3-schedule", "full,fast"}, "'fast'");
   expect_bad({"--fa3-schedule", "full,"}, "--fa3-schedule");
   expect_bad({"--fa3-schedule", ""}, "--fa3-schedule");
@@ -461,35 +460,8 @@ TEST(Plan, Fa3DefaultScheduleFollowsTheShape) {
     EXPECT_EQ(schedule, "full") << "d=" << d;
 }
 
-// The alternatives' rows that have no build say unsupported with the reason: fp16 (they are
-// compiled for bf16), the TMA-store epilogue on 128x176 (no shared memory left for O), the
-// dynamic grid on 128x176 (its kernel spills); the same rows in bf16 on 128x128 are planned.
-TEST(Plan, Fa3AlternativesRowRules) {
-  if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
-  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
-  auto rows = [](std::vector<std::string> args) {
-    args.insert(args.end(), {"--variants", "fa3", "--d", "128", "--model-only", "--fa3-schedule",
-                             "tma-store,dynamic"});
-    const auto out = parse(args);
-    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
-    return plan_run(out.options, std::nullopt, "no GPU").configs[0].results;
-  };
-  for (const VariantResult& v : rows({"--dtype", "fp16"})) {
-    EXPECT_EQ(v.status, Status::unsupported);
-    EXPECT_NE(v.reason.find("bf16 only"), std::string::npos) << v.reason;
-  }
-  const auto wide = rows({"--block-q", "128", "--block-kv", "176"});
-  ASSERT_EQ(wide.size(), 2u);
-  EXPECT_EQ(wide[0].status, Status::unsupported);
-  EXPECT_NE(wide[0].reason.find("shared memory for O"), std::string::npos) << wide[0].reason;
-  EXPECT_EQ(wide[1].status, Status::unsupported);
-  EXPECT_NE(wide[1].reason.find("spills"), std::string::npos) << wide[1].reason;
-  for (const VariantResult& v : rows({"--block-q", "128", "--block-kv", "128"}))
-    EXPECT_EQ(v.status, Status::model_only) << v.reason;
-}
-
-// The 192-row fa3 tile has no causal persistent or dynamic kernel: those rows say unsupported with
-// the reason, every other row of the ablation and the alternatives is planned.
+// The 192-row fa3 tile has no causal persistent kernel: that row says unsupported with the reason,
+// every other row of the ablation is planned.
 TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
   if (auto why = find_variant("fa3")->shape_rule(Shape{}); !why.empty()) GTEST_SKIP() << why;
   const auto out = parse({"--variants", "fa3", "--d", "64", "--causal", "both", "--block-q",
@@ -500,15 +472,7 @@ TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
   for (const ConfigResult& c : r.configs) {
     for (const VariantResult& v : c.results) {
       const std::string schedule = std::get<std::string>(*v.spec.option(kOptionFa3Schedule));
-      const bool persistent = schedule.find("persistent") != std::string::npos ||
-                              schedule.find("dynamic") != std::string::npos;
-      const bool alternative = schedule != "full" && schedule != "no-pingpong" &&
-                               schedule != "no-overlap" && schedule != "persistent";
-      if (alternative && !fa3_alternatives_built()) {
-        EXPECT_EQ(v.status, Status::unsupported);
-        EXPECT_NE(v.reason.find("FA_FA3_ALTERNATIVES"), std::string::npos) << v.reason;
-        ++unsupported;
-      } else if (c.shape.causal && persistent && v.spec.tiles().block_q == 192) {
+      if (c.shape.causal && schedule == "persistent" && v.spec.tiles().block_q == 192) {
         EXPECT_EQ(v.status, Status::unsupported);
         EXPECT_NE(v.reason.find("--block-q 128"), std::string::npos) << v.reason;
         ++unsupported;
@@ -518,13 +482,8 @@ TEST(Plan, Fa3CausalPersistentNeeds128Rows) {
       }
     }
   }
-  if (fa3_alternatives_built()) {
-    EXPECT_EQ(unsupported, 4);  // persistent, persistent-tma-store, dynamic, dynamic-tma-store
-    EXPECT_EQ(planned, 28);
-  } else {
-    EXPECT_EQ(unsupported, 1 + 4 * 4);  // persistent; the 4 alternatives on 2 tiles x causal
-    EXPECT_EQ(planned, 15);
-  }
+  EXPECT_EQ(unsupported, 1);
+  EXPECT_EQ(planned, 15);
 }
 
 // fa3 is sm_90a code: unsupported on other GPUs, older and newer alike.

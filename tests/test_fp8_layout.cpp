@@ -91,7 +91,7 @@ TEST(Fp8Layout, ScaleBlocksAndPadding) {
   EXPECT_EQ(kv_scale_blocks(4096) * kKvScaleRows, padded(4096));
 }
 
-// The quantisation pass's rotation on the tensor cores (FA_FP8_QUANT_MMA_ROTATE): every 16 x 8
+// The quantisation pass's rotation on the tensor cores (fp8_quant.cu): every 16 x 8
 // block of Sylvester's H is the 8 x 8 base block or its negation, as hadamard_block_negative
 // says (B of mma.m16n8k16 then needs two registers).
 TEST(Fp8Layout, HadamardBlocksAreTheBaseBlockSigned) {
@@ -174,7 +174,7 @@ TEST(Fp8Layout, BlockRotationMatchesTheReference) {
   }
 }
 
-// The pass's factored rotation (FA_FP8_QUANT_MMA_BLOCK = K): H_d = H_(d/K) (x) H_K, so the MMAs
+// The pass's factored rotation (fp8_tuning.hpp's kQuantMmaBlock = K): H_d = H_(d/K) (x) H_K, so the MMAs
 // multiply each block of K input columns by H_K (its 16 x 8 blocks from the base block and
 // hadamard_block_negative, as above) and log2(d/K) butterfly stages across the blocks finish the
 // product. Against the reference's butterflies, column for column; the negative leaves the

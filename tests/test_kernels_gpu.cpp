@@ -312,18 +312,12 @@ TEST_P(Fa3Schedule, MatchesReference) {
     GTEST_SKIP() << r;
   const Shape s = three_heads(c.N, c.d, c.causal);
   if (auto r = info->unsupported_reason(s); !r.empty()) GTEST_SKIP() << r;
-  // The row rule, as fa-bench applies it: every case here is one the build has, unless the
-  // alternatives were left out of it (-DFA_FA3_ALTERNATIVES=OFF).
+  // The row rule, as fa-bench applies it: every case here is one the build has.
   RowSpec row;
   row.variant = "fa3";
   const Tiles t = c.tiles.block_q ? c.tiles : info->default_tiles(c.d);
   row.kernel_config = KernelConfig{t.block_q, t.block_kv};
   row.options[kOptionFa3Schedule] = c.schedule;
-  const std::vector<Tiles> compiled = info->tile_options(c.d);
-  if (!fa3_alternatives_built() &&
-      (std::find(compiled.begin(), compiled.end(), t) == compiled.end() ||
-       info->row_rule(s, row).find("FA_FA3_ALTERNATIVES") != std::string::npos))
-    GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
   if (const std::string r = info->row_rule(s, row); !r.empty())
     FAIL() << "the case list asks for a row the build refuses: " << r;
   LaunchOptions lo;
@@ -357,32 +351,6 @@ std::vector<Fa3ScheduleCase> fa3_schedule_cases() {
     for (bool causal : {false, true}) {
       if (causal && std::string(schedule) == "persistent") continue;
       for (std::int64_t N : {129, 1000, 4096}) out.push_back({schedule, 64, causal, N, {128, 128}});
-    }
-  }
-  // The alternatives scripts/fa3_tune.sh measures (bf16; kernels/fa3/fa3.hpp): the TMA-store
-  // epilogue (rows past N clipped by TMA; several tiles per warpgroup's buffer on the persistent
-  // grids) and the dynamic grid (its tile counter), on every tile that builds them.
-  for (const char* schedule :
-       {"tma-store", "persistent-tma-store", "dynamic", "dynamic-tma-store"}) {
-    const bool tiles_grid = std::string(schedule) == "tma-store";
-    for (int d : {64, 128}) {
-      for (bool causal : {false, true}) {
-        // 192 rows (d=64's default) has no causal persistent or dynamic build.
-        const Tiles tiles = d == 64 && causal && !tiles_grid ? Tiles{128, 128} : Tiles{};
-        for (std::int64_t N : {1, 129, 1000, 4096, 16384})
-          out.push_back({schedule, d, causal, N, tiles});
-      }
-    }
-    // The 128-row tile at d=64 non-causal (causal: above).
-    out.push_back({schedule, 64, false, 1000, {128, 128}});
-    if (tiles_grid) out.push_back({schedule, 64, true, 1000, {128, 128}});
-  }
-  // 128x176 at d=128 (full, in OtherTiles): the other schedules it builds (no room for O: only
-  // the register epilogue; no dynamic build, no causal persistent one).
-  for (bool causal : {false, true}) {
-    for (std::int64_t N : {129, 1000, 16384}) {
-      if (!causal) out.push_back({"persistent", 128, causal, N, {128, 176}});
-      out.push_back({"no-overlap", 128, causal, N, {128, 176}});
     }
   }
   return out;
@@ -456,10 +424,9 @@ void expect_counter_carries_across_launches(const std::string& variant, const ch
   EXPECT_TRUE(after.passed) << bench::verification_failure_reason(after);
 }
 
+// fa3's dynamic grid: the default plan of d=64's causal 128-row tile (fa3::default_plan).
 TEST(Fa3Dynamic, CounterCarriesAcrossLaunches) {
-  if (!fa3_alternatives_built()) GTEST_SKIP() << "built without FA_FA3_ALTERNATIVES";
-  expect_counter_carries_across_launches("fa3", kOptionFa3Schedule, "dynamic-tma-store", 64,
-                                         Tiles{128, 128});
+  expect_counter_carries_across_launches("fa3", kOptionFa3Schedule, "full", 64, Tiles{128, 128});
 }
 
 // fp8's dynamic grid: the counter after the quantisation's workspace (fp8_sm90_launch.hpp).
@@ -648,7 +615,7 @@ TEST(Fp8, PassesOnEveryInputFamily) {
 
 // fa3 on every input family, each schedule a shape runs by default and d=64's ping-pong build.
 // The outlier and heavy-tailed inputs make a row's max jump by more than the lazy rescale's
-// threshold (FA3_RESCALE_THRESHOLD: 2^8) after blocks whose rescale was skipped, so both of its
+// threshold (fa3::kRescaleThreshold: 2^8) after blocks whose rescale was skipped, so both of its
 // paths run within one row: a late rescale that missed an earlier skipped block shows in O.
 TEST(Fa3, PassesOnEveryInputFamily) {
   const VariantInfo* info = find_variant("fa3");

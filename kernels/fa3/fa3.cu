@@ -1,7 +1,6 @@
 // fa3: the launcher and the variant's entry points. The kernel, its algorithm and its schedule:
-// kernels/fa3/fa3_kernel.cuh; its instantiations, one head dimension per file: fa3_d64.cu,
-// fa3_d64_192.cu, fa3_d128.cu, fa3_d128_176.cu, fa3_d256.cu (nvcc compiles one file on one core;
-// the 40 kernels in one file took 4 minutes).
+// kernels/fa3/fa3_kernel.cuh; its instantiations, one tile shape per file: fa3_d64.cu,
+// fa3_d64_192.cu, fa3_d128.cu, fa3_d256.cu (nvcc compiles one file on one core).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -19,27 +18,15 @@
 namespace fa {
 namespace {
 
-// The compiled tile shapes; the first of each head dim is the default, chosen by measurement
-// (docs/perf-notes.md, fa3 tiles: at d=64, 192x128 ran 1.03-1.14x 128x128 non-causal and
-// 1.01-1.06x causal for N >= 4096; 0.89x causal at N=1024). 192 rows is FlashAttention-3's and
-// ThunderKittens' d=64 choice (3 consumer warpgroups, setmaxnreg 32/160); with the mask-free
-// main loop its kernels do not spill (nvcc 13.0) except the persistent causal one, not built.
-// 128x176 at d=128 is FlashAttention-3's non-causal tile (Bc = 176: 11 k-steps of P V, wgmma
-// n176 for Q K^T); its shared memory (208 KB) leaves no room for the TMA-store epilogue's O. It is
-// one of the alternatives (CMake FA_FA3_ALTERNATIVES, scripts/fa3_tune.sh).
-// 128x80 at d=256 is FlashAttention-3's d=256 tile: O alone takes 128 of a consumer thread's 240
-// registers (64 x 256 fp32 per warpgroup), so Bc is what is left (S 40, P 20); Q (64 KB) and the
-// two-stage K/V ring (160 KB) fill the shared memory, so O leaves from registers.
-// Defaults: the first tile of each head dim (a one-line reorder); the schedule's grid and
-// epilogue per (d, causal): fa3::default_plan in fa3_launch.hpp.
-#if FA3_ALTERNATIVES
-using Fa3Tiles =
-    TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>, TileShape<128, 128, 128>,
-             TileShape<128, 128, 176>, TileShape<256, 128, 80>>;
-#else
-using Fa3Tiles = TileList<TileShape<64, 192, 128>, TileShape<64, 128, 128>,
-                          TileShape<128, 128, 128>, TileShape<256, 128, 80>>;
-#endif
+// The compiled tile shapes (fa3_tiles.hpp); the first of each head dim is the default.
+using fa3::kTileD128;
+using fa3::kTileD256;
+using fa3::kTileD64;
+using fa3::kTileD64Small;
+using Fa3Tiles = TileList<TileShape<64, kTileD64.block_q, kTileD64.block_kv>,
+                          TileShape<64, kTileD64Small.block_q, kTileD64Small.block_kv>,
+                          TileShape<128, kTileD128.block_q, kTileD128.block_kv>,
+                          TileShape<256, kTileD256.block_q, kTileD256.block_kv>>;
 
 // The schedule a launch runs: the one its options name, else the shape's default
 // (fa3_default_schedule), so a launcher built without the option (the tests) runs what a planned
@@ -103,17 +90,12 @@ class Fa3Launcher final : public Launcher {
 struct NamedSchedule {
   const char* name;
   fa3::Schedule schedule;
-  bool alternative;  // compiled for bf16 only
 };
 constexpr NamedSchedule kSchedules[] = {
-    {kFa3Schedules[0], fa3::Schedule::full, false},
-    {kFa3Schedules[1], fa3::Schedule::no_pingpong, false},
-    {kFa3Schedules[2], fa3::Schedule::no_overlap, false},
-    {kFa3Schedules[3], fa3::Schedule::persistent, false},
-    {kFa3Schedules[4], fa3::Schedule::tma_store, true},
-    {kFa3Schedules[5], fa3::Schedule::persistent_tma_store, true},
-    {kFa3Schedules[6], fa3::Schedule::dynamic, true},
-    {kFa3Schedules[7], fa3::Schedule::dynamic_tma_store, true},
+    {kFa3Schedules[0], fa3::Schedule::full},
+    {kFa3Schedules[1], fa3::Schedule::no_pingpong},
+    {kFa3Schedules[2], fa3::Schedule::no_overlap},
+    {kFa3Schedules[3], fa3::Schedule::persistent},
 };
 static_assert(std::size(kSchedules) == std::size(kFa3Schedules));
 
@@ -138,10 +120,6 @@ std::vector<Tiles> fa3_tile_options(int d) {
   return Fa3Tiles::options(d);
 }
 
-bool fa3_alternatives_built() {
-  return fa3::kAlternativesBuilt;
-}
-
 // Without a schedule option the launcher runs the shape's default (Fa3Launcher::schedule_for); a
 // planned row always carries one (its shape's default where the run named none).
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions& o) {
@@ -163,11 +141,6 @@ std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
   if (!n) return "";
   const Tiles t = row.tiles();
   const int d = static_cast<int>(s.d);
-  if (n->alternative && !fa3::kAlternativesBuilt)
-    return "unsupported: schedule " + *name +
-           " not compiled (configured with -DFA_FA3_ALTERNATIVES=OFF)";
-  if (n->alternative && s.dtype != DType::bf16)
-    return "unsupported: schedule " + *name + " is compiled for bf16 only (the tuning runs)";
   const fa3::Plan plan = fa3::plan_of(n->schedule, d, t.block_kv, s.causal, t.block_q / 64,
                                       fa3::o_buffer_fits(d, t.block_q, t.block_kv));
   if (!fa3::grid_built(plan.grid, t.block_q, t.block_kv, s.causal)) {
@@ -182,10 +155,6 @@ std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
            "x" + std::to_string(t.block_kv) + (s.causal ? " causal" : "") +
            " tile (its kernel spills)" + instead;
   }
-  if (plan.epilogue == fa3::Epilogue::tma_store && !fa3::o_buffer_fits(d, t.block_q, t.block_kv))
-    return "unsupported: schedule " + *name + " needs shared memory for O, which a " +
-           std::to_string(t.block_q) + "x" + std::to_string(t.block_kv) +
-           " tile at d=" + std::to_string(d) + " has not left";
   return "";
 }
 

@@ -50,14 +50,14 @@
 //             defaults: fa3::default_plan).
 //
 // HBM traffic: FA2's (profiler/io_model.cpp): Q once, K and V once per query block (causal: up to
-// the diagonal), O and lse once. Tiles: fa3_tile_options(); Bc = 128 for d = 64 and 128,
-// 128 x 176 at d = 128, and 128 x 80 at d = 256 (O's 128 registers per thread leave room for
-// only 80 columns of S).
+// the diagonal), O and lse once. Tiles and the other tuning numbers: fa3_tiles.hpp (Bc = 128 for
+// d = 64 and 128; 128 x 80 at d = 256, where O's 128 registers per thread leave room for only 80
+// columns of S).
 #pragma once
 
-// wgmma's n = 176 (the 128x176 tile's Q K^T) is one of CuTe's "extended" shapes: without this,
-// its selector would cover 176 columns with 11 atoms of n = 16. The selector's choice for
-// n = 64, 128, 192 is the same either way (it tries the widest n that divides the tile first).
+// wgmma's n = 80 (d=256's Q K^T) is one of CuTe's "extended" shapes: without this, its selector
+// would cover 80 columns with 5 atoms of n = 16. The selector's choice for n = 64, 128, 192 is
+// the same either way (it tries the widest n that divides the tile first).
 #ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
 #endif
@@ -89,26 +89,7 @@
 #error "kernels/fa3: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
 #endif
 
-// Lazy rescale (FlashAttention-4's): a block whose row max (log2 domain) grew by at most T keeps
-// the old max as the exponent base, so P = exp2(s - m_old) <= 2^T and neither l nor O is
-// rescaled; only when some row of the warp grew by more than T does the warp take today's update
-// (new max, alpha, O *= alpha). FlashAttention-4 skips O's rescale unless the max grew by more
-// than 8 (a factor of 2^8 in P). Why: the
-// softmax is issue-bound on the H200 (docs/perf-notes.md, "Ninth step"), and the rescale is DT * 4
-// FMULs per thread per block (32 at d=64, 64 at d=128). P <= 2^T fits the fp32 accumulators and
-// bf16/fp16 P (T = 8: P <= 256). T in log2 units, 0..12 (CMake FA3_RESCALE_THRESHOLD, sm_90a fa3
-// only; not fp8, whose P is already scaled by 256); 0 is the eager update exactly. CMake's
-// default is 8 (H100 A/B, 2026-11-25: fa3 1.00-1.05x of T = 0; docs/perf-notes.md, tenth step);
-// the fallback below (0) serves compiles outside CMake.
-#ifndef FA3_RESCALE_THRESHOLD
-#define FA3_RESCALE_THRESHOLD 0
-#endif
-
 namespace fa::fa3 {
-
-inline constexpr int kRescaleThreshold = FA3_RESCALE_THRESHOLD;
-static_assert(kRescaleThreshold >= 0 && kRescaleThreshold <= 12,
-              "FA3_RESCALE_THRESHOLD: 0 (eager) to 12 (P <= 2^12)");
 
 using namespace cute;
 using hopper::EmptyBarrier;
@@ -132,14 +113,12 @@ struct CuteElement<__half> {
 template <int D_, int BR_, int BC_, typename T_>
 struct Fa3Traits {
   static constexpr int D = D_, BR = BR_, BC = BC_;
-  static constexpr int kStages = 2;
+  static constexpr int kStages = fa3::kStages;
   static constexpr int kConsumerWarpgroups = BR / 64;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = kConsumerThreads + 128;
-  // setmaxnreg: the producer warpgroup gives its registers to the consumers (FA3's 24/240 for two
-  // consumer warpgroups, 32/160 for three); the totals fit the 64K-register file.
-  static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+  static constexpr int kProducerRegs = producer_regs(kConsumerWarpgroups);  // setmaxnreg
+  static constexpr int kConsumerRegs = consumer_regs(kConsumerWarpgroups);
   static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
   static_assert(D % 64 == 0 && BC % 16 == 0);
 
@@ -156,8 +135,8 @@ struct Fa3Traits {
       SmemLayoutKV{},
       make_ordered_layout(cute::Shape<Int<D>, Int<BC>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
-  // One wgmma atom per consumer warpgroup, stacked along the query rows (n = Bc: with n = 176,
-  // an extended shape, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED above).
+  // One wgmma atom per consumer warpgroup, stacked along the query rows (n = Bc: with n = 80, an
+  // extended shape, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED above).
   using AtomLayout = Layout<cute::Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using MmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, cute::Shape<_64, Int<BC>, Int<D>>>(), AtomLayout{}));
@@ -391,7 +370,11 @@ __device__ __forceinline__ void fa3_forward(const Fa3Params<Traits>& p) {
     for (int i = 0; i < DT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
     OnlineSoftmax<> softmax;
     float alpha[2];
-    // Lazy rescale (kRescaleThreshold > 0): whether the last softmax_block moved this warp's max,
+    // Lazy rescale (FlashAttention-4's; kRescaleThreshold, fa3_tiles.hpp): a block whose row max
+    // (log2 domain) grew by at most T keeps the old max as the exponent base, so P = exp2(s -
+    // m_old) <= 2^T and neither l nor O is rescaled; only when some row of the warp grew by more
+    // does the warp take the eager update (new max, alpha, O *= alpha: DT * 4 FMULs per thread).
+    // `rescale`: whether the last softmax_block moved this warp's max,
     // so that rescale_o must scale O. One value per warp (a vote), so the branch around the
     // accumulator registers is warp-uniform. It stays set from softmax_block(i) to the
     // rescale_o() of the same step (after P_i-1 V_i-1 has landed, in the overlapped loop).
@@ -558,22 +541,10 @@ __global__ void __launch_bounds__(Traits::kThreads, 1)
   fa3_forward<Traits, CAUSAL, false, PINGPONG, OVERLAP, GRID, EPILOGUE>(p);
 }
 
-// The alternatives (schedules tma-store, persistent-tma-store, dynamic, dynamic-tma-store): the
-// same body under another name, so that the SASS check (ctest sass_fa3: no spills) holds the
-// default and ablation kernels, while scripts/fa3_tune.sh reports the alternatives' spills beside
-// their speed. Made a default (fa3::default_plan), a plan runs as fa3_forward_kernel, and the
-// check then holds it too.
-template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE>
-__global__ void __launch_bounds__(Traits::kThreads, 1)
-    fa3_alt_kernel(const __grid_constant__ Fa3Params<Traits> p) {
-  fa3_forward<Traits, CAUSAL, false, true, true, GRID, EPILOGUE>(p);
-}
-
 // The verification tests' build (kernels/common/fault.hpp): overlap on, ping-pong on (and, at
 // d=64, where no-pingpong is the default schedule, also off: fa3_default_schedule), on the default
-// plan's grid and epilogue and on the dynamic TMA-store one. Its own name keeps it out of the SASS
-// check (scripts/sass_check.py --filter fa3_forward_kernel): with the hooks the 192-row kernels
-// spill 20-60 bytes (nvcc 13.0), which only the tests run.
+// plan's grid and epilogue. Its own name keeps it out of the SASS check (scripts/sass_check.py
+// --filter fa3_forward_kernel).
 template <typename Traits, bool CAUSAL, Grid GRID, Epilogue EPILOGUE, bool PINGPONG = true>
 __global__ void __launch_bounds__(Traits::kThreads, 1)
     fa3_fault_kernel(const __grid_constant__ Fa3Params<Traits> p) {
@@ -586,12 +557,8 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
   using Traits = Fa3Traits<D, BR, BC, T>;
   constexpr int kWG = Traits::kConsumerWarpgroups;
   constexpr Plan kDefault = plan_of(Schedule::full, D, BC, CAUSAL, kWG, Traits::kOBuffer);
-  // The pinned alternatives are compiled for bf16 only (the tuning runs; fp16 rows of them say
-  // unsupported: fa3_row_rule); the default plan, whatever it is, for both types.
-  constexpr bool kAlternatives = kAlternativesBuilt && std::is_same_v<T, __nv_bfloat16>;
   // Grids with no build (they spill: grid_built, fa3_launch.hpp); fa3_row_rule says so first.
   constexpr bool kPersistentBuilt = grid_built(Grid::persistent, BR, BC, CAUSAL);
-  constexpr bool kDynamicBuilt = grid_built(Grid::dynamic, BR, BC, CAUSAL);
   if (s.N > INT_MAX / D || s.heads_total() > 65535)
     return "fa3: shape too large (N*d must fit 31 bits and B*H <= 65535)";
   const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
@@ -619,21 +586,15 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
     const int smem_bytes = tma_store ? Traits::kSmemBytesO : Traits::kSmemBytes;
     // Per device and per kernel: the attribute belongs to one kernel in one context. (A static
     // inside this lambda would be shared by every schedule's kernel, which all have one type:
-    // only the first kernel launched got its attribute, H200 2026-11-22: "invalid argument".)
+    // only the first kernel launched got its attribute: "invalid argument" on the others.)
     const cudaError_t st = smem_attribute_once(kernel, smem_bytes);
     if (st != cudaSuccess)
       return std::string("fa3: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
     if (tma_store) p.tma_o = Traits::tma_o(b.o, N, heads);
     dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
     if (plan.grid != Grid::tiles) {
-      // The K and V of a section's heads may take this share of the L2. Non-causal, 1/16 (1 head
-      // of d=128 at N >= 4096, 3 of d=64 at N=4096): the 132 tiles in flight then read the K/V of
-      // one to three heads and DRAM fell to the compulsory bytes; with 1/2 (12 heads at N=4096,
-      // d=128) it read 2.5x them. H200, fa3 non-causal N 4096/8192/16384, fa3/cudnn d=64
-      // 0.91/0.92/0.92 -> 0.93/0.95/0.96, d=128 0.95/0.98/1.00 -> 1.01/1.02/1.02 (1/4, 1/8 and
-      // 1/32 between; docs/perf-notes.md "Sixth step"). Causal keeps 1/2, as tuned: there the
-      // section's heads interleave so that the tiles in flight have about the same length.
-      constexpr std::int64_t kL2Share = CAUSAL ? 2 : 16;
+      // The K and V of a section's heads may take this share of the L2 (fa3_tiles.hpp).
+      constexpr std::int64_t kL2Share = CAUSAL ? kL2ShareCausal : kL2ShareNonCausal;
       hopper::PersistentShape shape;
       const std::string e =
           hopper::persistent_shape("fa3", q_blocks * heads, heads,
@@ -662,14 +623,7 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
         return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue, false>,
                   kDefault);
     }
-    if constexpr (kAlternatives && kDynamicBuilt && Traits::kOBuffer) {
-      if (schedule == Schedule::dynamic_tma_store)
-        return go(fa3_fault_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::tma_store>,
-                  Plan{Grid::dynamic, Epilogue::tma_store});
-    }
-    return unbuilt(
-        "fault injection is compiled for schedules full, no-pingpong (d=64) and dynamic-tma-store "
-        "(bf16)");
+    return unbuilt("fault injection is compiled for schedules full and no-pingpong (d=64)");
   } else {
     switch (schedule) {
       case Schedule::no_pingpong:
@@ -685,30 +639,6 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
               Plan{Grid::persistent, Epilogue::registers});
         else
           return unbuilt("causal persistent grids are not compiled for this tile (they spill)");
-      case Schedule::dynamic:
-        if constexpr (kAlternatives && kDynamicBuilt)
-          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::registers>,
-                    Plan{Grid::dynamic, Epilogue::registers});
-        else
-          return unbuilt("schedule dynamic is not compiled for this tile or type");
-      case Schedule::tma_store:
-        if constexpr (kAlternatives && Traits::kOBuffer)
-          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::tiles, Epilogue::tma_store>,
-                    Plan{Grid::tiles, Epilogue::tma_store});
-        else
-          return unbuilt("schedule tma-store is not compiled for this tile or type");
-      case Schedule::persistent_tma_store:
-        if constexpr (kAlternatives && kPersistentBuilt && Traits::kOBuffer)
-          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::persistent, Epilogue::tma_store>,
-                    Plan{Grid::persistent, Epilogue::tma_store});
-        else
-          return unbuilt("schedule persistent-tma-store is not compiled for this tile or type");
-      case Schedule::dynamic_tma_store:
-        if constexpr (kAlternatives && kDynamicBuilt && Traits::kOBuffer)
-          return go(fa3_alt_kernel<Traits, CAUSAL, Grid::dynamic, Epilogue::tma_store>,
-                    Plan{Grid::dynamic, Epilogue::tma_store});
-        else
-          return unbuilt("schedule dynamic-tma-store is not compiled for this tile or type");
       default:
         return go(fa3_forward_kernel<Traits, CAUSAL, true, true, kDefault.grid, kDefault.epilogue>,
                   kDefault);

@@ -21,17 +21,12 @@ class UnavailableLauncher final : public Launcher {
 
 }  // namespace
 
-// The tiles fa3.cu compiles (kept equal by hand; the IO model uses them).
+// The tiles fa3.cu compiles (fa3_tiles.hpp), so the IO model and --model-only agree.
 std::vector<Tiles> fa3_tile_options(int d) {
-  // The built kernel's list (fa3.cu: Fa3Tiles), so the IO model and --model-only agree.
-  if (d == 64) return {Tiles{192, 128}, Tiles{128, 128}};
-  if (d == 128) return {Tiles{128, 128}};  // 128x176: only with FA_FA3_ALTERNATIVES
-  if (d == 256) return {Tiles{128, 80}};
+  if (d == 64) return {fa3::kTileD64, fa3::kTileD64Small};
+  if (d == 128) return {fa3::kTileD128};
+  if (d == 256) return {fa3::kTileD256};
   return {};
-}
-
-bool fa3_alternatives_built() {
-  return false;
 }
 
 std::unique_ptr<Launcher> make_fa3_launcher(const LaunchOptions&) {

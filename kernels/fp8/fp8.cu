@@ -37,6 +37,7 @@
 #include "kernels/fp8/e4m3.cuh"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
+#include "kernels/fp8/fp8_tuning.hpp"
 
 namespace fa {
 namespace {
@@ -276,8 +277,12 @@ std::string launch_attention(const Shape& s, const fp8::Workspace& w, const Devi
   return launch_status("fp8-sm89");
 }
 
-// The compiled tile shapes (one per head dim). Faults use the same list (FAULTS instantiations).
-using Fp8Tiles = TileList<TileShape<64, 128, 128>, TileShape<128, 128, 128>>;
+// The compiled tile shapes, one per head dim (fp8_tuning.hpp). Faults use the same list (FAULTS
+// instantiations).
+using fp8::tuning::kSm89TileD128;
+using fp8::tuning::kSm89TileD64;
+using Fp8Tiles = TileList<TileShape<64, kSm89TileD64.block_q, kSm89TileD64.block_kv>,
+                          TileShape<128, kSm89TileD128.block_q, kSm89TileD128.block_kv>>;
 
 class Fp8Launcher final : public fp8::QuantisingLauncher {
  public:

@@ -51,7 +51,7 @@ FA_FP8_HD constexpr bool flip_sign(int i) {
   return ((0x9E3779B97F4A7C15ull >> (i & 63)) ^ (0xC2B2AE3D27D4EB4Full >> ((i >> 6) & 63))) & 1;
 }
 
-// The quantisation pass's rotation on the tensor cores (fp8_quant.cu, FA_FP8_QUANT_MMA_ROTATE).
+// The quantisation pass's rotation on the tensor cores (fp8_quant.cu).
 // Sylvester's Walsh-Hadamard matrix: H[i][j] = (-1)^popcount(i & j); true where it is -1.
 FA_FP8_HD constexpr bool hadamard_negative(int i, int j) {
   return (__builtin_popcount(static_cast<unsigned>(i & j)) & 1) != 0;  // device: one POPC

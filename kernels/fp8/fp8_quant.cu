@@ -1,19 +1,20 @@
 // The FP8 variants' quantisation pass: bf16 Q, K, V -> E4M3 Q8, K8 (rotated) and V8 (transposed,
-// keys permuted), with their amax per scale block (kernels/fp8/fp8_quant.hpp).
+// keys permuted), with their amax per scale block (kernels/fp8/fp8_quant.hpp). With --fp8-scale
+// block the inputs are read once (2 bytes per element) and written once (1 byte); with
+// --fp8-scale head an amax pass per (batch*head, tensor) runs first and the quantise pass uses
+// its result (the inputs are read twice).
 //
-// Two forms of one pass (CMake FA_FP8_QUANT_PIPELINED picks; the pipelined one, at the end of
-// this file, is the default). The first (quantise_kernel), of 2026-11-22:
-// one thread block of 256 threads per (128 rows, batch*head, tensor): each warp holds 16 rows in
-// registers (d/32 consecutive elements per lane), Q and K rotated in place (below); the block
-// reduces the amax of each scale block (Q: the two halves of 64 rows, K and V: all 128), writes
-// it, scales, rounds to E4M3 and stores: Q8, K8 row-major; V8 through shared memory, transposed to
-// [d][Npad] with its keys permuted inside each group of 16 (fp8_layout.hpp), zeros past N. So
-// with --fp8-scale block the inputs are read once (2 bytes per element) and written once (1 byte):
-// 3 bytes per element of Q, K and V. With --fp8-scale head an amax pass per (batch*head, tensor)
-// runs first and the quantise pass uses its result: the inputs are read twice.
-// The pipelined form rotates Q and K on the tensor cores by default (FA_FP8_QUANT_MMA_ROTATE,
-// below), and its Q8 and K8 rows then hold the rotated coordinates in a fixed permuted order (the
-// same for both, so Q K^T is unchanged); the first form keeps the natural order.
+// The pass (quantise_pipelined_kernel): a persistent grid walks work items (kItemRows rows of one
+// tensor of one head) with the next items' inputs in flight through a cp.async ring in shared
+// memory. Per item, each warp takes its rows: Q and K rotated on the tensor cores (mma.m16n8k16
+// with the +-1 Walsh-Hadamard matrix), V read transposed by ldmatrix.trans; the block reduces the
+// amax of each scale block (Q: 64 rows, K and V: 128), scales, rounds to E4M3 and stores: Q8, K8
+// row-major with their columns in one fixed permuted order (the same for both, so Q K^T is
+// unchanged); V8 through a transposed shared tile to [d][Npad], keys permuted inside each group
+// of 16 (fp8_layout.hpp), zeros past N.
+// Where the ring does not fit a block's shared memory (sm_89 at d=64: 112 KB against 99 KB), the
+// fallback (quantise_kernel) holds a warp's 16 rows in registers, rotates Q and K by butterflies,
+// and loads, computes and stores per block of 128 rows, with the natural column order.
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -24,6 +25,7 @@
 #include "kernels/common/per_device.hpp"
 #include "kernels/fp8/e4m3.cuh"
 #include "kernels/fp8/fp8_quant.hpp"
+#include "kernels/fp8/fp8_tuning.hpp"
 
 namespace fa::fp8 {
 namespace {
@@ -36,11 +38,6 @@ namespace {
 // independent errors instead of one error shared by every key's score (the FlashAttention-3
 // paper's "incoherent processing"; the signs: fp8_layout.hpp). Measured effect in
 // docs/accuracy.md.
-// FA_FP8_QUANT_FMA_BUTTERFLY: the cross-lane butterflies as one FFMA each (on: the pass 7% faster
-// at d=64, 3% at d=128 on the H200; CMake switch of the same name).
-#ifndef FA_FP8_QUANT_FMA_BUTTERFLY
-#define FA_FP8_QUANT_FMA_BUTTERFLY 1
-#endif
 // The Walsh-Hadamard butterflies and the 1/sqrt(D) of a row of D elements held by the lanes whose
 // index within the row is `sub` (consecutive lanes of one warp), E consecutive elements per lane:
 // first the log2(E) stages inside a lane, then the stages across the row's D/E lanes.
@@ -59,21 +56,14 @@ __device__ inline void hadamard(float (&x)[E], int sub) {
   }
 #pragma unroll
   for (int m = 1; m < D / E; m <<= 1) {  // butterflies across the row's lanes
-#if FA_FP8_QUANT_FMA_BUTTERFLY
     // The lane's side of the butterfly as a sign: fma(+1, a, b) = a + b and fma(-1, b, a) = a - b
-    // round exactly as the additions below, so the outputs are the same bits, and a stage costs a
-    // shuffle and an FFMA per element instead of a shuffle, an FSEL and an FADD (SASS of the
-    // pipelined d=64 kernel, nvcc 13.0: 192 FSEL per Q or K item, 2026-11-26).
+    // round exactly as the additions, and a stage costs a shuffle and an FFMA per element instead
+    // of a shuffle, an FSEL and an FADD.
     const float side = (sub & m) ? -1.0f : 1.0f;
-#endif
 #pragma unroll
     for (int e = 0; e < E; ++e) {
       const float y = __shfl_xor_sync(0xffffffffu, x[e], m);
-#if FA_FP8_QUANT_FMA_BUTTERFLY
       x[e] = fmaf(side, x[e], y);
-#else
-      x[e] = (sub & m) ? (y - x[e]) : (x[e] + y);
-#endif
     }
   }
   const float norm = rsqrtf(static_cast<float>(D));
@@ -146,7 +136,7 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// ---- the quantise pass -----------------------------------------------------------------------
+// ---- the fallback pass (where the ring does not fit) ---------------------------------------
 
 struct QuantParams {
   const __nv_bfloat16 *q, *k, *v;
@@ -174,8 +164,8 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
     for (int e = 0; e < E; ++e) m = fmaxf(m, fabsf(x[r][e]));
   }
   __shared__ float red[8];
-  // Every lane takes part in the shuffles (a full-mask __shfl_xor_sync called by lane 0 alone
-  // waits for the other 31 forever: the H200 hang of 2026-11-23, found with cuda-gdb).
+  // Every lane takes part in the shuffles: a full-mask __shfl_xor_sync called by lane 0 alone
+  // waits for the other 31 forever.
   m = warp_max(m);
   if (lane == 0) red[warp] = m;
   __syncthreads();
@@ -239,76 +229,36 @@ __global__ void __launch_bounds__(256) quantise_kernel(const QuantParams p) {
   }
 }
 
-// The pipelined form (FA_FP8_QUANT_PIPELINED): a persistent grid (as many blocks as fit on the
-// SMs) walks the work items (128 rows, or FA_FP8_QUANT_ROWS_D64 at d=64, of one tensor of one
-// head; the rows of consecutive items are adjacent) with the inputs of the next items already on
-// their way into shared memory (cp.async, a ring of kStages stages) while the block rotates,
-// reduces and stores the current one. The form above loads, then computes, then stores: with 2-4
-// blocks per SM, the SM often had no load in flight (ncu, H100: 1.62-1.72 TB/s against the copy
-// kernel's 2.98, 2026-11-25).
-// Measured (H100, 2026-11-25, N=4096, ncu, cold L2): d=128 150 us against 176 (1.92 TB/s, 64%
-// of the copy kernel), d=64 182 us against 171 with 128-row items; fa-bench's fp8 rows with the
-// pass timed: 1.00-1.12x at d=128, 1.00-1.01x at d=64 (docs/perf-notes.md, "The quantisation
-// pass, pipelined"). With 256-row items at d=64 and the warp amax (the defaults since): d=64 152
-// us, d=128 147 us (step 3 there). With 256 threads a block (the default since 2026-11-26), on
-// the H200: d=64 160 -> 137 us, d=128 156 -> 141 us against 512 (step 4 there).
-// Each thread copies and later reads back the same 16-byte chunks (8 consecutive elements of a
-// row), so the ring needs no barrier: a thread's cp.async into a stage follows, in its own
-// program order, its reads of that stage's previous item. The same amax blocks, the same
-// rounding, the same layouts as the form above.
-// The switch between the two forms: CMake passes FA_FP8_QUANT_PIPELINED=1 when ON; outside CMake
-// (and with it OFF) the first form runs.
-#ifndef FA_FP8_QUANT_PIPELINED
-#define FA_FP8_QUANT_PIPELINED 0
-#endif
-// The ring's depth per head dim, the block's threads, the rows of a d=64 item and the warp
-// amax: CMake settings and a switch of the same names, A/B knobs (the fallbacks, for compiles
-// outside CMake, are CMake's defaults: the measured build).
-#ifndef FA_FP8_QUANT_WARP_AMAX
-#define FA_FP8_QUANT_WARP_AMAX 1
-#endif
-#ifndef FA_FP8_QUANT_STAGES_D64
-#define FA_FP8_QUANT_STAGES_D64 3
-#endif
-#ifndef FA_FP8_QUANT_STAGES_D128
-#define FA_FP8_QUANT_STAGES_D128 2
-#endif
-#ifndef FA_FP8_QUANT_THREADS
-#define FA_FP8_QUANT_THREADS 256
-#endif
-// Rows per item at d=64, 128 or 256; the scale blocks stay those of fp8_layout.hpp, so a 256-row
-// item records two K/V blocks and four Q blocks. At 128 rows an item is 16 KB of bf16 and pays a
-// block-wide amax barrier and about 300 instructions per thread (ncu, H100, 2026-11-25: 1.59-1.60
-// TB/s, 53-54% of the copy kernel, against 64% at d=128 with its 32 KB items); 256 rows make it 32
-// KB: with the warp amax, 182 -> 152 us at N=4096 (1.90 TB/s), the same output bytes
-// (docs/perf-notes.md, "The quantisation pass, step 3"). Its ring (112 KB a block with 3
-// stages) is more than sm_89 gives a block (99 KB): the fp8-sm89 variant then runs the first
-// form (pipelined_grid).
-#ifndef FA_FP8_QUANT_ROWS_D64
-#define FA_FP8_QUANT_ROWS_D64 256
-#endif
-constexpr int kPipeThreads = FA_FP8_QUANT_THREADS;
+// ---- the pipelined pass ----------------------------------------------------------------------
+
+// A persistent grid (as many blocks as fit on the SMs) walks the work items (kItemRows rows of one
+// tensor of one head; the rows of consecutive items are adjacent) with the inputs of the next
+// items already on their way into shared memory (cp.async, a ring of kStages stages) while the
+// block rotates, reduces and stores the current one: loading, then computing, then storing left
+// the SM with no load in flight most of the time. Warp w's lanes copy its own rows of the ring,
+// so a __syncwarp hands them over; a thread's cp.async into a stage follows, in its warp's
+// program order, the warp's reads of that stage's previous item. The scale blocks stay those of
+// fp8_layout.hpp: a 256-row item records two K/V blocks and four Q blocks.
+constexpr int kPipeThreads = tuning::kQuantThreads;
 template <int D>
 struct Pipe {
   static constexpr int kSub = D / 8;                     // lanes per row
   static constexpr int kPassRows = kPipeThreads / kSub;  // rows per pass: 32 or 16 (256 threads)
-  static constexpr int kItemRows = D == 64 ? FA_FP8_QUANT_ROWS_D64 : kKvScaleRows;
+  static constexpr int kItemRows = D == 64 ? tuning::kQuantRowsD64 : kKvScaleRows;
   static constexpr int kKvBlocks = kItemRows / kKvScaleRows;  // K, V scale blocks per item
   static constexpr int kQBlocks = kItemRows / kQScaleRows;    // Q scale blocks per item
-  static constexpr int kPasses =
-      kItemRows / kPassRows;  // chunks per thread: 8 (256 threads: 256 rows at d=64, 128 at 128)
-  static constexpr int kStages = D == 64 ? FA_FP8_QUANT_STAGES_D64 : FA_FP8_QUANT_STAGES_D128;
-  static constexpr int kStageBytes = kItemRows * D * 2;  // 16 or 32 KB of bf16 (128 rows)
+  static constexpr int kPasses = kItemRows / kPassRows;       // 16-byte chunks per thread and item
+  static constexpr int kStages = D == 64 ? tuning::kQuantStagesD64 : tuning::kQuantStagesD128;
+  static constexpr int kStageBytes = kItemRows * D * 2;  // an item's bf16
   static constexpr int kTileBytes = kItemRows * D;       // V's E4M3 tile
   static constexpr int kSmemBytes = kStages * kStageBytes + kTileBytes;
   // The block amax's partial maxima: per Q scale block and warp, double-buffered (static).
   static constexpr int kRedBytes = 2 * kQBlocks * (kPipeThreads / 32) * 4;
   // The register cap's target: the blocks per SM that the shared memory allows (sm_90: 227 KB,
-  // 1 KB reserved per block), at most 3 (d=64) or 2. The defaults: 2 blocks of 112 KB at d=64
-  // (256 rows, 3 stages), which fill the 227 KB exactly and keep 128 KB in flight per SM; 2 of 80
-  // KB at d=128. With 128-row items at d=64: 3 blocks of 56 KB (96 KB in flight).
+  // 1 KB reserved per block), at most tuning's kQuantMostBlocks.
   static constexpr int kSmemFit = 227 * 1024 / (kSmemBytes + 1024 + kRedBytes);
-  static constexpr int kMostBlocks = D == 64 ? 3 : 2;
+  static constexpr int kMostBlocks =
+      D == 64 ? tuning::kQuantMostBlocksD64 : tuning::kQuantMostBlocksD128;
   static constexpr int kMinBlocks =
       kSmemFit < 1 ? 1 : (kSmemFit < kMostBlocks ? kSmemFit : kMostBlocks);
   static_assert(kPipeThreads % kSub == 0 && kQScaleRows % kPassRows == 0 && kStages >= 2,
@@ -327,34 +277,9 @@ __host__ __device__ inline std::int64_t pass_items(const QuantParams& p) {
   return 3 * p.heads * item_blocks<D>(p.kv_blocks);
 }
 
-// Eight consecutive elements (a 16-byte chunk) of a row of D, held by lane `sub` of the D/8
-// lanes that hold the row (consecutive lanes of one warp); rotated in place. The Hadamard's
-// first three stages run inside the lane.
-// Bit e: flip_sign(sub * 8 + e), the signs of a lane's 8 coordinates (once per thread: the
-// constants' 64-bit shifts cost about 6 instructions per coordinate).
-__device__ inline std::uint32_t sign_bits(int sub) {
-  std::uint32_t bits = 0;
-#pragma unroll
-  for (int e = 0; e < 8; ++e) bits |= static_cast<std::uint32_t>(flip_sign(sub * 8 + e)) << e;
-  return bits;
-}
-
-template <int D>
-__device__ inline void rotate_chunk(float (&x)[8], int sub, std::uint32_t signs) {
-#pragma unroll
-  for (int e = 0; e < 8; ++e)
-    x[e] = __int_as_float(__float_as_int(x[e]) ^ static_cast<int>(((signs >> e) & 1u) << 31));
-  hadamard<D>(x, sub);
-}
-
-__device__ inline uint2 e4m3x8(const float (&x)[8], float sc) {
-  return make_uint2(e4m3x4(x[0] * sc, x[1] * sc, x[2] * sc, x[3] * sc),
-                    e4m3x4(x[4] * sc, x[5] * sc, x[6] * sc, x[7] * sc));
-}
-
 // a[i * STRIDE] for i < N, by selects (a dynamic index would put `a` in local memory). Called
-// inside the condition of the store it feeds: the same selects before it spilled 12 bytes at
-// d=64's cap of 40 registers (ptxas, 2026-11-25).
+// inside the condition of the store it feeds: the same selects before it spilled at d=64's
+// register cap.
 template <int N, int STRIDE, int M>
 __device__ inline float pick(const float (&a)[M], int i) {
   float v = a[(N - 1) * STRIDE];
@@ -383,31 +308,19 @@ __device__ inline const __nv_bfloat16* item_rows(const QuantItem& it, const Quan
   return (it.tensor == 0 ? p.q : (it.tensor == 1 ? p.k : p.v)) + it.bh * p.N * D;
 }
 
-// FA_FP8_QUANT_MMA_ROTATE: Q's and K's rotation on the tensor cores. Y = (S X) H is a product
-// with the d x d Walsh-Hadamard matrix of +-1 (bf16 exact, fp32 accumulation), mma.m16n8k16 per
-// 16 rows, A from the ring by ldmatrix with the signs S as sign-bit XORs, B from four registers
-// (Sylvester's H is, per 16 x 8 block (kt, nt), sigma(kt, nt) times one of two base blocks:
-// popcount(i & j) splits over bits 0-2, bit 3 and bits 4-). That is about D/64 + 0.6
-// instructions per element for the rotation instead of the butterflies' 11-13 (the in-lane and
-// cross-lane stages, the signs and the 1/sqrt(d)). Each thread keeps the columns 8 nt + 2 t, +1
-// of its rows (the accumulator's), and stores them as bytes t D/4 + 2 nt + c: Q8 and K8 hold the
-// rotated rows with their columns permuted by one fixed permutation, which Q K^T does not see
-// (any orthogonal map applied to both rows; the model's E4M3 values are the same per row up to
-// that order). 1/sqrt(d) goes into the scale. The ring is then copied warp by warp (warp w's 32
-// lanes copy its own rows, so a __syncwarp hands them over) and its rows' 16-byte chunks are
+// Q's and K's rotation on the tensor cores. Y = (S X) H is a product with the d x d
+// Walsh-Hadamard matrix of +-1 (bf16 exact, fp32 accumulation), mma.m16n8k16 per 16 rows, A from
+// the ring by ldmatrix with the signs S as sign-bit XORs, B from four registers (Sylvester's H is,
+// per 16 x 8 block (kt, nt), sigma(kt, nt) times one of two base blocks: popcount(i & j) splits
+// over bits 0-2, bit 3 and bits 4-). That is about D/64 + 0.6 instructions per element instead of
+// the butterflies' 11-13. Each thread keeps the columns 8 nt + 2 t, +1 of its rows (the
+// accumulator's), and stores them as bytes t D/4 + 2 nt + c: Q8 and K8 hold the rotated rows with
+// their columns permuted by one fixed permutation, which Q K^T does not see (any orthogonal map
+// applied to both rows). 1/sqrt(d) goes into the scale. The ring's rows have their 16-byte chunks
 // XOR-swizzled by the row's low three bits (ldmatrix's 8 rows then hit 8 bank groups).
-// Measured (ncu, H200, 2026-11-26, N=4096, cold L2): the pass d=64 130.5 -> 110.9 us, d=128
-// 136.9 -> 124.6 us (63% and 56% of the copy kernel; docs/perf-notes.md, "The quantisation pass,
-// step 7"). CMake switch of the same name (ON); the fallback (outside CMake) is CMake's default.
-#ifndef FA_FP8_QUANT_MMA_ROTATE
-#define FA_FP8_QUANT_MMA_ROTATE 1
-#endif
-constexpr bool kMmaRotate = FA_FP8_QUANT_MMA_ROTATE != 0;
 
-// With the MMA rotation: the row and 16-byte chunk of the item that thread t copies in pass
-// `pass` (and reads back): warp w's lanes copy its own rows. (The butterflies' form keeps its
-// own expressions, pass * kPassRows + t / kSub and t % kSub: the same values through a helper made
-// ptxas spill 68 bytes at d=64.)
+// The row and 16-byte chunk of the item that thread t copies in pass `pass`: warp w's lanes copy
+// its own rows.
 struct Chunk {
   int row, sub;
 };
@@ -420,23 +333,12 @@ __device__ __forceinline__ Chunk chunk_of(int pass, int t) {
       "a warp copies whole m16 tiles of one Q scale block");
   return Chunk{(t / 32) * kWarpRows + pass * kRowsPerPass + (t % 32) / P::kSub, (t % 32) % P::kSub};
 }
-// A chunk's byte offset in a stage with the MMA rotation: rows of D bf16, the row's 16-byte
-// chunks XOR-swizzled by its low three bits.
+// A chunk's byte offset in a stage: rows of D bf16, the row's 16-byte chunks XOR-swizzled by its
+// low three bits.
 template <int D>
 __device__ __forceinline__ int swizzled_offset(int row, int sub) {
   return row * D * 2 + (sub ^ (row & 7)) * 16;
 }
-// The byte offset of thread t's chunk of pass `pass` in a stage.
-template <int D>
-__device__ __forceinline__ int chunk_offset(int pass, int t) {
-  if constexpr (kMmaRotate) {
-    const Chunk c = chunk_of<D>(pass, t);
-    return swizzled_offset<D>(c.row, c.sub);
-  } else {
-    return (pass * kPipeThreads + t) * 16;
-  }
-}
-
 // Producer step: this thread's chunks of item i (if any) into `stage`, as one cp.async group
 // (committed even when empty, so every thread counts the same groups). Rows past N arrive as
 // zeros (src-size 0).
@@ -450,33 +352,13 @@ __device__ __forceinline__ void load_item_async(std::uint32_t stage, std::uint32
 #pragma unroll
     for (int pass = 0; pass < P::kPasses; ++pass) {
       const Chunk c = chunk_of<D>(pass, t);
-      const std::int64_t row = kMmaRotate
-                                   ? it.blk * P::kItemRows + c.row
-                                   : it.blk * P::kItemRows + pass * P::kPassRows + t / P::kSub;
+      const std::int64_t row = it.blk * P::kItemRows + c.row;
       const bool inside = row < p.N;
-      sm80::cp_async_16(stage + chunk_offset<D>(pass, t),
-                        src + (inside ? row : 0) * D + (kMmaRotate ? c.sub : t % P::kSub) * 8,
-                        inside);
+      sm80::cp_async_16(stage + swizzled_offset<D>(c.row, c.sub),
+                        src + (inside ? row : 0) * D + c.sub * 8, inside);
     }
   }
   sm80::cp_async_commit();
-}
-
-// This thread's chunks of the item in `stage`, as floats.
-template <int D>
-__device__ __forceinline__ void read_item(float (&x)[Pipe<D>::kPasses][8],
-                                          const std::uint8_t* stage, int t) {
-#pragma unroll
-  for (int pass = 0; pass < Pipe<D>::kPasses; ++pass) {
-    const uint4 raw = *reinterpret_cast<const uint4*>(stage + chunk_offset<D>(pass, t));
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&raw);
-#pragma unroll
-    for (int e = 0; e < 4; ++e) {
-      const float2 f = __bfloat1622float2(h[e]);
-      x[pass][2 * e] = f.x;
-      x[pass][2 * e + 1] = f.y;
-    }
-  }
 }
 
 // The amax of each of the item's kQ 64-row Q scale blocks over the thread block, from each
@@ -496,12 +378,8 @@ __device__ __forceinline__ void block_amax(float (&m)[Pipe<D>::kQBlocks],
     for (int q = 0; q < kQ; ++q) red[q][warp] = m[q];
   }
   __syncthreads();
-#if FA_FP8_QUANT_WARP_AMAX
-  // Lane l reads one of the kQ x kWarps partial maxima (two with 256 rows at 512 threads) and the
-  // warp reduces them: 1 shared load and 6 shuffles per thread instead of 2 x kWarps loads (32 at
-  // 512 threads; at d=64 the pass spends about 300 instructions per thread and item, so that was
-  // a fifth of it). CMake FA_FP8_QUANT_WARP_AMAX, ON: measured 1.02-1.07x faster for the pass
-  // (docs/perf-notes.md, "The quantisation pass, step 3").
+  // Lane l reads one of the kQ x kWarps partial maxima and the warp reduces them: one shared load
+  // and a few shuffles per thread instead of kQ x kWarps shared loads.
   {
     constexpr int kSlots = kQ * kWarps, kLaneSlots = kSlots < 32 ? kSlots : 32;
     static_assert(kSlots % kLaneSlots == 0 && kLaneSlots % kWarps == 0,
@@ -520,15 +398,6 @@ __device__ __forceinline__ void block_amax(float (&m)[Pipe<D>::kQBlocks],
     for (int q = 0; q < kQ; ++q)
       q_amax[q] = __shfl_sync(0xffffffffu, v[q * kWarps / kLaneSlots], q * kWarps % kLaneSlots);
   }
-#else
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) q_amax[q] = red[q][0];
-#pragma unroll
-  for (int w = 1; w < kWarps; ++w) {
-#pragma unroll
-    for (int q = 0; q < kQ; ++q) q_amax[q] = fmaxf(q_amax[q], red[q][w]);
-  }
-#endif
 }
 
 // The scale of each Q block's rows: Q's own block, K's and V's 128-key block (the two Q blocks
@@ -560,50 +429,9 @@ __device__ __forceinline__ void item_amax(const float (&q_amax)[Pipe<D>::kQBlock
   }
 }
 
-// V's E4M3 rows in `tile` (the item's, row-major) to V8, transposed to [d][Npad] with keys
-// permuted inside groups of 16, one thread per (column, 32 keys): a whole 32-byte sector; the
-// lanes of a warp along the columns (consecutive bytes of one tile row: no bank conflict). The
-// barrier first: every thread's rows are in the tile.
-template <int D>
-__device__ __forceinline__ void store_v_tile(const std::uint8_t* tile, const QuantItem& it,
-                                             const QuantParams& p, int t) {
-  using P = Pipe<D>;
-  __syncthreads();
-  const std::int64_t row0 = it.blk * P::kItemRows;
-  std::uint8_t* out = p.w.vt8 + it.bh * D * p.Npad + row0;
-  constexpr int kWork = D * (P::kItemRows / 32);  // (column, 32 keys): one whole 32-byte sector
-#pragma unroll
-  for (int j = 0; j < (kWork + kPipeThreads - 1) / kPipeThreads; ++j) {
-    const int w32 = j * kPipeThreads + t, c = w32 % D, k0 = (w32 / D) * 32;
-    if (kWork % kPipeThreads != 0 && w32 >= kWork) break;
-    // Keys past Npad (a last 256-row item's second K/V block past N) are the next head's.
-    if (P::kKvBlocks > 1 && row0 + k0 >= p.Npad) break;
-    std::uint32_t word[8];
-#pragma unroll
-    for (int w = 0; w < 8; ++w) {
-      word[w] = 0;
-#pragma unroll
-      for (int b = 0; b < 4; ++b)
-        word[w] |= static_cast<std::uint32_t>(tile[permuted_key(k0 + 4 * w + b) * D + c])
-                   << (8 * b);
-    }
-    auto* dst = reinterpret_cast<uint4*>(out + c * p.Npad + k0);
-    dst[0] = make_uint4(word[0], word[1], word[2], word[3]);
-    dst[1] = make_uint4(word[4], word[5], word[6], word[7]);
-  }
-}
-
-// FA_FP8_QUANT_V_LDSM_TRANS (with the MMA rotation): V's E4M3 tile written already transposed,
-// [D][kItemRows] bytes in V8's key order, from registers that ldmatrix.trans filled with the
-// column's keys in that order (quantise_item_mma), then copied out in 16-byte chunks. The
-// row-major tile's byte gather (store_v_tile: 32 one-byte shared loads and their shifts per 32
-// keys of a column) goes: the pass 1.11x faster at d=64, 1.18x at d=128 (ncu, H200, 2026-11-26,
-// N=4096, cold L2; docs/perf-notes.md, "The quantisation pass, step 8"). CMake switch of the same
-// name; the fallback (outside CMake) is its default.
-#ifndef FA_FP8_QUANT_V_LDSM_TRANS
-#define FA_FP8_QUANT_V_LDSM_TRANS 1
-#endif
-constexpr bool kVLdsmTrans = FA_FP8_QUANT_V_LDSM_TRANS != 0;
+// V's E4M3 tile is written already transposed, [D][kItemRows] bytes in V8's key order, from
+// registers that ldmatrix.trans filled with the column's keys in that order (quantise_item), then
+// copied out in 16-byte chunks: no byte gather of a row-major tile.
 // Byte `pos` of row (column of V) c of the transposed tile: its 16-byte chunks XOR-swizzled by
 // the row's low three bits, so a warp's 4-byte stores (8 columns c0 + g, positions 4 tq of one
 // 16-key group) hit 32 different banks, and 8 lanes' 16-byte reads of one row 8 bank groups.
@@ -632,57 +460,7 @@ __device__ __forceinline__ void store_vt_tile(const std::uint8_t* tile, const Qu
   }
 }
 
-// Consumer step (the butterflies): rotate (Q, K), reduce the amax of each 64-row Q scale block
-// over the block, record the amax of the item's scale blocks, scale, round to E4M3 and store:
-// Q8, K8 row-major; V8 through `tile` (store_v_tile).
-template <int D, bool HEAD_SCALE>
-__device__ __forceinline__ void quantise_item(float (&x)[Pipe<D>::kPasses][8], const QuantItem& it,
-                                              const QuantParams& p,
-                                              float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
-                                              std::uint8_t* tile, int t, std::uint32_t signs) {
-  using P = Pipe<D>;
-  constexpr int kQ = P::kQBlocks;
-  const int sub = t % P::kSub, row_in_pass = t / P::kSub;
-  constexpr int kHalfPasses = kQScaleRows / P::kPassRows;  // passes per 64-row Q block
-  float m[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) m[q] = 0.0f;
-#pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass) {
-    if (it.tensor < 2) rotate_chunk<D>(x[pass], sub, signs);
-#pragma unroll
-    for (int e = 0; e < 8; ++e)
-      m[pass / kHalfPasses] = fmaxf(m[pass / kHalfPasses], fabsf(x[pass][e]));
-  }
-  float q_amax[kQ], amax[kQ];
-  block_amax<D>(m, red, q_amax, t);
-  item_amax<D, HEAD_SCALE>(q_amax, it, p, t, amax);
-  float sc[kQ];
-#pragma unroll
-  for (int q = 0; q < kQ; ++q) sc[q] = kE4m3Max / amax[q];
-  const std::int64_t row0 = it.blk * P::kItemRows;
-
-  if (it.tensor < 2) {
-    std::uint8_t* dst = (it.tensor == 0 ? p.w.q8 : p.w.k8) + it.bh * p.N * D;
-#pragma unroll
-    for (int pass = 0; pass < P::kPasses; ++pass) {
-      const std::int64_t row = row0 + pass * P::kPassRows + row_in_pass;
-      if (row < p.N)
-        *reinterpret_cast<uint2*>(dst + row * D + sub * 8) =
-            e4m3x8(x[pass], sc[pass / kHalfPasses]);
-    }
-    return;
-  }
-  // V (the scale of the K/V block's first Q block: the block's own). The tile's previous reader
-  // (an earlier V item of this block) finished before this item's amax barrier above.
-#pragma unroll
-  for (int pass = 0; pass < P::kPasses; ++pass)
-    *reinterpret_cast<uint2*>(tile + (pass * P::kPassRows + row_in_pass) * D + sub * 8) =
-        e4m3x8(x[pass], sc[(pass / kHalfPasses) & ~1]);
-  store_v_tile<D>(tile, it, p, t);
-}
-
-// ---- the MMA rotation (FA_FP8_QUANT_MMA_ROTATE) ------------------------------------------------
+// ---- the MMA rotation ---------------------------------------------------------------------
 
 // Thread constants: the sign bits S of the A fragment's columns (per 16-column step kt: h = 0
 // the columns 2t, 2t+1, h = 1 those + 8; bf16 pairs), and the base B block of H.
@@ -716,20 +494,14 @@ struct MmaRotation {
   }
 };
 
-// FA_FP8_QUANT_MMA_BLOCK: the size K of the Walsh-Hadamard factor the tensor cores multiply by.
+// The size K of the Walsh-Hadamard factor the tensor cores multiply by (tuning::kQuantMmaBlock).
 // Sylvester's H_D = H_(D/K) (x) H_K: the MMAs compute Z_b = (S X)_b H_K for each block b of K
 // input columns (K/16 steps of D/16 each, not D/16), and log2(D/K) butterfly stages across the
 // blocks (in the thread's own accumulators: block b's columns sit in acc[b K/8 ...]) finish
-// Y = sum_b H_(D/K)[b][b'] Z_b. K = D (or more): the whole product on the tensor cores, D/16 x D/8
-// MMAs per 16 rows; each halving of K halves the MMAs and adds one FADD per accumulator. K = 32
-// (4 and 2 blocks at d = 128 and 64): the pass 1.11x faster at d=128, 1.03x at d=64 than K = D
-// (ncu, H200, 2026-11-26; docs/perf-notes.md, "The quantisation pass, step 10"). CMake setting of
-// the same name; the fallback (outside CMake) is its default.
-#ifndef FA_FP8_QUANT_MMA_BLOCK
-#define FA_FP8_QUANT_MMA_BLOCK 32
-#endif
+// Y = sum_b H_(D/K)[b][b'] Z_b. Each halving of K halves the MMAs and adds one FADD per
+// accumulator.
 template <int D>
-constexpr int kMmaBlock = FA_FP8_QUANT_MMA_BLOCK < D ? FA_FP8_QUANT_MMA_BLOCK : D;
+constexpr int kMmaBlock = tuning::kQuantMmaBlock < D ? tuning::kQuantMmaBlock : D;
 
 // acc[mt][nt] += (S X) H for the warp's m16 tiles of rows from `row0` of the stage: A by
 // ldmatrix (lane l: row l % 16, 8-column half l / 16 of each 16-column step), signs by XOR; the
@@ -793,18 +565,17 @@ __device__ __forceinline__ float warp_block_amax(float mw, int q_w,
   return pick<kQ, 1>(amax, q_w);
 }
 
-// Consumer step with the MMA rotation: the warp's rows (one Q scale block's share) rotated on the
-// tensor cores (Q, K) or read back as they are (V: transposed by ldmatrix.trans, or with
-// FA_FP8_QUANT_V_LDSM_TRANS off row by row), the block amax, then Q8/K8 stored with the
-// accumulator's column order (t D/4 + 2 nt + c), V8 through `tile` (store_vt_tile, or
-// store_v_tile as in quantise_item).
+// Consumer step: the warp's rows (one Q scale block's share) rotated on the tensor cores (Q, K)
+// or read back transposed by ldmatrix.trans (V), the block amax, then Q8/K8 stored with the
+// accumulator's column order (t D/4 + 2 nt + c), V8 through `tile` (store_vt_tile).
 template <int D, bool HEAD_SCALE>
-__device__ __forceinline__ void quantise_item_mma(
-    std::uint32_t stage_u32, const std::uint8_t* stage, const QuantItem& it, const QuantParams& p,
-    float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32], std::uint8_t* tile, int t,
-    const MmaRotation<D>& rot) {
+__device__ __forceinline__ void quantise_item(std::uint32_t stage_u32, const QuantItem& it,
+                                              const QuantParams& p,
+                                              float (&red)[Pipe<D>::kQBlocks][kPipeThreads / 32],
+                                              std::uint8_t* tile, int t,
+                                              const MmaRotation<D>& rot) {
   using P = Pipe<D>;
-  constexpr int kQ = P::kQBlocks, kWarpRows = P::kItemRows / (kPipeThreads / 32);
+  constexpr int kWarpRows = P::kItemRows / (kPipeThreads / 32);
   constexpr int MT = kWarpRows / 16, DT = D / 8;
   const int warp = t / 32, lane = t % 32, g = lane / 4, tq = lane % 4;
   const int row0 = warp * kWarpRows, q_w = row0 / kQScaleRows;
@@ -854,61 +625,44 @@ __device__ __forceinline__ void quantise_item_mma(
     }
     return;
   }
-  if constexpr (kVLdsmTrans) {
-    // V transposed on the way out of the ring (ldmatrix.trans): register r of step (kg, j) holds
-    // column 16 j + 8 (r / 2) + g, keys 2 tq, 2 tq + 1 (+ 8 for odd r) of the warp's 16-key group
-    // kg, so registers 2h and 2h + 1 are the column's positions 4 tq .. 4 tq + 3 in V8's key
-    // order (fp8_layout.hpp: the P fragment's order) as they come.
-    // The amax on the bf16 pairs as they are (exact; the registers stay packed until the scale).
-    constexpr int KG = kWarpRows / 16;
-    std::uint32_t v[KG][D / 16][4];
-    __nv_bfloat162 mv = __float2bfloat162_rn(0.0f);
+  // V transposed on the way out of the ring (ldmatrix.trans): register r of step (kg, j) holds
+  // column 16 j + 8 (r / 2) + g, keys 2 tq, 2 tq + 1 (+ 8 for odd r) of the warp's 16-key group
+  // kg, so registers 2h and 2h + 1 are the column's positions 4 tq .. 4 tq + 3 in V8's key
+  // order (fp8_layout.hpp: the P fragment's order) as they come.
+  // The amax on the bf16 pairs as they are (exact; the registers stay packed until the scale).
+  constexpr int KG = kWarpRows / 16;
+  std::uint32_t v[KG][D / 16][4];
+  __nv_bfloat162 mv = __float2bfloat162_rn(0.0f);
 #pragma unroll
-    for (int kg = 0; kg < KG; ++kg) {
+  for (int kg = 0; kg < KG; ++kg) {
 #pragma unroll
-      for (int j = 0; j < D / 16; ++j) {
-        sm80::ldmatrix_x4_trans(v[kg][j], stage_u32 + swizzled_offset<D>(row0 + kg * 16 + lane % 16,
-                                                                         2 * j + lane / 16));
+    for (int j = 0; j < D / 16; ++j) {
+      sm80::ldmatrix_x4_trans(
+          v[kg][j], stage_u32 + swizzled_offset<D>(row0 + kg * 16 + lane % 16, 2 * j + lane / 16));
 #pragma unroll
-        for (int r = 0; r < 4; ++r)
-          mv = __hmax2(mv, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][r])));
-      }
+      for (int r = 0; r < 4; ++r)
+        mv = __hmax2(mv, __habs2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][r])));
     }
-    mw = fmaxf(__low2float(mv), __high2float(mv));
-    const float sc = kE4m3Max / warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
-#pragma unroll
-    for (int kg = 0; kg < KG; ++kg) {
-#pragma unroll
-      for (int j = 0; j < D / 16; ++j) {
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const float2 a =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h]));
-          const float2 b =
-              __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h + 1]));
-          *reinterpret_cast<std::uint32_t*>(
-              tile + vt_tile_offset<D>(16 * j + 8 * h + g, row0 + 16 * kg + 4 * tq)) =
-              e4m3x4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
-        }
-      }
-    }
-    store_vt_tile<D>(tile, it, p, t);
-  } else {
-    float x[P::kPasses][8];
-    read_item<D>(x, stage, t);
-#pragma unroll
-    for (int pass = 0; pass < P::kPasses; ++pass) {
-#pragma unroll
-      for (int e = 0; e < 8; ++e) mw = fmaxf(mw, fabsf(x[pass][e]));
-    }
-    const float sc = kE4m3Max / warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
-#pragma unroll
-    for (int pass = 0; pass < P::kPasses; ++pass) {
-      const Chunk c = chunk_of<D>(pass, t);
-      *reinterpret_cast<uint2*>(tile + c.row * D + c.sub * 8) = e4m3x8(x[pass], sc);
-    }
-    store_v_tile<D>(tile, it, p, t);
   }
+  mw = fmaxf(__low2float(mv), __high2float(mv));
+  const float sc = kE4m3Max / warp_block_amax<D, HEAD_SCALE>(mw, q_w, red, it, p, t);
+#pragma unroll
+  for (int kg = 0; kg < KG; ++kg) {
+#pragma unroll
+    for (int j = 0; j < D / 16; ++j) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 a =
+            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h]));
+        const float2 b =
+            __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&v[kg][j][2 * h + 1]));
+        *reinterpret_cast<std::uint32_t*>(
+            tile + vt_tile_offset<D>(16 * j + 8 * h + g, row0 + 16 * kg + 4 * tq)) =
+            e4m3x4(a.x * sc, a.y * sc, b.x * sc, b.y * sc);
+      }
+    }
+  }
+  store_vt_tile<D>(tile, it, p, t);
 }
 
 // The persistent loop: the ring's first kStages - 1 items in flight, then per item: issue the
@@ -922,41 +676,34 @@ __global__ void __launch_bounds__(kPipeThreads, Pipe<D>::kMinBlocks)
   const int t = threadIdx.x;
   const auto items = static_cast<std::uint32_t>(pass_items<D>(p));
   const std::uint32_t step = gridDim.x;
-  const std::uint32_t signs = sign_bits(t % P::kSub);
   const std::uint32_t ring = sm80::smem_u32(smem);
   std::uint8_t* tile = smem + P::kStages * P::kStageBytes;
 #pragma unroll
   for (int s = 0; s < P::kStages - 1; ++s)
     load_item_async<D>(ring + s * P::kStageBytes, blockIdx.x + s * step, items, p, t);
-  [[maybe_unused]] const MmaRotation<D> rot(t % 32);  // unused (and dropped) with the butterflies
+  const MmaRotation<D> rot(t % 32);
   int k = 0;
   for (std::uint32_t i = blockIdx.x; i < items; i += step, ++k) {
-    // MMA rotation: the lanes of the warp read each other's chunks (ldmatrix), so the warp has
-    // finished the previous item's reads of the stage this load overwrites.
-    if constexpr (kMmaRotate) __syncwarp();
+    // The lanes of the warp read each other's chunks (ldmatrix): the warp has finished the
+    // previous item's reads of the stage this load overwrites.
+    __syncwarp();
     load_item_async<D>(ring + ((k + P::kStages - 1) % P::kStages) * P::kStageBytes,
                        i + (P::kStages - 1) * step, items, p, t);
     sm80::cp_async_wait<P::kStages - 1>();
-    // No __syncthreads follows the wait here (each thread reads its own chunks, or with the MMA
-    // rotation its warp's): keep the compiler from moving the shared-memory reads above it.
+    // No __syncthreads follows the wait here (each warp reads its own rows): keep the compiler
+    // from moving the shared-memory reads above it.
     asm volatile("" ::: "memory");
     const int st = k % P::kStages;
-    if constexpr (kMmaRotate) {
-      __syncwarp();  // the warp's rows, copied by its 32 lanes, are all in
-      quantise_item_mma<D, HEAD_SCALE>(ring + st * P::kStageBytes, smem + st * P::kStageBytes,
-                                       quant_item<D>(i, p), p, red[k & 1], tile, t, rot);
-    } else {
-      float x[P::kPasses][8];
-      read_item<D>(x, smem + st * P::kStageBytes, t);
-      quantise_item<D, HEAD_SCALE>(x, quant_item<D>(i, p), p, red[k & 1], tile, t, signs);
-    }
+    __syncwarp();  // the warp's rows, copied by its 32 lanes, are all in
+    quantise_item<D, HEAD_SCALE>(ring + st * P::kStageBytes, quant_item<D>(i, p), p, red[k & 1],
+                                 tile, t, rot);
   }
   sm80::cp_async_wait<0>();  // no copy outlives the block
 }
 
 // Blocks of the persistent grid: as many as fit on the device's SMs (once per device); 0 where
 // the kernel cannot run (its shared memory is more than the device gives a block: a large ring
-// on sm_80/sm_89, whose fp8-sm89 variant shares this pass), and the caller takes the first form.
+// on sm_80/sm_89, whose fp8-sm89 variant shares this pass), and the caller takes the fallback.
 template <int D, bool HEAD_SCALE>
 int pipelined_grid() {
   static PerDevice<int> blocks;
@@ -976,17 +723,15 @@ int pipelined_grid() {
   });
 }
 
-// The pipelined form where it fits (FA_FP8_QUANT_PIPELINED), else the first.
+// The pipelined pass where it fits, else the fallback.
 template <int D, bool HEAD_SCALE>
 void launch_quantise(const QuantParams& p, cudaStream_t stream) {
-  if constexpr (FA_FP8_QUANT_PIPELINED != 0) {
-    const std::int64_t items = pass_items<D>(p);
-    if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
-      const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
-      quantise_pipelined_kernel<D, HEAD_SCALE>
-          <<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
-      return;
-    }
+  const std::int64_t items = pass_items<D>(p);
+  if (const int fit = pipelined_grid<D, HEAD_SCALE>(); fit > 0) {
+    const auto blocks = static_cast<unsigned>(std::min<std::int64_t>(items, fit));
+    quantise_pipelined_kernel<D, HEAD_SCALE>
+        <<<blocks, kPipeThreads, Pipe<D>::kSmemBytes, stream>>>(p);
+    return;
   }
   const dim3 grid(static_cast<unsigned>(p.kv_blocks), static_cast<unsigned>(p.heads), 3);
   quantise_kernel<D, HEAD_SCALE><<<grid, 256, 0, stream>>>(p);

@@ -11,13 +11,16 @@
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/fp8/fp8_sm90_launch.hpp"
+#include "kernels/fp8/fp8_tuning.hpp"
 
 namespace fa {
 namespace {
 
-// The compiled tiles: FlashAttention-3's FP8 kernels use 192x160 (d=64) and 128x224 (d=128);
-// these are the first step (Bc = 128: one scale block per K/V block).
-using Fp8Sm90Tiles = TileList<TileShape<64, 192, 128>, TileShape<128, 128, 128>>;
+// The compiled tiles, one per head dim (fp8_tuning.hpp).
+using fp8::tuning::kSm90TileD128;
+using fp8::tuning::kSm90TileD64;
+using Fp8Sm90Tiles = TileList<TileShape<64, kSm90TileD64.block_q, kSm90TileD64.block_kv>,
+                              TileShape<128, kSm90TileD128.block_q, kSm90TileD128.block_kv>>;
 
 // The schedule an option value names (kFp8Schedules, in the order of fp8::sm90::Schedule); the
 // default for a value that names none.

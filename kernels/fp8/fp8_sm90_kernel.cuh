@@ -23,13 +23,14 @@
 //             last block's descale_v and 1/l, and stores O (bf16) and lse from registers.
 //   overlap   as fa3 (Algorithm 2): Q K_j+1^T issued with P_j V_j, softmax of j+1 meanwhile.
 //   ping-pong as fa3: the consumer warpgroups take turns issuing their products (named barriers).
-//   grid      (schedule tiles, the default) (ceil(N/Br), B*H), one tile per thread block, causal
-//             longest query blocks first; or (persistent-tma-store, dynamic-tma-store) fa3's
+//   grid      (schedule tiles) (ceil(N/Br), B*H), one tile per thread block, causal longest
+//             query blocks first; or (persistent-tma-store, dynamic-tma-store) fa3's
 //             persistent grids: one thread block per SM walks hopper::TileList (heads in L2-sized
 //             sections, longest query blocks first), statically or from an atomic tile counter,
 //             the K/V ring and the ping-pong turns running on across tiles, and O leaves through
 //             shared memory and a TMA store that drains while the next tile runs
-//             (kernels/hopper/pipeline.cuh). Which schedule: option fp8_schedule (fp8_sm90.cu).
+//             (kernels/hopper/pipeline.cuh). Which schedule: option fp8_schedule (fp8_sm90.cu;
+//             the default per shape and the other tuning numbers: fp8_tuning.hpp).
 #pragma once
 
 // clang-format off
@@ -54,37 +55,13 @@
 #include "kernels/fp8/fp8_layout.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/fp8/fp8_sm90_launch.hpp"
+#include "kernels/fp8/fp8_tuning.hpp"
 #include "kernels/hopper/persistent_grid.hpp"
 #include "kernels/hopper/pipeline.cuh"
 #include "kernels/hopper/sm90_common.cuh"
 
 #if defined(__CUDA_ARCH__) && !defined(__CUDA_ARCH_FEAT_SM90_ALL)
 #error "kernels/fp8: sm_90a-only source compiled for another architecture (FA_HOPPER_ARCHITECTURES)"
-#endif
-
-// FA_FP8_SOFTMAX_TREE: at d=128, the thread's row max and row sum as trees (online_softmax.cuh's
-// thread_row_max_tree, exp2_row_scaled_tree) instead of chains of NT and 2 NT dependent
-// operations. Why: fa-bench --stall-reasons on the H200 (N=4096, d=128, --fp8-prequantized) put
-// fp8's stalls on fixed-latency dependencies at 1.41 per issued instruction against cudnn-fp8's
-// 0.80, with one consumer warp of each warpgroup per scheduler to hide them. Measured (H200,
-// scripts/exp2_ab.sh, the attention alone): d=128 1.05-1.09x; d=64 (three warpgroups at 160
-// registers, where the trees' temporaries made the causal kernels spill) 0.95x non-causal, so d=64
-// keeps the chains (docs/perf-notes.md, "The softmax's row max and sum as trees"). The sum's
-// rounding order differs from the chain's (not the same bits). CMake switch of the same name.
-#ifndef FA_FP8_SOFTMAX_TREE
-#define FA_FP8_SOFTMAX_TREE 1
-#endif
-
-// FA_FP8_DESCALE_AHEAD: block i's descales (K's factor for the exponent, V's ratio for the rescale
-// after P_{i-1} V_{i-1}) are divided right after the block's products are issued, while the
-// warpgroup waits for its S, from amax loaded one step earlier. Why: without it the ratio's IEEE
-// division (MUFU.RCP, FCHK and an FFMA chain, nvcc 13.0 SASS) ran after the last of the block's
-// MUFU.EX2 in the same queue, and O's rescale waited on it. Same values, same bits. Measured
-// (H200, the attention alone, scripts/fp8_quant_sweep.sh): d=64 1.043-1.058x, d=128 0.991-1.010x
-// (cudnn-fp8, the control, 0.987-1.005x). Loading the amax in the same step instead (the first
-// form) cost d=128 2-5%: the division then waited on the loads. CMake switch of the same name.
-#ifndef FA_FP8_DESCALE_AHEAD
-#define FA_FP8_DESCALE_AHEAD 1
 #endif
 
 namespace fa::fp8::sm90 {
@@ -134,13 +111,12 @@ static_assert(c_layout_is_assumed(), "wgmma's accumulator differs from fp8_layou
 template <int D_, int BR_, int BC_>
 struct Traits {
   static constexpr int D = D_, BR = BR_, BC = BC_;
-  // Two stages, as fa3's: three measured no faster (H200, 2026-11-26, docs/perf-notes.md).
-  static constexpr int kStages = 2;
+  static constexpr int kStages = tuning::kSm90Stages;
   static constexpr int kConsumerWarpgroups = BR / 64;
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
   static constexpr int kThreads = kConsumerThreads + 128;
-  static constexpr int kProducerRegs = kConsumerWarpgroups == 2 ? 24 : 32;
-  static constexpr int kConsumerRegs = kConsumerWarpgroups == 2 ? 240 : 160;
+  static constexpr int kProducerRegs = tuning::sm90_producer_regs(kConsumerWarpgroups);
+  static constexpr int kConsumerRegs = tuning::sm90_consumer_regs(kConsumerWarpgroups);
   static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
   static_assert(D == 64 || D == 128);
   // One scale block per K/V block, whole warpgroups per Q scale block; V8's rows hold one
@@ -276,8 +252,9 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   constexpr int D = Tr::D, BR = Tr::BR, BC = Tr::BC, kStages = Tr::kStages;
   constexpr int kWG = Tr::kConsumerWarpgroups;
   constexpr int NT = BC / 8, DT = D / 8;
-  constexpr bool kSoftmaxTree = FA_FP8_SOFTMAX_TREE && D == 128;  // see FA_FP8_SOFTMAX_TREE
-  constexpr bool kDescaleAhead = FA_FP8_DESCALE_AHEAD;            // see FA_FP8_DESCALE_AHEAD
+  // The thread's row max and row sum as trees (tuning::sm90_softmax_tree) or as chains of NT and
+  // 2 NT dependent operations; the sum's rounding order differs between the two.
+  constexpr bool kSoftmaxTree = tuning::sm90_softmax_tree(D);
 
   extern __shared__ __align__(1024) unsigned char smem_raw[];
   auto& smem = *reinterpret_cast<typename Tr::SharedStorage*>(smem_raw);
@@ -290,7 +267,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   const hopper::TileList<BR, BC, CAUSAL, FAULTS, GRID, Params<Tr>> tiles(p);
   const int num_tiles = tiles.size();
 
-  // Barrier protocol (checked against fa3_kernel.cuh and its PTX, 2026-11-23):
+  // Barrier protocol (as fa3_kernel.cuh's):
   //   full barriers: 1 arrival (the producer's arrive_and_expect_tx) + the box's bytes;
   //   empty barriers: kConsumerThreads arrivals (every thread of every consumer warpgroup arrives
   //     once per block: K after its Q K^T, V after its P V; Q after the tile's last Q K^T);
@@ -405,7 +382,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     // Descales: Q's for this warpgroup's 64 rows (clamped: a warpgroup wholly past N), K's and V's
     // per K/V block.
     // (Addresses recomputed from the parameters at each use: held in registers, the two pointers
-    // made the 192-row causal kernel spill 8 bytes, nvcc 13.0.)
+    // made the 192-row causal kernel spill.)
     auto amax_k = [&](int j) {
       return __ldg(p.amax_k + static_cast<std::int64_t>(tl.bh) * p.kv_blocks + j);
     };
@@ -426,15 +403,14 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     OnlineSoftmax<> softmax;
     float alpha[2];
     // Block j's raw scores -> P' = 256 P in s; m, l move on (log2 domain); alpha rescales O.
-    // factor_ahead: FA_FP8_DESCALE_AHEAD's factor (else unused: read here, as before the switch).
-    auto softmax_block = [&](int j, auto masked, float factor_ahead) {
+    // factor: descale_q descale_k(j) softmax_scale log2(e), divided ahead (see step).
+    auto softmax_block = [&](int j, auto masked, float factor) {
       if constexpr (decltype(masked)::value) {
         const KeyMask<CAUSAL, BC, FAULTS> mask{
             static_cast<std::int64_t>(j) * BC, N, row_a, row_b, p.fault.mask_shift,
             j == p.fault.drop_kv_block};
         mask_keys(s, mask, t);
       }
-      const float factor = kDescaleAhead ? factor_ahead : q_factor * amax_k(j);
       // The raw scores' row maxima: trees at d=128 (both rows' quad shuffles together), else
       // chains (row_max, per row).
       float tree_mx[1][2];
@@ -450,8 +426,11 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
                                      : exp2_row_scaled(s, r, factor, base - kPScaleLog2));
       }
     };
-    // FA_FP8_DESCALE_AHEAD: the amax of block i+1, loaded during step i (clamped to the tile's
-    // last block), and block i's V amax.
+    // Block i's descales (K's factor for the exponent, V's ratio for the rescale after
+    // P_{i-1} V_{i-1}) are divided while the warpgroup waits for its S, from amax loaded one step
+    // earlier: after the block's last MUFU.EX2 the division's MUFU.RCP would have delayed O's
+    // rescale. Here: the amax of block i+1, loaded during step i (clamped to the tile's last
+    // block), and block i's V amax.
     struct Prefetched {
       float amax_k, amax_v;
     };
@@ -459,20 +438,13 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       const int j = block_of(min(i, num_kv - 1));
       return Prefetched{amax_k(j), amax_v(j)};
     };
-    Prefetched next{};
-    float amax_v_now = 0.0f;
-    if constexpr (kDescaleAhead) {
-      amax_v_now = amax_v(block_of(0));
-      next = prefetch(1);
-    }
-    // After P_{i-1} V_{i-1}: O *= alpha_i descale_v(block i-1) / descale_v(block i).
-    // ratio_ahead: FA_FP8_DESCALE_AHEAD's ratio (else unused).
-    auto rescale_o = [&](int i, float ratio_ahead) {
+    float amax_v_now = amax_v(block_of(0));
+    Prefetched next = prefetch(1);
+    // After P_{i-1} V_{i-1}: O *= alpha_i ratio, ratio = descale_v(block i-1) / descale_v(block i).
+    auto rescale_o = [&](float ratio) {
       if constexpr (FAULTS) {
         if (p.fault.o_rescale_skipped) return;
       }
-      const float ratio =
-          kDescaleAhead ? ratio_ahead : amax_v(block_of(i - 1)) / amax_v(block_of(i));
       const float f0 = alpha[0] * ratio, f1 = alpha[1] * ratio;
 #pragma unroll
       for (int d = 0; d < DT; ++d) {
@@ -511,7 +483,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
     warpgroup_wait<0>();
     warpgroup_fence_operand(tSrS);
     release_k(0);
-    const float factor_0 = kDescaleAhead ? q_factor * amax_k(block_of(0)) : 0.0f;
+    const float factor_0 = q_factor * amax_k(block_of(0));
     if (num_masked > 0)
       softmax_block(block_of(0), std::true_type{}, factor_0);
     else
@@ -524,17 +496,14 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       wgmma_issue<true, false>(mma_s, tSrQ, tSrK(_, _, _, stage(i)), tSrS);
       wgmma_issue<false, true>(mma_o, tOrP, tOrV(_, _, _, stage(i - 1)), tOrO);
       turns.end(false);
-      float factor = 0.0f, ratio = 0.0f;
-      if constexpr (kDescaleAhead) {
-        // From the amax step i-1 loaded: the empty asm keeps both before the wait for S in the
-        // compiler's order (ptxas then issues the division even before the products, its inputs
-        // being ready: nvcc 13.0 SASS). Then block i+1's loads, which step i+1 uses.
-        factor = q_factor * next.amax_k;
-        ratio = amax_v_now / next.amax_v;
-        asm volatile("" ::"f"(factor), "f"(ratio));
-        amax_v_now = next.amax_v;
-        next = prefetch(i + 1);
-      }
+      // From the amax step i-1 loaded: the empty asm keeps both before the wait for S in the
+      // compiler's order (ptxas then issues the division even before the products, its inputs
+      // being ready). Then block i+1's loads, which step i+1 uses.
+      const float factor = q_factor * next.amax_k;
+      const float ratio = amax_v_now / next.amax_v;
+      asm volatile("" ::"f"(factor), "f"(ratio));
+      amax_v_now = next.amax_v;
+      next = prefetch(i + 1);
       warpgroup_wait<1>();  // Q K_i^T done (batches complete in order)
       warpgroup_fence_operand(tSrS);
       release_k(i);
@@ -542,7 +511,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
       warpgroup_wait<0>();  // P_i-1 V_i-1 done: O and the P registers are free
       warpgroup_fence_operand(tOrO);
       EmptyBarrier::arrive(&bar.v_empty[stage(i - 1)]);
-      rescale_o(i, ratio);
+      rescale_o(ratio);
       convert_p();
     };
     int i = 1;
@@ -559,9 +528,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
 
     // Epilogue: l sums 256 P (exact power of two back out), O in units of the last block's
     // (block 0's) V descale.
-    // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well
-    // (without it every output was 256x too large: H200, 2026-11-23, N=1: max error 733 on
-    // |V| < 3).
+    // l is the true sum (for the lse); O summed 256 P V, so the numerator takes 1/256 as well.
     softmax.l[0] *= 1.0f / kPScale;
     softmax.l[1] *= 1.0f / kPScale;
     float inv_l[2];
@@ -582,7 +549,7 @@ __device__ __forceinline__ void forward(const Params<Tr>& p) {
   };
   if constexpr (!PERSISTENT) {
     // One tile, no loop: inside a loop nvcc kept more live across the masked blocks (P2R of the
-    // mask's predicates: 4328 instructions against 4080 for the causal kernel, nvcc 13.0 SASS).
+    // mask's predicates: more instructions in the causal kernel).
     consume_tile(tiles.at(0), 0, true);
   } else {
     for (int index = tiles.first(), n = 0; DYNAMIC || index < num_tiles; ++n) {
@@ -679,9 +646,9 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
     }
     dim3 grid(static_cast<unsigned>(q_blocks), static_cast<unsigned>(heads));
     if (plan.grid != Grid::tiles) {
-      // The sections' L2 share as fa3's (fa3_kernel.cuh, launch): 1/16 non-causal, 1/2 causal;
-      // K8 and V8 take 1 byte per element. Not tuned for fp8 yet.
-      constexpr std::int64_t kL2Share = CAUSAL ? 2 : 16;
+      // K8 and V8 take 1 byte per element.
+      constexpr std::int64_t kL2Share =
+          CAUSAL ? tuning::kSm90L2ShareCausal : tuning::kSm90L2ShareNonCausal;
       hopper::PersistentShape shape;
       const std::string e =
           hopper::persistent_shape("fp8", q_blocks * heads, heads, 2LL * Npad * D, kL2Share, shape);

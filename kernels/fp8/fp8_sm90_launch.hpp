@@ -14,9 +14,9 @@
 namespace fa::fp8::sm90 {
 
 // Which grid and epilogue the kernel runs (option fp8_schedule, --fp8-schedule; kFp8Schedules in
-// fp8.hpp): tiles, the default (grid over the tiles, O from registers: what the H200 table of
-// 2026-11-23 measured); persistent-tma-store and dynamic-tma-store: fa3's persistent grids (static,
-// or fed by an atomic tile counter) with the TMA-store epilogue (kernels/hopper/pipeline.cuh).
+// fp8.hpp; the default per shape: fp8_tuning.hpp): tiles (grid over the tiles, O from registers);
+// persistent-tma-store and dynamic-tma-store: fa3's persistent grids (static, or fed by an atomic
+// tile counter) with the TMA-store epilogue (kernels/hopper/pipeline.cuh).
 enum class Schedule { tiles, persistent_tma_store, dynamic_tma_store };
 
 constexpr hopper::Plan plan_of(Schedule s) {
@@ -31,8 +31,7 @@ constexpr hopper::Plan plan_of(Schedule s) {
 }
 
 // Whether a kernel of br query rows has a build of grid g: the persistent grids spill with 3
-// consumer warpgroups (160 registers) when causal (36-40 bytes, nvcc 13.0, -Xptxas -v), as fa3's
-// do: not compiled.
+// consumer warpgroups (160 registers) when causal, as fa3's do: not compiled.
 constexpr bool grid_built(hopper::Grid g, int br, bool causal) {
   return g == hopper::Grid::tiles || !(causal && br == 192);
 }

@@ -4,6 +4,7 @@
 #include <string>
 
 #include "kernels/fp8/fp8.hpp"
+#include "kernels/fp8/fp8_tuning.hpp"
 
 namespace fa {
 namespace {
@@ -22,10 +23,10 @@ class UnavailableLauncher final : public Launcher {
 
 }  // namespace
 
-// The tiles fp8_sm90.cu compiles (kept equal by hand; the IO model uses them).
+// The tiles fp8_sm90.cu compiles (the IO model uses them).
 std::vector<Tiles> fp8_tile_options(int d) {
-  if (d == 64) return {Tiles{192, 128}};
-  if (d == 128) return {Tiles{128, 128}};
+  if (d == 64) return {fp8::tuning::kSm90TileD64};
+  if (d == 128) return {fp8::tuning::kSm90TileD128};
   return {};
 }
 

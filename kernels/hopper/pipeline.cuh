@@ -63,8 +63,8 @@ struct Tile {
 // of the L2, set by the launcher: persistent_shape) and, inside a section, the query blocks longest
 // first (causal), the section's heads interleaved: the tiles in flight at once have about the same
 // length and read the K and V of a few heads. (Head after head, with the causal blocks of each
-// head longest first, the short tiles ran ahead into later heads: at N=16384, d=128 DRAM read 9.5x
-// the compulsory bytes and fa3's row ran at 0.72 of the grid schedule, H200, 2026-11-23.)
+// head longest first, the short tiles ran ahead into later heads and DRAM read several times the
+// compulsory bytes.)
 // Dynamic: the same list, but a block's next tile is the list's next untaken one (an atomic
 // counter; the first wave takes tiles 0 .. gridDim.x-1), so a block that drew short tiles takes
 // more of them and no SM idles while tiles are left.
@@ -110,8 +110,8 @@ struct TileList {
     // need a mask (the N tail, the causal diagonal: every block whose last key is past the tile's
     // first row) lead, and the rest run a loop with no mask code. With the mask checked inside
     // one loop, nvcc hoisted the 64 per-score comparisons of every block ahead of its wgmma issue
-    // (about 700 integer instructions per block, causal d=64: SASS, 2026-11-23); causal ran as
-    // long as non-causal. The fault build masks every block (the knobs move the edges).
+    // (hundreds of integer instructions per block); causal ran as long as non-causal. The fault
+    // build masks every block (the knobs move the edges).
     int first_masked = CAUSAL ? (tl.q0 + 1) / BC : total_kv;
     if (N % BC != 0) first_masked = min(first_masked, total_kv - 1);
     tl.num_masked = FAULTS ? tl.num_kv : tl.num_kv - min(first_masked, tl.num_kv);
@@ -188,7 +188,7 @@ __device__ __forceinline__ void store_o_tma(OutE* o_smem, const TmaO& tma_o,
   }
   // The row laundered through an empty asm volatile: every swizzled address below depends on it,
   // so nvcc cannot hoist them out of a persistent tile loop and keep 2 D/8 addresses live through
-  // the main loop (fa3's 192-row persistent kernels spilled 220-232 bytes so, nvcc 13.0).
+  // the main loop (fa3's 192-row persistent kernels spilled so).
   asm volatile("" : "+r"(r));
 #pragma unroll
   for (int i = 0; i < DT; ++i) {
