@@ -233,19 +233,22 @@ def test_a_slower_current_build_fails_the_gate(tmp_path, capfd):
     assert calls == ["current -", "base 0/2 run", "current 0/2 run", "base 1/2 run",
                      "current 1/2 run", "current 0/2 run", "base 0/2 run", "current 1/2 run",
                      "base 1/2 run"]
-    fa2 = [line for line in out.splitlines() if " fa2 " in line and "N=" in line]
-    assert len(fa2) == 2 and all("0.833" in line for line in fa2)
+    ours, gate = out.split("fa-bench gate:")
+    fa2 = [line for line in ours.splitlines() if " fa2 " in line]
+    assert len(fa2) == 2 and all(line.endswith("0.833  0.833-0.833") for line in fa2)
     base = json.loads((tmp_path / "out" / "base.json").read_text())
     assert [c["N"] for c in base["configs"]] == [128, 256]
     assert all(len(r["timing"]["samples_ms"]) == 24 for c in base["configs"] for r in c["results"])
-    assert "regressed" in out
+    assert "+20.0% slower" in gate and "FAIL (exit 1): 4 regressed" in gate
 
 
 def test_the_same_build_passes_the_gate(tmp_path, capfd):
     rc, _ = compare(tmp_path, 1.0)
     out = capfd.readouterr().out
     assert rc == 0, out
-    assert all("1.000" in line for line in out.splitlines() if " fa2 " in line and "N=" in line)
+    ours, gate = out.split("fa-bench gate:")
+    assert all(line.endswith("1.000  1.000-1.000") for line in ours.splitlines() if " fa2 " in line)
+    assert "4 rows, 4 pass" in gate and "PASS (exit 0)" in gate
 
 
 @pytest.mark.parametrize("mode, code, message", [
