@@ -256,6 +256,10 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
                "for Nsight Compute's range replays (scripts/ncu_compare.py): one untimed "
                "launch, then each row's verification launch alone between cudaProfilerStart and "
                "cudaProfilerStop");
+  app.add_flag("--profiler-range-write-back", o.profiler_range_write_back,
+               "with --profiler-range: the range ends with an L2 eviction (reads of clean "
+               "lines), so the launch's DRAM write-backs fall inside it (its reads are then the "
+               "eviction's too: scripts/ncu_compare.py takes only the writes from such a run)");
   // Hidden (no help line): the counters' failure paths no healthy machine takes, for
   // scripts/gpu_check.sh (docs/io-model.md).
   app.add_option("--test-force-counter-error", o.test_counter_error)->group("");
@@ -620,6 +624,8 @@ void resolve_distribution(const CLI::App& app, const DistributionFlags& f, Optio
   if (o.test_fake_devices < 0 || o.test_fake_devices > 64) {
     throw BadInput{fmt::format("--test-fake-devices: {} (accepted: 0 to 64)", o.test_fake_devices)};
   }
+  if (o.profiler_range_write_back && !o.profiler_range)
+    throw BadInput{"--profiler-range-write-back: only with --profiler-range"};
 }
 
 // ---- end of --devices / --shard ----

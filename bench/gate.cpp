@@ -94,9 +94,9 @@ bool parse_row_selector(const std::string& text, RowSelector* out) {
     const std::string t = rest.substr(1, end == std::string::npos ? std::string::npos : end - 1);
     int q = 0, kv = 0;
     char x = 0;
-    std::size_t used = 0;
-    if (std::sscanf(t.c_str(), "%d%c%d%zn", &q, &x, &kv, &used) != 3 || x != 'x' ||
-        used != t.size() || q <= 0 || kv <= 0) {
+    int used = 0;
+    if (std::sscanf(t.c_str(), "%d%c%d%n", &q, &x, &kv, &used) != 3 || x != 'x' ||
+        static_cast<std::size_t>(used) != t.size() || q <= 0 || kv <= 0) {
       return false;
     }
     sel.tiles = Tiles{q, kv};

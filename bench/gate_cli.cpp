@@ -244,7 +244,7 @@ int gate(int argc, const char* const* argv) {
             fmt::format("--map-variant: '{}' (accepted: CURRENT=BASELINE, e.g. fa2@64x64=fa2)", m)};
       }
       RowSelector sel;
-      for (const std::string side : {m.substr(0, eq), m.substr(eq + 1)}) {
+      for (const std::string& side : {m.substr(0, eq), m.substr(eq + 1)}) {
         if (!parse_row_selector(side, &sel)) {
           throw BadGateInput{fmt::format(
               "--map-variant: '{}' is not a row selector (accepted: VARIANT[@BrxBc][~value...], "

@@ -57,6 +57,10 @@ struct Options {
   // --profiler-range: each row's verification launch alone between cudaProfilerStart/Stop,
   // after one untimed launch (Nsight Compute's range replays).
   bool profiler_range = false;
+  // --profiler-range-write-back: the range also holds an L2 eviction after the launch (reads of
+  // clean lines only), so the launch's dirty lines are written back inside it, as fa-bench's own
+  // DRAM write count has them; the range's reads then include the eviction's.
+  bool profiler_range_write_back = false;
   // --test-force-counter-error (hidden): the counter session fails as CUPTI would with this
   // error ("insufficient_privileges" | "hardware_busy"); scripts/gpu_check.sh. "" = none.
   std::string test_counter_error;

@@ -202,7 +202,9 @@ def test_a_run_that_agrees_exits_0(stand_ins, capsys):
     assert "| cudnn | backward |" in out and "fa3 | backward" not in out
     log = (stand_ins / "ncu.log").read_text().splitlines()
     # One ncu run per (variant, direction); peers by application-range replay.
-    assert [ln.split()[0] for ln in log] == ["range", "app-range", "app-range"]
+    # Two ranges per (variant, direction): the launch, then the launch with the write-back.
+    assert [ln.split()[0] for ln in log] == ["range", "range"] + ["app-range"] * 4
+    assert ["--profiler-range-write-back" in ln for ln in log] == [False, True] * 3
     assert all("--profiler-range" in ln and "--no-counters" in ln for ln in log)
 
 
@@ -218,7 +220,7 @@ def test_a_missing_range_exits_1(stand_ins, capsys, monkeypatch):
     ncu = stand_ins / "ncu"
     ncu.write_text(ncu.read_text().replace('if r["status"] == "ok":', 'if False:'))
     code, out = run_main(stand_ins, capsys)
-    assert code == 1 and "missing: ncu returned 0 results for 1 verified rows" in out
+    assert code == 1 and "missing: launch range: ncu returned 0 results for 1 verified rows" in out
 
 
 @pytest.mark.parametrize("flags", [["--N", "2k"], ["--d", ""], ["--direction", "up"],
