@@ -111,6 +111,9 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   EXPECT_TRUE(parse({"--test-force-counter-error", "hardware_busy"}).options.test_counter_error ==
               "hardware_busy");
   EXPECT_TRUE(parse({"--profiler-range"}).options.profiler_range);
+  EXPECT_TRUE(parse({"--profiler-range", "--profiler-range-write-back"})
+                  .options.profiler_range_write_back);
+  expect_bad({"--profiler-range-write-back"}, "--profiler-range");
   EXPECT_FALSE(parse({}).options.profiler_range);
   expect_bad({"--N", "1048576", "--batch", "1000000", "--heads", "100000"}, "overflows 64-bit");
 }
