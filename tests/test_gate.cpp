@@ -727,12 +727,17 @@ TEST(Gate, ReaderRefusesOverflowAndMistypedOptionalKeys) {
     }
     return false;
   };
+  // The fixture may be stored indented or compact: find each key, then its value.
   std::string overflow = good;
-  overflow.replace(overflow.find("\"samples_ms\": [") + 15, 0, "1e999,");
+  const std::size_t samples = overflow.find('[', overflow.find("\"samples_ms\""));
+  ASSERT_NE(samples, std::string::npos);
+  overflow.insert(samples + 1, "1e999,");
   EXPECT_TRUE(refused(overflow));
   std::string mistyped = good;
-  const std::string key = "\"pci_bus_id\": \"0000:00:06.0\"";
-  mistyped.replace(mistyped.find(key), key.size(), "\"pci_bus_id\": 7");
+  const std::size_t key = mistyped.find("\"pci_bus_id\"");
+  ASSERT_NE(key, std::string::npos);
+  const std::size_t value = mistyped.find('"', mistyped.find(':', key));
+  mistyped.replace(value, mistyped.find('"', value + 1) + 1 - value, "7");
   EXPECT_TRUE(refused(mistyped));
 }
 

@@ -29,7 +29,7 @@ struct FaultInjection {
   // written.
   bool skip_last_query_block = false;
   // fa3 and fp8 on sm_90a only: O keeps its scale when a block moves the row max (l is rescaled,
-  // O is not). fa3: the lazy rescale's skip (FA3_RESCALE_THRESHOLD) taken where the update is
+  // O is not). fa3: the lazy rescale's skip (kRescaleThreshold, kernels/fa3/fa3_tiles.hpp) taken where the update is
   // due. Harmless on the first block (O is still 0); later, with the threshold at 8, only a max
   // that grows by more than 2^8 after O has taken weight shows it, which the outlier inputs make
   // and normal ones rarely do (tests/test_kernels_gpu.cpp: Fa3.LazyRescaleFaultIsCaughtOnOutliers).
