@@ -111,8 +111,8 @@ TEST(Cli, BadInputIsOneLineAndExitTwo) {
   EXPECT_TRUE(parse({"--test-force-counter-error", "hardware_busy"}).options.test_counter_error ==
               "hardware_busy");
   EXPECT_TRUE(parse({"--profiler-range"}).options.profiler_range);
-  EXPECT_TRUE(parse({"--profiler-range", "--profiler-range-write-back"})
-                  .options.profiler_range_write_back);
+  EXPECT_TRUE(
+      parse({"--profiler-range", "--profiler-range-write-back"}).options.profiler_range_write_back);
   expect_bad({"--profiler-range-write-back"}, "--profiler-range");
   EXPECT_FALSE(parse({}).options.profiler_range);
   expect_bad({"--N", "1048576", "--batch", "1000000", "--heads", "100000"}, "overflows 64-bit");
@@ -244,9 +244,8 @@ TEST(Plan, Fa3AblationRows) {
   const ConfigResult& c = r.configs[0];
   std::vector<std::string> labels;
   for (const auto& v : c.results) labels.push_back(row_label(c, v));
-  EXPECT_EQ(labels,
-            (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong", "fa3~no-overlap",
-                                      "fa3~persistent"}));
+  EXPECT_EQ(labels, (std::vector<std::string>{"fa2", "fa3~full", "fa3~no-pingpong",
+                                              "fa3~no-overlap", "fa3~persistent"}));
   for (std::size_t i = 1; i < c.results.size(); ++i) {
     ASSERT_TRUE(c.results[i].spec.kernel_config.has_value());
     // 1 producer + one consumer warpgroup per 64 query rows (d=64's default: 192 rows).
@@ -288,7 +287,8 @@ TEST(Plan, Fa3ModelIsFa2PatternWithItsTiles) {
 // --fa3-schedule takes a comma list (one row each, in the list's order); a bad or empty value, or
 // "all" inside a list, is bad input.
 TEST(Plan, Fa3ScheduleList) {
-  const auto out = parse({"--variants", "fa3", "--fa3-schedule", "persistent,full", "--model-only"});
+  const auto out =
+      parse({"--variants", "fa3", "--fa3-schedule", "persistent,full", "--model-only"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
   const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
   std::vector<std::string> labels;

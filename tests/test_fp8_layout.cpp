@@ -174,8 +174,8 @@ TEST(Fp8Layout, BlockRotationMatchesTheReference) {
   }
 }
 
-// The pass's factored rotation (fp8_tuning.hpp's kQuantMmaBlock = K): H_d = H_(d/K) (x) H_K, so the MMAs
-// multiply each block of K input columns by H_K (its 16 x 8 blocks from the base block and
+// The pass's factored rotation (fp8_tuning.hpp's kQuantMmaBlock = K): H_d = H_(d/K) (x) H_K, so the
+// MMAs multiply each block of K input columns by H_K (its 16 x 8 blocks from the base block and
 // hadamard_block_negative, as above) and log2(d/K) butterfly stages across the blocks finish the
 // product. Against the reference's butterflies, column for column; the negative leaves the
 // stages out (the block-diagonal product alone), which must differ.

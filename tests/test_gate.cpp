@@ -218,8 +218,7 @@ TEST(Gate, DoneWhenOnTheH200) {
   // the same-build pair green.
   GateOptions peers;
   peers.gate_peers = true;
-  EXPECT_EQ(
-      gate("gate-same-build-a-h200.json", "gate-same-build-b-h200.json", peers).exit_code, 1);
+  EXPECT_EQ(gate("gate-same-build-a-h200.json", "gate-same-build-b-h200.json", peers).exit_code, 1);
   const auto slow = gate("gate-same-build-a-h200.json", "gate-fa2-slowed-build-h200.json");
   EXPECT_EQ(slow.exit_code, 1) << gate_table(slow, {});
   const GateRow* d64 = nullptr;

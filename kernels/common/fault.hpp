@@ -29,12 +29,12 @@ struct FaultInjection {
   // written.
   bool skip_last_query_block = false;
   // fa3 and fp8 on sm_90a only: O keeps its scale when a block moves the row max (l is rescaled,
-  // O is not). fa3: the lazy rescale's skip (kRescaleThreshold, kernels/fa3/fa3_tiles.hpp) taken where the update is
-  // due. Harmless on the first block (O is still 0); later, with the threshold at 8, only a max
-  // that grows by more than 2^8 after O has taken weight shows it, which the outlier inputs make
-  // and normal ones rarely do (tests/test_kernels_gpu.cpp: Fa3.LazyRescaleFaultIsCaughtOnOutliers).
-  // fp8: its eager rescale (alpha and the V descale ratio) skipped after every block
-  // (Fp8.SkippedRescaleFaultIsCaught).
+  // O is not). fa3: the lazy rescale's skip (kRescaleThreshold, kernels/fa3/fa3_tiles.hpp)
+  // taken where the update is due. Harmless on the first block (O is still 0); later, with the
+  // threshold at 8, only a max that grows by more than 2^8 after O has taken weight shows it, which
+  // the outlier inputs make and normal ones rarely do (tests/test_kernels_gpu.cpp:
+  // Fa3.LazyRescaleFaultIsCaughtOnOutliers). fp8: its eager rescale (alpha and the V descale ratio)
+  // skipped after every block (Fp8.SkippedRescaleFaultIsCaught).
   bool o_rescale_skipped = false;
   // fa2's forward only, and no wrong output: each thread block keeps its SM slot this many percent
   // of its own run time longer, so the timing tests have a known regression to catch
