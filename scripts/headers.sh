@@ -23,7 +23,8 @@ while read -r pin; do
   esac
   dir=.venv/$short-$version
   [ -f "$dir/include/$probe" ] && continue
-  wheel=$(find .whl -maxdepth 1 -name "${name//-/_}-$version-*.whl" 2>/dev/null | head -1)
+  # No .whl/ yet (a fresh clone): find fails, and under pipefail that must not end the script.
+  wheel=$(find .whl -maxdepth 1 -name "${name//-/_}-$version-*.whl" 2>/dev/null | head -1 || true)
   if [ -z "$wheel" ]; then
     echo "headers: downloading $pin into .whl/" >&2
     if ! python3 -m pip download -q --disable-pip-version-check --retries 1 --timeout 20 --no-deps \
