@@ -131,7 +131,7 @@ TEST(Counters, MeasuredSetAgainstTheModel) {
   r.model.bytes_written = 1e9;
   r.model.bytes_compulsory = 1e9;
   bench::Timing t;
-  t.samples_ms = {2.0};
+  t.samples_ms.assign(1, 2.0);  // not = {2.0}: GCC 13 reports a false -Wstringop-overflow there
   t.stats = summarize(t.samples_ms);
   r.timing = t;
   bench::CounterResult c;
