@@ -53,8 +53,8 @@ bool stats_option(const OptionValues& options);
 // Plans by key, built once and never destroyed while the process runs; only the `capacity` most
 // recently used hold their resources (the workspace on the device). Why never destroyed: destroying
 // a cuDNN plan unloads the kernels it compiled, and CUPTI's range profiler (enabled for the whole
-// run, profiler/cupti_range.hpp) then crashed inside the next cuDNN launch it profiled (H200,
-// 2026-11-23: every sweep with more than 16 cuDNN plans segfaulted at the 17th plan's counters;
+// run, profiler/cupti_range.hpp) then crashed inside the next cuDNN launch it profiled (H200:
+// every sweep with more than 16 cuDNN plans segfaulted at the 17th plan's counters;
 // with a capacity of 2 at the 3rd; never with the plans kept). A plan costs host memory and its
 // compiled kernels; its workspace, the large part, is what is given back.
 //

@@ -427,7 +427,7 @@ GradRows plain_lowp_backward_rows(const Head& h, const std::vector<double>& d_o,
   // rounded to the dtype: FlashAttention's D, the one standard, fa2 and cuDNN compute. (With
   // PyTorch's D = rowsum(dP o P) instead, dP - D cancelled exactly in the plain computation on
   // rows whose exact gradient is 0 (N = 1; causal row 0), so its error there was 0 and the rule
-  // allowed nothing for the round-off of dP every implementation has: H200, 2026-11-23.)
+  // allowed nothing for the round-off of dP every implementation has, on the H200.)
   std::vector<PlainStats> st(N);
   std::vector<float> D(N);
   parallel_for(N, threads, [&](std::int64_t i) {

@@ -21,7 +21,7 @@
 //                                   scratch O of prepare_backward), the O that P produced, so that
 //                                   sum_j dS_ij = 0 holds to rounding on each row. With the given O
 //                                   (fa2's) a causal row of 2-3 keys failed its dQ check on the
-//                                   H200 (1.18x and 1.41x its tolerance, 2026-11-23).
+//                                   H200 (above its tolerance).
 //   pass 3  dS = P o (dP - D)       a kernel, one thread block per row, in place over dP; causal:
 //                                   keys past the diagonal not read, written 0
 //   pass 4  dQ = scale dS K         cuBLAS
