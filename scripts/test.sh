@@ -47,7 +47,7 @@ PY
 [ "$rc" -eq 0 ] || { echo "test: ctest FAILED (exit $rc; log: $build/ctest.log)" >&2; exit "$rc"; }
 echo "test: pytest" >&2
 bin=$build; [[ $bin = /* ]] || bin="$PWD/$bin"
-FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q tests/python
+FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q -n "$(nproc)" tests/python
 # The writers' outputs ctest wrote (C++ without a GPU, the C++ full record, the Python writer)
 # against schema/fa-bench-result.schema.json; committed files: tests/python/test_json_schema.py.
 echo "test: JSON Schema" >&2
