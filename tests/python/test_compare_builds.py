@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import fa_bench
 
 from reports import schema
 
@@ -191,16 +191,6 @@ doc = document({{n: [row("fa2", samples(n / 128)), row("standard", samples(3 * n
                 for n in configs}}, revision={name!r}, repetitions=reps)
 json.dump(doc, open(value("--json", ""), "w"))
 """
-
-
-def fa_bench() -> Path:
-    env = os.environ.get("FA_BENCH_BIN")
-    candidate = Path(env) if env else REPO_ROOT / "build" / "bin" / "fa-bench"
-    if not (candidate.is_file() and os.access(candidate, os.X_OK)):
-        if env:
-            pytest.fail(f"$FA_BENCH_BIN={env} is not an executable")
-        pytest.skip("fa-bench not built (looked for $FA_BENCH_BIN, then build/bin/fa-bench)")
-    return candidate
 
 
 def stand_in(folder: Path, name: str, factor: float, log: Path, mode: str = "ok") -> Path:

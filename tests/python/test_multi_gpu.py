@@ -6,11 +6,11 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import fa_bench
 
 from reports import json_schema, schema
 from reports.data import Results, Run
@@ -18,16 +18,6 @@ from reports.data import Results, Run
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data"
 BASE = DATA / "gate-same-build-a-h200.json"  # two configurations, counters, an H200
-
-
-def fa_bench() -> Path:
-    env = os.environ.get("FA_BENCH_BIN")
-    candidate = Path(env) if env else REPO_ROOT / "build" / "bin" / "fa-bench"
-    if not (candidate.is_file() and os.access(candidate, os.X_OK)):
-        if env:
-            pytest.fail(f"$FA_BENCH_BIN={env} is not an executable")
-        pytest.skip("fa-bench not built (looked for $FA_BENCH_BIN, then build/bin/fa-bench)")
-    return candidate
 
 
 def run(*args) -> subprocess.CompletedProcess:

@@ -5,13 +5,13 @@ from __future__ import annotations
 import copy
 import json
 import math
-import os
 import random
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+from conftest import fa_bench_path
 
 from reports import schema
 from reports.schema import SchemaError, load_results, make_result, validate, write_results
@@ -593,14 +593,8 @@ def test_cli_no_arguments():
 # The C++ writer's output
 
 
-def fa_bench_binary() -> Path | None:
-    env = os.environ.get("FA_BENCH_BIN")
-    candidate = Path(env) if env else REPO_ROOT / "build" / "bin" / "fa-bench"
-    return candidate if candidate.is_file() and os.access(candidate, os.X_OK) else None
-
-
 def test_reads_cpp_output(tmp_path):
-    binary = fa_bench_binary()
+    binary = fa_bench_path()
     if binary is None:
         pytest.skip("fa-bench binary not built: looked for $FA_BENCH_BIN, then "
                     f"{REPO_ROOT / 'build' / 'bin' / 'fa-bench'}")
