@@ -8,6 +8,8 @@
 #include <string>
 
 #include "profiler/device_info.hpp"
+#include "profiler/energy.hpp"
+#include "profiler/energy_model.hpp"
 #include "profiler/roofline.hpp"
 
 namespace fa {
@@ -19,6 +21,8 @@ struct MeasuredCeilings {
   double bf16_flops_per_s = 0;
   double fp16_flops_per_s = 0;
   double fp8_flops_per_s = 0;  // 0 when the device has no FP8 tensor cores
+  // The energy model fitted on this device (measure_energy_model); absent when not measured.
+  std::optional<energy::Fit> energy_model = std::nullopt;
   std::string measured_utc;
   std::string key;  // device UUID, driver and tool version: a cache entry is valid for this key
 };
@@ -34,6 +38,13 @@ void save_ceilings(const std::string& path, const MeasuredCeilings& c);
 
 // Measures on the current device (about 2 s). Throws fa::CudaError / std::runtime_error.
 MeasuredCeilings measure_ceilings(const DeviceInfo& device);
+
+// The energy model's calibration (about 10 s): a kernel that sleeps on every SM, the copy at three
+// grid sizes, bf16 GEMMs of two sizes and fp8 ones where the device has FP8 tensor cores, each in
+// an energy window (profiler/energy.hpp), fitted by energy::fit. Status unavailable, with the
+// window's reason, when one could not be measured. Throws fa::CudaError / std::runtime_error.
+energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& power,
+                                 const energy::Settings& settings);
 
 // The roofs a run uses: measured values, with the datasheet's kept beside for display.
 Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet,

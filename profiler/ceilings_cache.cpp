@@ -6,11 +6,12 @@
 
 #include "profiler/atomic_file.hpp"
 #include "profiler/ceilings.hpp"
+#include "profiler/energy_json.hpp"
 
 namespace fa {
 
 // Bumped when the way a ceiling is measured changes, so no cached figure outlives its method.
-constexpr int kCeilingsMethod = 2;  // 2: DRAM roof = fastest of three copies
+constexpr int kCeilingsMethod = 3;  // 2: DRAM roof = fastest of three copies; 3: energy model
 
 std::string ceilings_cache_key(const DeviceInfo& d, const std::string& tool_version) {
   return d.uuid + "|driver " + d.driver_version + "|cuda " + std::to_string(d.cuda_driver_version) +
@@ -48,6 +49,8 @@ std::optional<MeasuredCeilings> load_ceilings(const std::string& path, const std
     c.bf16_flops_per_s = j.at("bf16_flops_per_s").get<double>();
     c.fp16_flops_per_s = j.at("fp16_flops_per_s").get<double>();
     c.fp8_flops_per_s = j.at("fp8_flops_per_s").get<double>();
+    if (j.contains("energy_model"))
+      c.energy_model = energy::energy_fit_from_json(j["energy_model"]);
     return c;
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is remeasured, not trusted
@@ -63,7 +66,9 @@ void save_ceilings(const std::string& path, const MeasuredCeilings& c) {
                          {"bf16_flops_per_s", c.bf16_flops_per_s},
                          {"fp16_flops_per_s", c.fp16_flops_per_s},
                          {"fp8_flops_per_s", c.fp8_flops_per_s}};
-  write_file_atomically(path, j.dump(1) + "\n");
+  nlohmann::json out = j;
+  if (c.energy_model) out["energy_model"] = energy::energy_fit_to_json(*c.energy_model);
+  write_file_atomically(path, out.dump(1) + "\n");
 }
 
 Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet,
@@ -76,6 +81,7 @@ Ceilings to_ceilings(const MeasuredCeilings& m, const Ceilings& datasheet,
   c.tensor_flops_per_s_fp8 = m.fp8_flops_per_s;
   c.l2_bytes_per_s = m.l2_bytes_per_s;
   c.fp32_flops_per_s = m.fp32_flops_per_s;
+  c.energy_model = m.energy_model;
   return c;
 }
 

@@ -18,6 +18,7 @@ struct Nvml {
   int (*clock_info)(Device, int, unsigned*) = nullptr;
   int (*max_clock_info)(Device, int, unsigned*) = nullptr;
   int (*driver_version)(char*, unsigned) = nullptr;
+  void* lib = nullptr;
   bool ok = false;
 
   static const Nvml& get() {
@@ -25,6 +26,7 @@ struct Nvml {
       Nvml n;
       void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
       if (!lib) return n;
+      n.lib = lib;
       n.init = reinterpret_cast<int (*)()>(dlsym(lib, "nvmlInit_v2"));
       n.handle_by_pci = reinterpret_cast<int (*)(const char*, Device*)>(
           dlsym(lib, "nvmlDeviceGetHandleByPciBusId_v2"));
@@ -116,6 +118,11 @@ std::optional<DeviceInfo> query_device(int index, std::string* why_not) {
     }
   }
   return d;
+}
+
+void* nvml_symbol(const char* name) {
+  const Nvml& nvml = Nvml::get();
+  return nvml.ok ? dlsym(nvml.lib, name) : nullptr;
 }
 
 int current_sm_clock_mhz(const DeviceInfo& device) {

@@ -34,6 +34,10 @@ struct DeviceInfo {
 // The device, or nullopt with `why_not` saying what is missing (no driver, no GPU, bad index).
 std::optional<DeviceInfo> query_device(int index, std::string* why_not);
 
+// An NVML entry point by name, from the library loaded at run time; nullptr without NVML or where
+// this driver lacks it.
+void* nvml_symbol(const char* name);
+
 // Current SM clock in MHz through NVML (loaded at run time); -1 when unavailable.
 int current_sm_clock_mhz(const DeviceInfo& device);
 

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "kernels/problem.hpp"
+#include "profiler/energy_model.hpp"
 
 namespace fa {
 
@@ -22,6 +23,9 @@ struct Ceilings {
   double datasheet_dram_bytes_per_s = 0;
   double datasheet_tensor_flops_per_s_bf16 = 0;
   double datasheet_tensor_flops_per_s_fp8 = 0;
+  // The energy model fitted on the device, measured and cached with the roofs; absent when not
+  // measured (datasheet roofs, --no-energy, no GPU).
+  std::optional<energy::Fit> energy_model = std::nullopt;
 
   double tensor_peak(DType t) const {
     return t == DType::bf16 ? tensor_flops_per_s_bf16 : tensor_flops_per_s_fp16;
