@@ -139,6 +139,7 @@ struct RawFlags {
   std::string block_q, block_kv, metrics;
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
+  bool no_energy = false;
   bool fa3_schedule_given = false;
 };
 
@@ -235,6 +236,12 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--device", o.device, "CUDA device index (default 0)");
   app.add_flag("--model-only", o.model_only, "print the IO model, launch nothing");
   app.add_flag("--no-counters", f.no_counters, "skip hardware-counter collection (CUPTI)");
+  app.add_flag("--no-energy", f.no_energy,
+               "no energy per launch (NVML's energy counter in a window of launches after the "
+               "timing) and no energy model");
+  app.add_option("--energy-window", o.energy_window_s,
+                 "seconds of launches back to back per row whose energy the counter measures, "
+                 "finite, 0.1 to 60 (default 1; docs/energy.md)");
   app.add_flag(
       "--no-kernel-breakdown", f.no_kernel_breakdown,
       "count multi-kernel variants (standard, fp8) as a whole only, not also kernel by kernel");
@@ -410,6 +417,11 @@ void resolve_rows(const RawFlags& f, Options& o) {
 void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
   o.counters = !f.no_counters;
   o.kernel_breakdown = !f.no_kernel_breakdown;
+  o.energy = !f.no_energy;
+  if (!(o.energy_window_s >= 0.1 && o.energy_window_s <= 60)) {
+    throw BadInput{
+        fmt::format("--energy-window: {} (accepted: seconds from 0.1 to 60)", o.energy_window_s)};
+  }
   if (o.stall_reasons && !o.counters) {
     throw BadInput{
         "--stall-reasons: needs the hardware counters (accepted: without --no-counters)"};

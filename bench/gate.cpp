@@ -859,6 +859,63 @@ void compare_counters(const VariantResult& bv, const VariantResult& cv, const Ga
   }
 }
 
+// The energy per launch of a matched, measured row compared (--gate-energy). A side without the
+// counter's figure cannot be compared: an error (a note under --allow-missing).
+void compare_energy(const VariantResult& bv, const VariantResult& cv, const GateOptions& o,
+                    const CalibrationKey& ckey, GateRow* row, bool* error) {
+  auto figure = [](const VariantResult& v) {
+    return v.energy ? v.energy->energy_per_launch_mj : std::nullopt;
+  };
+  auto why_not = [](const VariantResult& v) {
+    if (!v.energy) return std::string("no energy in the file (--no-energy, or an older fa-bench)");
+    return v.energy->status + (v.energy->reason.empty() ? "" : ": " + v.energy->reason);
+  };
+  const std::optional<double> b = figure(bv), c = figure(cv);
+  if (!b || !c) {
+    const std::string msg = fmt::format(
+        "energy per launch not measured in the {} ({}): --gate-energy cannot compare it",
+        b ? "current run" : "baseline", why_not(b ? cv : bv));
+    if (o.allow_missing) {
+      row->notes.push_back(msg + " (--allow-missing)");
+    } else {
+      row->problems.push_back(msg);
+      *error = true;
+    }
+    return;
+  }
+  CounterComparison cc;
+  cc.name = kGateEnergy;
+  cc.base = *b;
+  cc.cur = *c;
+  cc.tolerance = calibrated(o, ckey, kGateEnergy, o.energy_tolerance_given, o.energy_tolerance,
+                            &cc.calibrated);
+  if (cc.base > 0) {
+    cc.change = cc.cur / cc.base - 1;
+    cc.regressed = cc.change > cc.tolerance;
+    cc.improved = cc.change < -cc.tolerance;
+  }
+  row->counters.push_back(cc);
+  // A clock held down by power or heat on one side only moves the energy with it.
+  auto held = [](const VariantResult& v) {
+    std::string out;
+    for (const auto& r : v.energy->clock_event_reasons)
+      if (r != "idle") out += (out.empty() ? "" : ", ") + r;
+    return out;
+  };
+  if (held(bv) != held(cv)) {
+    row->notes.push_back(fmt::format(
+        "SM clock held down during the energy window: baseline {}, "
+        "current {}",
+        held(bv).empty() ? "no" : "by " + held(bv), held(cv).empty() ? "no" : "by " + held(cv)));
+  }
+}
+
+// The current row's energy per launch among its exported figures (--gate-energy).
+void export_energy(const VariantResult& v, const GateOptions& o, GateRow* row) {
+  if (o.gate_energy && v.energy && v.energy->energy_per_launch_mj)
+    row->cur_counters[kGateEnergy] = *v.energy->energy_per_launch_mj;
+}
+
 // Time (and counters) of a row measured in both files. Sets `error` / `hard_error`.
 void compare_measured(const VariantResult& bv, const VariantResult& cv, const GateOptions& o,
                       const CalibrationKey& ckey, bool counters_on, GateRow* row, bool* error,
@@ -896,6 +953,8 @@ void compare_measured(const VariantResult& bv, const VariantResult& cv, const Ga
                                      pct(t.base.dispersion), pct(t.cur.dispersion)));
   }
   if (counters_on) compare_counters(bv, cv, o, ckey, row, error);
+  export_energy(cv, o, row);
+  if (o.gate_energy) compare_energy(bv, cv, o, ckey, row, error);
 }
 
 // A gate row for a file's row: its spec, label, shape, peer flag and configuration label.
@@ -985,7 +1044,8 @@ void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, Curre
 
 // Current rows no baseline row matched: reported, not gated.
 void report_new_rows(const RunResult& cur, const CurrentRows& rows,
-                     const std::map<Key, bool>& matched, bool counters_on, GateReport* rep) {
+                     const std::map<Key, bool>& matched, bool counters_on, const GateOptions& o,
+                     GateReport* rep) {
   for (const auto& c : cur.configs) {
     for (const auto& v : c.results) {
       if (matched.count(rows.key_of_row.at(&v)) || v.status != Status::ok) continue;
@@ -994,6 +1054,7 @@ void report_new_rows(const RunResult& cur, const CurrentRows& rows,
       row.outcome = RowOutcome::new_row;
       if (v.timing) row.cur_time = side_of(*v.timing);
       if (counters_on) row.cur_counters = gated_counters(v);
+      export_energy(v, o, &row);
       row.notes.push_back("not in the baseline: not gated (refresh the baseline to gate it)");
       rep->rows.push_back(std::move(row));
     }
@@ -1035,7 +1096,7 @@ GateReport run_gate(const RunResult& base, const RunResult& cur, const GateOptio
       for (const auto& bv : bc.results)
         compare_baseline_row(bc, bv, rows, matched, o, counters_on, &rep);
     }
-    report_new_rows(cur, rows, matched, counters_on, &rep);
+    report_new_rows(cur, rows, matched, counters_on, o, &rep);
   }
   if (const int n = rep.count(RowOutcome::environment)) {
     std::string env;
@@ -1069,7 +1130,7 @@ std::map<std::string, RowRef> rows_by_key(const RunResult& r) {
 }
 
 bool known_metric(const std::string& m) {
-  if (m == "time") return true;
+  if (m == "time" || m == kGateEnergy) return true;
   for (const char* c : kGateCounters) {
     if (m == c) return true;
   }
@@ -1168,6 +1229,17 @@ Calibration calibrate(const std::vector<RunResult>& runs, const std::vector<std:
           worst = std::max(worst, std::fabs(mb.at(name) / ma.at(name) - 1));
       }
       observed[name] = worst;
+    }
+    // Energy per launch, where every run measured it (--gate-energy uses it).
+    std::vector<double> energies;
+    for (const auto* r : rows)
+      if (r->energy && r->energy->energy_per_launch_mj && *r->energy->energy_per_launch_mj > 0)
+        energies.push_back(*r->energy->energy_per_launch_mj);
+    if (energies.size() == rows.size()) {
+      double worst = 0;
+      for (double ea : energies)
+        for (double eb : energies) worst = std::max(worst, std::fabs(eb / ea - 1));
+      observed[kGateEnergy] = worst;
     }
     for (const auto& [metric, v] : observed) {
       const double floor = metric == "time" ? kCalibrationFloorTime : kCalibrationFloorCounter;

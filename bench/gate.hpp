@@ -60,6 +60,12 @@ struct GateOptions {
   bool strict = false;                // ambiguous time results fail
   bool gate_peers = false;            // peers (cuDNN) fail like our variants instead of being noted
   bool time_only = false;             // counters not compared (and not required)
+  // --gate-energy: energy per launch (the counter's, docs/energy.md) regresses above baseline x
+  // (1 + energy_tolerance); off by default, since a window's energy also moves with the board's
+  // temperature.
+  bool gate_energy = false;
+  double energy_tolerance = 0.05;
+  bool energy_tolerance_given = false;  // set on the command line: overrides a calibration
   bool allow_missing =
       false;  // baseline rows absent from (or not measured in) the current run warn
   bool allow_device_mismatch = false;
@@ -118,9 +124,10 @@ struct TimeComparison {
   std::string rerun;  // for ambiguous: what to rerun
 };
 
-// The counters the gate compares (bytes and work: nearly deterministic).
+// The counters the gate compares (bytes and work: nearly deterministic), and under --gate-energy
+// the energy per launch.
 struct CounterComparison {
-  std::string name;  // dram_bytes | l2_bytes | tensor_flops | instructions
+  std::string name;  // dram_bytes | l2_bytes | tensor_flops | instructions | energy_mj
   double base = 0, cur = 0;
   double change = 0;  // cur / base - 1
   double tolerance = 0;
@@ -208,6 +215,9 @@ std::pair<double, double> bootstrap_median_ratio(const std::vector<double>& base
 // Compares one row's timing samples (exposed for tests). `tolerance` < 0: o.time_tolerance.
 TimeComparison compare_time(const Timing& base, const Timing& cur, const GateOptions& o,
                             double tolerance = -1);
+
+// The name of the energy per launch among a gate row's comparisons and exported figures.
+inline constexpr const char* kGateEnergy = "energy_mj";
 
 // The counters gated, read from the raw counter values (absent: not gated).
 std::map<std::string, double> gated_counters(const VariantResult& r);

@@ -142,7 +142,7 @@ int calibrate_command(const std::vector<std::string>& files, const GateOptions& 
 
 int gate(int argc, const char* const* argv) {
   GateOptions o;
-  std::string time_tol = "3%", dispersion, clock_tol = "5%";
+  std::string time_tol = "3%", dispersion, clock_tol = "5%", energy_tol = "5%";
   std::vector<std::string> counter_tols;
   std::vector<std::string> maps;
   std::vector<std::string> calibrate_files;
@@ -174,6 +174,14 @@ int gate(int argc, const char* const* argv) {
   app.add_flag("--gate-peers", o.gate_peers,
                "peer rows (cuDNN) fail like ours; by default a peer's change is reported as a "
                "change of the environment");
+  app.add_flag("--gate-energy", o.gate_energy,
+               "also compare the energy per launch (NVML's counter; docs/energy.md): a row "
+               "regresses above baseline x (1 + --energy-tolerance); a row without it in either "
+               "file cannot be compared (exit 2, or a warning with --allow-missing)");
+  auto* etol = app.add_option(
+      "--energy-tolerance", energy_tol,
+      "with --gate-energy: the energy change that counts as a regression (default 5%; overrides "
+      "a calibration)");
   app.add_flag("--time-only", o.time_only,
                "do not compare counters (and accept files or a baseline without them)");
   app.add_flag(
@@ -235,6 +243,12 @@ int gate(int argc, const char* const* argv) {
       o.counter_tolerance_for[name] = parse_fraction("--counter-tolerance", t.substr(eq + 1));
     }
     o.time_tolerance = parse_fraction("--time-tolerance", time_tol);
+    o.energy_tolerance_given = etol->count() > 0;
+    if (o.energy_tolerance_given && !o.gate_energy) {
+      throw BadGateInput{
+          "--energy-tolerance: only with --gate-energy (accepted: add --gate-energy)"};
+    }
+    o.energy_tolerance = parse_fraction("--energy-tolerance", energy_tol);
     if (!dispersion.empty()) o.max_dispersion = parse_fraction("--max-dispersion", dispersion);
     o.clock_tolerance = parse_fraction("--clock-tolerance", clock_tol);
     for (const auto& m : maps) {

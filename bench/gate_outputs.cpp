@@ -89,6 +89,12 @@ std::string rule_line(const GateOptions& o) {
              }(),
              o.calibration && !o.counter_tolerance_given ? " (or the row's calibrated ones)" : "",
              o.time_only ? " (not compared: --time-only)" : "") +
+         (o.gate_energy ? fmt::format("; energy per launch: tolerance {:.1f}%{} (--gate-energy)",
+                                      pct(o.energy_tolerance),
+                                      o.calibration && !o.energy_tolerance_given
+                                          ? " (or the row's calibrated one)"
+                                          : "")
+                        : std::string("; energy not gated")) +
          (o.gate_peers ? "; peers gated (--gate-peers)" : "; peers not gated (sentinels)");
 }
 
@@ -176,18 +182,22 @@ std::string gate_table(const GateReport& r, const GateOptions& o) {
   for (const auto& p : r.file_problems) out += "error: " + p + "\n";
   for (const auto& n : r.file_notes) out += "note: " + n + "\n";
   for (const auto& e : r.environment) out += "environment: " + e + "\n";
+  // The energy column only under --gate-energy: the table stays as it was otherwise.
+  auto energy = [&](const std::string& cell) {
+    return o.gate_energy ? fmt::format(" {:>8}", cell) : std::string();
+  };
   if (!r.rows.empty()) {
-    out += fmt::format("\n{:<34} {:<14} {:>9} {:>9}  {:<18} {:>8} {:>8} {:>8} {:>8}  {}\n",
+    out += fmt::format("\n{:<34} {:<14} {:>9} {:>9}  {:<18} {:>8} {:>8} {:>8} {:>8}{}  {}\n",
                        "config", "variant", "base ms", "cur ms", "time", "DRAM", "L2", "tensor",
-                       "inst", "outcome");
+                       "inst", energy("energy"), "outcome");
   }
   for (const auto& row : r.rows) {
-    out +=
-        fmt::format("{:<34} {:<14} {:>9} {:>9}  {:<18} {:>8} {:>8} {:>8} {:>8}  {}\n",
-                    shorten(row.config_label, 34), shorten(row_name(row), 14), ms(row.time, true),
-                    ms(row.time, false), time_cell(row), counter_cell(row, kCounters[0]),
-                    counter_cell(row, kCounters[1]), counter_cell(row, kCounters[2]),
-                    counter_cell(row, kCounters[3]), to_string(row.outcome));
+    out += fmt::format("{:<34} {:<14} {:>9} {:>9}  {:<18} {:>8} {:>8} {:>8} {:>8}{}  {}\n",
+                       shorten(row.config_label, 34), shorten(row_name(row), 14),
+                       ms(row.time, true), ms(row.time, false), time_cell(row),
+                       counter_cell(row, kCounters[0]), counter_cell(row, kCounters[1]),
+                       counter_cell(row, kCounters[2]), counter_cell(row, kCounters[3]),
+                       energy(counter_cell(row, kGateEnergy)), to_string(row.outcome));
     if (row.outcome != RowOutcome::pass || !row.notes.empty()) {
       for (const auto& d : details(row, o)) out += "    " + d + "\n";
     }
@@ -207,12 +217,15 @@ std::string gate_markdown(const GateReport& r, const GateOptions& o) {
   if (!r.rows.empty()) {
     out += "| config | variant | base ms | cur ms | time |";
     for (const char* t : kCounterTitles) out += fmt::format(" {} |", t);
-    out += " outcome |\n|---|---|---:|---:|---|---:|---:|---:|---:|---|\n";
+    if (o.gate_energy) out += " energy |";
+    out += fmt::format(" outcome |\n|---|---|---:|---:|---|---:|---:|---:|---:|{}---|\n",
+                       o.gate_energy ? "---:|" : "");
     for (const auto& row : r.rows) {
       out += fmt::format("| {} | {} | {} | {} | {} |", md_cell(row.config_label),
                          md_cell(row_name(row)), ms(row.time, true), ms(row.time, false),
                          md_cell(time_cell(row)));
       for (const char* c : kCounters) out += " " + md_cell(counter_cell(row, c)) + " |";
+      if (o.gate_energy) out += " " + md_cell(counter_cell(row, kGateEnergy)) + " |";
       const bool bad = row.outcome == RowOutcome::regression || row.outcome == RowOutcome::failed ||
                        row.outcome == RowOutcome::error;
       out += fmt::format(" {} |\n", bad ? "**" + std::string(to_string(row.outcome)) + "**"
@@ -336,7 +349,8 @@ std::string gate_github_benchmark(const GateReport& r) {
   static const std::pair<const char*, const char*> kNames[] = {{"dram_bytes", "DRAM bytes"},
                                                                {"l2_bytes", "L2 bytes"},
                                                                {"tensor_flops", "tensor FLOPs"},
-                                                               {"instructions", "instructions"}};
+                                                               {"instructions", "instructions"},
+                                                               {kGateEnergy, "energy per launch"}};
   json out = json::array();
   for (const auto& row : r.rows) {
     if (row.cur_time && row.cur_time->n) {
@@ -353,8 +367,9 @@ std::string gate_github_benchmark(const GateReport& r) {
       if (it == row.cur_counters.end()) continue;
       out.push_back(
           {{"name", bench_name(row) + " " + title},
-           {"unit",
-            key == std::string("dram_bytes") || key == std::string("l2_bytes") ? "bytes" : "count"},
+           {"unit", key == std::string("dram_bytes") || key == std::string("l2_bytes") ? "bytes"
+                    : key == std::string(kGateEnergy)                                  ? "mJ"
+                                                                                       : "count"},
            {"value", finite(it->second)}});
     }
   }
@@ -371,7 +386,7 @@ std::string gate_bmf(const GateReport& r) {
                              {"lower_value", finite(t.q1 * 1e6)},
                              {"upper_value", finite(t.q3 * 1e6)}};
     }
-    for (const char* key : kCounters) {
+    for (const char* key : {kCounters[0], kCounters[1], kCounters[2], kCounters[3], kGateEnergy}) {
       auto it = row.cur_counters.find(key);
       if (it == row.cur_counters.end()) continue;
       std::string slug = key;

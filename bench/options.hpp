@@ -8,6 +8,7 @@
 
 #include "kernels/problem.hpp"
 #include "kernels/variant.hpp"
+#include "profiler/energy.hpp"
 
 namespace fa::bench {
 
@@ -45,6 +46,9 @@ struct Options {
   std::string json_path, csv_path, markdown_path;
   bool model_only = false;
   bool counters = true;  // --no-counters turns collection off
+  bool energy = true;    // --no-energy: no energy window per row, no energy model
+  // --energy-window: seconds between the energy counter's updates that bound a row's window
+  double energy_window_s = energy::kDefaultWindowS;
   bool kernel_breakdown =
       true;  // per-kernel counters of multi-kernel variants (--no-kernel-breakdown)
   std::vector<std::string> extra_metrics;  // --metrics: more CUPTI metrics, by name

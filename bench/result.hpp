@@ -11,6 +11,8 @@
 #include "kernels/problem.hpp"
 #include "kernels/variant.hpp"
 #include "profiler/device_info.hpp"
+#include "profiler/energy.hpp"
+#include "profiler/energy_model.hpp"
 #include "profiler/io_model.hpp"
 #include "profiler/roofline.hpp"
 #include "profiler/stats.hpp"
@@ -131,6 +133,11 @@ struct VariantResult {
   // Where the row sits on the roofline (timed rows): from the counters' bytes when measured,
   // otherwise from the compulsory bytes. The one placement every output shows.
   std::optional<Placement> placement;
+  // Energy per launch from NVML, in a window of launches run back to back after the timing
+  // (profiler/energy.hpp), and the energy model's figure for the same launch beside it
+  // (profiler/energy_model.hpp: from the counters' DRAM bytes when they ran, else the IO model's).
+  std::optional<energy::Measurement> energy;
+  std::optional<energy::Breakdown> energy_model;
 };
 
 // The GPU a configuration ran on: its UUID (the identity) and its model name.

@@ -8,6 +8,8 @@
 #include <tuple>
 #include <variant>
 
+#include "profiler/energy_json.hpp"
+
 namespace fa::bench {
 namespace {
 
@@ -38,18 +40,20 @@ json device_json(const DeviceInfo& d) {
 }
 
 json ceilings_json(const Ceilings& c) {
-  return json{{"source", c.source},
-              {"dram_bytes_per_s", c.dram_bytes_per_s},
-              {"l2_bytes_per_s", c.l2_bytes_per_s},
-              {"fp32_flops_per_s", c.fp32_flops_per_s},
-              {"datasheet",
-               {{"dram_bytes_per_s", c.datasheet_dram_bytes_per_s},
-                {"tensor_flops_per_s_bf16", c.datasheet_tensor_flops_per_s_bf16},
-                {"tensor_flops_per_s_fp8", c.datasheet_tensor_flops_per_s_fp8}}},
-              {"tensor_flops_per_s",
-               {{"bf16", c.tensor_flops_per_s_bf16},
-                {"fp16", c.tensor_flops_per_s_fp16},
-                {"fp8", c.tensor_flops_per_s_fp8}}}};
+  json j{{"source", c.source},
+         {"dram_bytes_per_s", c.dram_bytes_per_s},
+         {"l2_bytes_per_s", c.l2_bytes_per_s},
+         {"fp32_flops_per_s", c.fp32_flops_per_s},
+         {"datasheet",
+          {{"dram_bytes_per_s", c.datasheet_dram_bytes_per_s},
+           {"tensor_flops_per_s_bf16", c.datasheet_tensor_flops_per_s_bf16},
+           {"tensor_flops_per_s_fp8", c.datasheet_tensor_flops_per_s_fp8}}},
+         {"tensor_flops_per_s",
+          {{"bf16", c.tensor_flops_per_s_bf16},
+           {"fp16", c.tensor_flops_per_s_fp16},
+           {"fp8", c.tensor_flops_per_s_fp8}}}};
+  if (c.energy_model) j["energy_model"] = energy::energy_fit_to_json(*c.energy_model);
+  return j;
 }
 
 json model_json(const model::IoModel& m) {
@@ -236,6 +240,7 @@ json result_json(const VariantResult& r) {
                       {"fraction", num(pl.fraction)},
                       {"bound", pl.bound}};
   }
+  if (r.energy) j["energy"] = energy::row_energy_to_json(*r.energy, r.energy_model);
   return j;
 }
 
@@ -598,6 +603,15 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     pl.bound = rd.str(pj, pp, "bound");
     r.placement = pl;
   }
+  if (j.contains("energy") && !j["energy"].is_null()) {
+    energy::Measurement m;
+    try {
+      energy::row_energy_from_json(j["energy"], &m, &r.energy_model);
+    } catch (const std::invalid_argument& e) {
+      rd.fail(p + ".energy", e.what());
+    }
+    r.energy = std::move(m);
+  }
   if ((r.status == Status::ok) != r.timing.has_value()) {
     rd.fail(p + ".timing", "must be present exactly when status is ok");
   }
@@ -648,6 +662,13 @@ Ceilings read_ceilings(const Reader& rd, const json& c, const std::string& p) {
     out.datasheet_dram_bytes_per_s = ds.value("dram_bytes_per_s", 0.0);
     out.datasheet_tensor_flops_per_s_bf16 = ds.value("tensor_flops_per_s_bf16", 0.0);
     out.datasheet_tensor_flops_per_s_fp8 = ds.value("tensor_flops_per_s_fp8", 0.0);
+  }
+  if (c.contains("energy_model") && !c["energy_model"].is_null()) {
+    try {
+      out.energy_model = energy::energy_fit_from_json(c["energy_model"]);
+    } catch (const std::invalid_argument& e) {
+      rd.fail(p + ".energy_model", e.what());
+    }
   }
   return out;
 }

@@ -21,6 +21,7 @@
 #include "profiler/ceilings.hpp"
 #include "profiler/counters.hpp"
 #include "profiler/cupti_range.hpp"
+#include "profiler/energy_queue.hpp"
 #include "profiler/timer.hpp"
 
 namespace fa::bench {
@@ -234,47 +235,75 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
 
 namespace {
 
-// Measured ceilings from the cache, or measured now (and cached). Datasheet roofs on failure.
-void use_measured_ceilings(RunResult& r, const Options& o) {
+// The energy model for ceilings that lack one (or whose fit failed before): fitted now. True when
+// it was (the ceilings then need caching again).
+bool fit_energy_model(const RunResult& r, energy::PowerSource* power, const Options& o,
+                      MeasuredCeilings* m) {
+  if (!power || (m->energy_model && m->energy_model->status == "ok")) return false;
+  std::fprintf(stderr,
+               "fitting the energy model (sleep, copy, GEMM kernels in energy windows)...\n");
+  energy::Settings settings;
+  settings.window_s = o.energy_window_s;
+  try {
+    m->energy_model = measure_energy_model(*r.device, *power, settings);
+  } catch (const std::exception& e) {
+    energy::Fit f;
+    f.status = "unavailable";
+    f.reason = std::string("calibration failed: ") + e.what();
+    m->energy_model = f;
+  }
+  if (m->energy_model->status != "ok") {
+    std::fprintf(stderr, "warning: no energy model: %s\n", m->energy_model->reason.c_str());
+  }
+  return true;
+}
+
+// Measured ceilings (and the energy model) from the cache, or measured now (and cached).
+// Datasheet roofs, and no energy model, on failure.
+void use_measured_ceilings(RunResult& r, const Options& o, energy::PowerSource* power) {
   if (o.datasheet_roofs) return;
   const std::string key = ceilings_cache_key(*r.device, kVersion);
   const std::string path = ceilings_cache_path(*r.device, kVersion);
   std::optional<MeasuredCeilings> m;
   std::string origin = "cached in " + path;
+  bool save = false;
   if (!o.remeasure_ceilings) m = load_ceilings(path, key);
-  if (!m) {
-    try {
+  try {
+    if (!m) {
       std::fprintf(
           stderr,
           "measuring the roofline ceilings (copy, L2 read, FFMA, bf16/fp16/fp8 GEMMs)...\n");
       m = measure_ceilings(*r.device);
       m->key = key;
       origin = "this run";
-      // A run under a sanitizer or a busy GPU measures roofs far below the hardware's: use them
-      // for this run if asked, but never cache figures under a fifth of the datasheet's.
-      const double ds_bw = r.ceilings.datasheet_dram_bytes_per_s,
-                   ds_tc = r.ceilings.datasheet_tensor_flops_per_s_bf16;
-      const bool implausible = (ds_bw > 0 && m->dram_bytes_per_s < 0.2 * ds_bw) ||
-                               (ds_tc > 0 && m->bf16_flops_per_s < 0.2 * ds_tc);
-      if (implausible) {
-        std::fprintf(
-            stderr,
-            "warning: measured ceilings are under a fifth of the datasheet's (DRAM %.0f GB/s, bf16 "
-            "%.0f TFLOP/s): not cached; is a profiler or sanitizer attached? (--datasheet-roofs)\n",
-            m->dram_bytes_per_s * 1e-9, m->bf16_flops_per_s * 1e-12);
-        origin = "this run, implausibly low, not cached";
-      } else {
-        try {
-          save_ceilings(path, *m);
-        } catch (const std::exception& e) {
-          std::fprintf(stderr, "warning: ceilings not cached: %s\n", e.what());
-        }
+      save = true;
+    }
+    save = fit_energy_model(r, power, o, &*m) || save;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "warning: ceilings not measured (%s); the roofline uses datasheet roofs\n",
+                 e.what());
+    return;
+  }
+  if (save) {
+    // A run under a sanitizer or a busy GPU measures roofs far below the hardware's: use them
+    // for this run if asked, but never cache figures under a fifth of the datasheet's.
+    const double ds_bw = r.ceilings.datasheet_dram_bytes_per_s,
+                 ds_tc = r.ceilings.datasheet_tensor_flops_per_s_bf16;
+    const bool implausible = (ds_bw > 0 && m->dram_bytes_per_s < 0.2 * ds_bw) ||
+                             (ds_tc > 0 && m->bf16_flops_per_s < 0.2 * ds_tc);
+    if (implausible) {
+      std::fprintf(
+          stderr,
+          "warning: measured ceilings are under a fifth of the datasheet's (DRAM %.0f GB/s, bf16 "
+          "%.0f TFLOP/s): not cached; is a profiler or sanitizer attached? (--datasheet-roofs)\n",
+          m->dram_bytes_per_s * 1e-9, m->bf16_flops_per_s * 1e-12);
+      origin = "this run, implausibly low, not cached";
+    } else {
+      try {
+        save_ceilings(path, *m);
+      } catch (const std::exception& e) {
+        std::fprintf(stderr, "warning: ceilings not cached: %s\n", e.what());
       }
-    } catch (const std::exception& e) {
-      std::fprintf(stderr,
-                   "warning: ceilings not measured (%s); the roofline uses datasheet roofs\n",
-                   e.what());
-      return;
     }
   }
   r.ceilings = to_ceilings(*m, r.ceilings, origin);
@@ -380,6 +409,8 @@ struct RunContext {
   std::string counters_off_reason = "--no-counters";
   cudaStream_t stream = nullptr;
   std::unique_ptr<L2Flusher> flusher;
+  std::unique_ptr<energy::PowerSource> power;  // NVML; none with --no-energy or without NVML
+  std::string energy_off_reason = "--no-energy";
 
   void checkpoint() const {
     if (hooks.checkpoint) hooks.checkpoint(r);
@@ -403,6 +434,15 @@ void start_counters(RunContext& ctx) {
     std::fprintf(stderr, "warning: hardware counters unavailable: %s; timing only\n",
                  ctx.counters_off_reason.c_str());
     ctx.session.reset();
+  }
+}
+
+// NVML for the whole run; if it cannot be had, every row says why.
+void start_energy(RunContext& ctx) {
+  if (!ctx.o.energy) return;
+  ctx.power = energy::nvml_power_source(ctx.r.device->pci_bus_id, &ctx.energy_off_reason);
+  if (!ctx.power) {
+    std::fprintf(stderr, "warning: energy not measured: %s\n", ctx.energy_off_reason.c_str());
   }
 }
 
@@ -618,6 +658,28 @@ std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run
   return err;
 }
 
+// Energy: the row's launches back to back, after and apart from the timed samples (which it leaves
+// unchanged), in a window bounded by the energy counter's updates (profiler/energy.hpp).
+energy::Measurement energy_row(const RunContext& ctx, RowRun& run, double median_ms) {
+  if (!ctx.power) {
+    return energy::not_measured(ctx.o.energy ? "unavailable" : "skipped", ctx.energy_off_reason);
+  }
+  energy::Settings settings;
+  settings.window_s = ctx.o.energy_window_s;
+  energy::StreamLaunchQueue queue(ctx.stream, run.launch);
+  return energy::measure(*ctx.power, queue, energy::steady_clock(), median_ms * 1e-3, settings);
+}
+
+// The energy model's figure for the launch the window measured: the counters' DRAM bytes when
+// they ran, else the IO model's; the window's time per launch.
+std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c) {
+  if (!c.energy_model || !row.energy || row.energy->seconds_per_launch <= 0) return std::nullopt;
+  const bool counted = row.measured.has_value();
+  return energy::predict(*c.energy_model, row.algorithm == Algorithm::fp8, row.model.flops_matrix,
+                         counted ? row.measured->dram_bytes : row.model.bytes(),
+                         row.energy->seconds_per_launch, counted ? "counters" : "model");
+}
+
 // Counters: a separate, untimed run, replayed once per pass; L2 flushed before each pass; then,
 // for multi-kernel variants, kernel by kernel.
 CounterResult count_row(const RunContext& ctx, const std::string& name, RowRun& run) {
@@ -699,11 +761,14 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   row.timing = std::move(t);
   row.status = Status::ok;
   row.reason.clear();
+  step("energy (NVML)");
+  row.energy = energy_row(ctx, run, row.timing->stats.median);
   step("hardware counters (CUPTI)");
   row.counters = count_row(ctx, label, run);
   step("after the row (launcher and workspace released)");
   if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
   row.placement = placement_of(row, ctx.r.ceilings, peak);
+  row.energy_model = energy_model_of(row, ctx.r.ceilings);
   ctx.checkpoint();
   return true;
 }
@@ -746,8 +811,10 @@ bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::s
 RunResult execute(RunResult r, const Options& o, const RunHooks& hooks) {
   if (r.settings.model_only) return r;
   FA_CUDA_CHECK(cudaSetDevice(r.device->index));
-  use_measured_ceilings(r, o);
-  RunContext ctx{o, hooks, r, std::nullopt, "--no-counters", nullptr, nullptr};
+  RunContext ctx{o,       hooks,   r,       std::nullopt, "--no-counters",
+                 nullptr, nullptr, nullptr, "--no-energy"};
+  start_energy(ctx);
+  use_measured_ceilings(r, o, ctx.power.get());
   start_counters(ctx);
   FA_CUDA_CHECK(cudaStreamCreateWithFlags(&ctx.stream, cudaStreamNonBlocking));
   // Flushes before cold timing samples and before every counter pass.

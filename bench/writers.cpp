@@ -40,10 +40,18 @@ std::string verification_label(const VariantResult& r) {
   return fmt::format("{:.2e} / {:.1e}", v.metric == "rmse" ? v.rmse : v.max_abs_error, v.tolerance);
 }
 
+std::string energy_label(const VariantResult& r) {
+  if (!r.energy || r.energy->status == "skipped") return "-";
+  if (!r.energy->energy_per_launch_mj) return "n/a";
+  const double mj = *r.energy->energy_per_launch_mj;
+  return fmt::format("{:.{}f}", mj, mj >= 100 ? 0 : mj >= 10 ? 1 : 2);
+}
+
 namespace {
 
 struct Row {
   std::string variant, time, spread, tflops, tflops_model, bytes, gbps, ai, roof, err, status;
+  std::string energy = "-", energy_model = "-", power = "-", clock = "-";
   std::string dram = "-", dram_ratio = "-", l2_ratio = "-", tensor_ratio = "-";
   std::string vs_peer = "-";
 };
@@ -65,6 +73,13 @@ Row make_row(const ConfigResult& c, const VariantResult& r) {
       row.vs_peer = fmt::format("{:.2f}x", r.derived->speed_vs_best_peer);
   }
   row.roof = placement_label(r);
+  row.energy = energy_label(r);
+  if (r.energy_model) row.energy_model = fmt::format("{:.3g}", r.energy_model->total_mj());
+  if (r.energy && r.energy->energy_per_launch_mj)
+    row.power = fmt::format("{:.0f}", r.energy->power_w);
+  if (r.energy && r.energy->clock_samples > 0)
+    row.clock =
+        fmt::format("{:.0f} / {:.0f}", r.energy->sm_clock_mean_mhz, r.energy->sm_clock_min_mhz);
   row.err = verification_label(r);
   row.status = status_text(r);
   if (r.measured) {
@@ -100,6 +115,32 @@ std::string counter_failures(const ConfigResult& c) {
   return out;
 }
 
+// One line per distinct reason rows have no energy, naming them; one per set of clock-event
+// reasons seen while the rows ran (power cap, thermal slowdown: their times and energies hold it).
+std::string energy_notes(const ConfigResult& c, const char* prefix) {
+  std::vector<std::pair<std::string, std::vector<std::string>>> lines;  // line -> rows
+  auto add = [&](const std::string& line, const std::string& row) {
+    auto it =
+        std::find_if(lines.begin(), lines.end(), [&](const auto& l) { return l.first == line; });
+    if (it == lines.end()) it = lines.insert(lines.end(), {line, {}});
+    it->second.push_back(row);
+  };
+  for (const auto& r : c.results) {
+    if (!r.energy || r.energy->status == "skipped") continue;
+    const std::string label = row_label(c, r);
+    if (r.energy->status != "ok")
+      add(fmt::format("energy {}: {}", r.energy->status, r.energy->reason), label);
+    std::vector<std::string> held;
+    for (const auto& why : r.energy->clock_event_reasons)
+      if (why != "idle") held.push_back(why);
+    if (!held.empty()) add(fmt::format("SM clock held down ({})", fmt::join(held, ", ")), label);
+  }
+  std::string out;
+  for (const auto& [line, rows] : lines)
+    out += fmt::format("{}{} ({})\n", prefix, line, fmt::join(rows, ", "));
+  return out;
+}
+
 }  // namespace
 
 std::string format_config_header(const ConfigResult& c) {
@@ -111,23 +152,24 @@ std::string format_config_header(const ConfigResult& c) {
 std::string format_table(const ConfigResult& c) {
   std::string out = format_config_header(c) + "\n";
   constexpr const char* kRowFormat =
-      "  {:<14} {:>9} {:>7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>13} "
-      "{:>19}  {}\n";
+      "  {:<14} {:>9} {:>7} {:>8} {:>8} {:>7} {:>10} {:>10} {:>5} {:>5} {:>6} {:>7} {:>7} {:>6} "
+      "{:>13} {:>19}  {}\n";
   std::string best_peer;
   for (const auto& r : c.results) {
     if (r.derived && !r.derived->best_peer.empty()) best_peer = r.derived->best_peer;
   }
   out += fmt::format(kRowFormat, "variant", "median ms", "spread", "TFLOP/s", "model",
                      best_peer.empty() ? "vs peer" : "vs " + best_peer.substr(0, 4), "HBM model",
-                     "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "roofline", "err/tol",
-                     "status");
+                     "DRAM meas", "/mod", "L2/m", "TC/m", "GB/s", "FLOP/B", "mJ", "roofline",
+                     "err/tol", "status");
   for (const auto& r : c.results) {
     const Row w = make_row(c, r);
     out += fmt::format(kRowFormat, w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer,
                        w.bytes, w.dram, w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai,
-                       w.roof, w.err, w.status);
+                       w.energy, w.roof, w.err, w.status);
   }
   out += counter_failures(c);
+  out += energy_notes(c, "  ");
   return out;
 }
 
@@ -138,7 +180,10 @@ std::string to_csv(const RunResult& r) {
       "model_bytes_written,model_bytes_compulsory,effective_gbps,arithmetic_intensity,"
       "roofline_basis,roofline_intensity_dram,roofline_intensity_l2,roofline_fraction,bound,"
       "verification_metric,verification_value,tolerance,max_abs_error,rmse,relative_rmse,"
-      "best_peer,speed_vs_best_peer\n";
+      "best_peer,speed_vs_best_peer,energy_status,energy_reason,energy_per_launch_mj,"
+      "sampled_energy_per_launch_mj,power_w,sm_clock_mean_mhz,sm_clock_min_mhz,clock_event_reasons,"
+      "energy_seconds_per_launch,model_energy_mj,model_flop_mj,model_byte_mj,model_idle_mj,"
+      "model_energy_bytes_basis\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -178,12 +223,33 @@ std::string to_csv(const RunResult& r) {
           v.derived && !v.derived->best_peer.empty()
               ? fmt::format("{},{}", v.derived->best_peer, v.derived->speed_vs_best_peer)
               : ",";
-      out += fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
-                         s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v),
-                         v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
-                         v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
-                         v.model.bytes_written, v.model.bytes_compulsory, gbps,
-                         v.model.arithmetic_intensity(), roof, err, vs_peer);
+      auto opt = [](const std::optional<double>& x) { return x ? fmt::format("{}", *x) : ""; };
+      std::string energy = ",,,,,,,,";
+      if (v.energy) {
+        const energy::Measurement& e = *v.energy;
+        const bool sampled = e.clock_samples > 0;
+        energy =
+            fmt::format("{},{},{},{},{},{},{},{},{}", e.status, quote(e.reason),
+                        opt(e.energy_per_launch_mj), opt(e.sampled_energy_per_launch_mj),
+                        e.energy_per_launch_mj ? fmt::format("{}", e.power_w) : "",
+                        sampled ? fmt::format("{}", e.sm_clock_mean_mhz) : "",
+                        sampled ? fmt::format("{}", e.sm_clock_min_mhz) : "",
+                        quote(fmt::format("{}", fmt::join(e.clock_event_reasons, "; "))),
+                        e.seconds_per_launch > 0 ? fmt::format("{}", e.seconds_per_launch) : "");
+      }
+      std::string model = ",,,,";
+      if (v.energy_model) {
+        const energy::Breakdown& b = *v.energy_model;
+        model = fmt::format("{},{},{},{},{}", b.total_mj(), b.flop_mj, b.byte_mj, b.idle_mj,
+                            b.bytes_basis);
+      }
+      out +=
+          fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                      s.B, s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v),
+                      v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
+                      v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
+                      v.model.bytes_written, v.model.bytes_compulsory, gbps,
+                      v.model.arithmetic_intensity(), roof, err, vs_peer, energy, model);
     }
   }
   return out;
@@ -198,17 +264,23 @@ std::string to_markdown(const RunResult& r) {
     out +=
         "| variant | median ms | spread | TFLOP/s | model TFLOP/s | speed vs best peer | HBM "
         "(model) "
-        "| DRAM (measured) | DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | roofline | "
-        "worst row error / "
+        "| DRAM (measured) | DRAM/model | L2/model | tensor/model | GB/s | FLOP/B | energy mJ | "
+        "model mJ | power W | SM clock MHz (mean / min) | roofline | worst row error / "
         "its tolerance | status |\n";
-    out += "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n";
+    out +=
+        "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|"
+        "---:|---|\n";
     for (const auto& v : c.results) {
       const Row w = make_row(c, v);
       out += fmt::format(
-          "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} |\n",
+          "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | "
+          "{} "
+          "| {} | {} |\n",
           w.variant, w.time, w.spread, w.tflops, w.tflops_model, w.vs_peer, w.bytes, w.dram,
-          w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.roof, w.err, w.status);
+          w.dram_ratio, w.l2_ratio, w.tensor_ratio, w.gbps, w.ai, w.energy, w.energy_model, w.power,
+          w.clock, w.roof, w.err, w.status);
     }
+    if (const std::string notes = energy_notes(c, "- "); !notes.empty()) out += "\n" + notes;
     out += "\n";
   }
   return out;

@@ -14,6 +14,11 @@ std::string placement_label(const VariantResult& r);
 // ("0.42" passes, "3.10" fails), "-" when not verified.
 std::string verification_label(const VariantResult& r);
 
+// The energy column: the counter's mJ per launch ("41.2"), "n/a" when the row's energy was not
+// measured (refused, unavailable, error: the reason is printed under the table), "-" when skipped
+// or the row was not timed.
+std::string energy_label(const VariantResult& r);
+
 std::string format_config_header(const ConfigResult& c);
 std::string format_table(const ConfigResult& c);  // one configuration
 std::string to_csv(const RunResult& r);

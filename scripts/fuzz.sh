@@ -27,6 +27,7 @@ sanitize=(-fsanitize=address,undefined -fno-sanitize-recover=all)
 # Coverage-instrumented: what the fuzzer explores.
 sources=(tests/fuzz/fuzz_result_reader.cpp bench/result_json.cpp bench/result.cpp bench/gate.cpp
          bench/gate_outputs.cpp profiler/stats.cpp profiler/counters.cpp profiler/roofline.cpp
+         profiler/energy_json.cpp
          kernels/problem.cpp kernels/variant.cpp)
 
 compile() {  # source, extra flags...

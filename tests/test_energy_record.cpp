@@ -1,0 +1,305 @@
+// A row's energy in the record: the JSON round trip and its refusals, one figure in the console,
+// CSV and Markdown, the reasons under the table, and the gate's optional energy check
+// (--gate-energy) on the H200 gate fixture. CPU only.
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "bench/gate.hpp"
+#include "bench/gate_outputs.hpp"
+#include "bench/result_json.hpp"
+#include "bench/writers.hpp"
+
+namespace fa::bench {
+namespace {
+
+energy::Measurement measured(double mj) {
+  energy::Measurement m;
+  m.status = "ok";
+  m.launches = 1200;
+  m.busy_s = 1.2;
+  m.seconds_per_launch = 1e-3;
+  m.window_s = 1.01;
+  m.counter_mj = 404000;
+  m.counter_updates = 50;
+  m.power_w = mj;  // mj mJ per 1 ms launch
+  m.sampled_power_w = mj * 1.01;
+  m.power_samples = 40;
+  m.counter_vs_sampled = 1 / 1.01 - 1;
+  m.energy_per_launch_mj = mj;
+  m.sampled_energy_per_launch_mj = mj * 1.01;
+  m.sm_clock_mean_mhz = 1960;
+  m.sm_clock_min_mhz = 1905;
+  m.clock_samples = 180;
+  m.clock_event_reasons = {"power cap"};
+  return m;
+}
+
+energy::Fit device_fit() {
+  energy::Fit f;
+  f.eps_flop16_pj = 0.6;
+  f.eps_flop8_pj = 0.35;
+  f.eps_byte_pj = 22;
+  f.idle_w = 160;
+  f.points = {{"sleep 1 ms", 0, 0, 0, 1e-3, 0.16}};
+  f.residuals = {0.0};
+  return f;
+}
+
+// One timed configuration of three rows: measured, refused, not measured (--no-energy).
+RunResult record() {
+  RunResult r;
+  r.tool_version = "0.1.0";
+  r.git_revision = "abc";
+  r.created_utc = "2026-11-21T00:00:00Z";
+  r.command_line = "fa-bench --N 1024";
+  r.complete = true;
+  DeviceInfo d;
+  d.name = "NVIDIA H200";
+  d.uuid = "GPU-0";
+  d.cc_major = 9;
+  r.device = d;
+  r.ceilings = Ceilings{"datasheet (H200)", 4.8e12, 989.4e12, 989.4e12, 1978.9e12};
+  r.ceilings.energy_model = device_fit();
+  ConfigResult c;
+  c.shape.B = 16;
+  c.shape.H = 32;
+  c.shape.N = 1024;
+  c.shape.d = 64;
+  c.gpu = GpuId{"GPU-0", "NVIDIA H200"};
+  VariantResult row;
+  row.spec.variant = "fa2";
+  row.algorithm = Algorithm::fa2;
+  row.status = Status::ok;
+  row.model = model::io_model(Algorithm::fa2, c.shape, {128, 64}, 233472);
+  Timing t;
+  t.samples_ms = {1.0, 1.01, 0.99};
+  t.stats = summarize(t.samples_ms);
+  row.timing = t;
+  row.energy = measured(412.345);
+  row.energy_model =
+      energy::predict(device_fit(), false, row.model.flops_matrix, 3e8, 1e-3, "model");
+  VariantResult refused = row;
+  refused.spec.variant = "standard";
+  refused.algorithm = Algorithm::standard;
+  refused.energy = energy::not_measured("refused", "the energy counter changed 2 times");
+  refused.energy_model.reset();
+  VariantResult skipped = row;
+  skipped.spec.variant = "fa1";
+  skipped.algorithm = Algorithm::fa1;
+  skipped.energy = energy::not_measured("skipped", "--no-energy");
+  skipped.energy_model.reset();
+  c.results = {row, refused, skipped};
+  r.configs.push_back(c);
+  return r;
+}
+
+std::vector<std::string> csv_fields(const std::string& line) {
+  std::vector<std::string> out(1);
+  bool quoted = false;
+  for (char ch : line) {
+    if (ch == '"') {
+      quoted = !quoted;
+    } else if (ch == ',' && !quoted) {
+      out.emplace_back();
+    } else {
+      out.back() += ch;
+    }
+  }
+  return out;
+}
+
+TEST(EnergyRecord, RoundTripsThroughTheJson) {
+  const RunResult a = record();
+  const RunResult b = from_json_text(to_json_text(a), "mem");
+  const VariantResult& row = b.configs[0].results[0];
+  ASSERT_TRUE(row.energy);
+  EXPECT_EQ(row.energy->status, "ok");
+  EXPECT_DOUBLE_EQ(*row.energy->energy_per_launch_mj, 412.345);
+  EXPECT_EQ(row.energy->clock_event_reasons, std::vector<std::string>{"power cap"});
+  EXPECT_DOUBLE_EQ(row.energy->sm_clock_min_mhz, 1905);
+  ASSERT_TRUE(row.energy_model);
+  EXPECT_DOUBLE_EQ(row.energy_model->total_mj(), a.configs[0].results[0].energy_model->total_mj());
+  EXPECT_EQ(row.energy_model->bytes_basis, "model");
+  EXPECT_EQ(b.configs[0].results[1].energy->status, "refused");
+  EXPECT_FALSE(b.configs[0].results[1].energy->energy_per_launch_mj);
+  ASSERT_TRUE(b.ceilings.energy_model);
+  EXPECT_DOUBLE_EQ(b.ceilings.energy_model->eps_byte_pj, 22);
+  EXPECT_EQ(b.ceilings.energy_model->eps_flop8_pj, 0.35);
+  // A file without energy (older, or --no-energy) reads as before.
+  RunResult none = a;
+  for (auto& v : none.configs[0].results) v.energy.reset();
+  none.ceilings.energy_model.reset();
+  const RunResult c = from_json_text(to_json_text(none), "mem");
+  EXPECT_FALSE(c.configs[0].results[0].energy);
+  EXPECT_FALSE(c.ceilings.energy_model);
+}
+
+TEST(EnergyRecord, ImpossibleEnergyIsRefusedWithItsPath) {
+  auto doc = nlohmann::json::parse(to_json_text(record()));
+  doc["configs"][0]["results"][0]["energy"]["energy_per_launch_mj"] = -3;
+  try {
+    from_json_text(doc.dump(), "bad.json");
+    FAIL() << "accepted a negative energy";
+  } catch (const ResultFileError& e) {
+    EXPECT_NE(
+        std::string(e.what()).find(
+            "bad.json: configs[0].results[0].energy: energy_per_launch_mj: impossible value -3"),
+        std::string::npos)
+        << e.what();
+  }
+  doc = nlohmann::json::parse(to_json_text(record()));
+  doc["ceilings"]["energy_model"]["idle_w"] = "many";
+  try {
+    from_json_text(doc.dump(), "bad.json");
+    FAIL() << "accepted a text idle power";
+  } catch (const ResultFileError& e) {
+    EXPECT_NE(std::string(e.what()).find("ceilings.energy_model: idle_w"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(EnergyRecord, OneFigureInEveryWriter) {
+  const RunResult a = record();
+  const ConfigResult& c = a.configs[0];
+  EXPECT_EQ(energy_label(c.results[0]), "412");
+  EXPECT_EQ(energy_label(c.results[1]), "n/a");
+  EXPECT_EQ(energy_label(c.results[2]), "-");
+  const std::string table = format_table(c);
+  EXPECT_NE(table.find(" mJ "), std::string::npos) << table;
+  EXPECT_NE(table.find(" 412 "), std::string::npos) << table;
+  // The refused row's reason under the table; the skipped row says nothing; the power cap shows.
+  EXPECT_NE(table.find("  energy refused: the energy counter changed 2 times (standard)\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("--no-energy"), std::string::npos) << table;
+  EXPECT_NE(table.find("  SM clock held down (power cap) (fa2)\n"), std::string::npos) << table;
+  const std::string md = to_markdown(a);
+  EXPECT_NE(md.find("| 412 |"), std::string::npos) << md;
+  EXPECT_NE(md.find("- energy refused: the energy counter changed 2 times (standard)"),
+            std::string::npos);
+  // Markdown: every row has as many cells as the header.
+  std::istringstream lines(md);
+  std::string line;
+  std::size_t cells = 0;
+  while (std::getline(lines, line)) {
+    if (line.rfind("| variant", 0) == 0) cells = std::count(line.begin(), line.end(), '|');
+    if (cells && line.rfind("|", 0) == 0) {
+      EXPECT_EQ(static_cast<std::size_t>(std::count(line.begin(), line.end(), '|')), cells) << line;
+    }
+  }
+  // CSV: every row as wide as the header; the energy and the model's parts by name.
+  std::istringstream csv(to_csv(a));
+  std::getline(csv, line);
+  const auto header = csv_fields(line);
+  std::getline(csv, line);
+  const auto fa2 = csv_fields(line);
+  ASSERT_EQ(fa2.size(), header.size()) << line;
+  auto column = [&](const std::string& name) {
+    const auto it = std::find(header.begin(), header.end(), name);
+    EXPECT_NE(it, header.end()) << name;
+    return fa2[it - header.begin()];
+  };
+  EXPECT_EQ(column("energy_status"), "ok");
+  EXPECT_EQ(column("energy_per_launch_mj"), "412.345");
+  EXPECT_EQ(column("clock_event_reasons"), "power cap");
+  EXPECT_EQ(column("model_energy_bytes_basis"), "model");
+  EXPECT_EQ(std::stod(column("model_idle_mj")), 160.0);  // 160 W for 1 ms
+  while (std::getline(csv, line)) EXPECT_EQ(csv_fields(line).size(), header.size()) << line;
+}
+
+// ---- the gate's optional energy check ----
+
+RunResult with_energy(RunResult r, double mj, const std::string& variant = "", double factor = 1) {
+  for (auto& c : r.configs) {
+    for (auto& v : c.results) {
+      if (v.status != Status::ok) continue;
+      v.energy = measured(v.spec.variant == variant ? mj * factor : mj);
+    }
+  }
+  return r;
+}
+
+RunResult base_file() {
+  return read_result_file(std::string(FA_SOURCE_DIR) + "/tests/data/gate-h200-base.json");
+}
+
+const CounterComparison* energy_of(const GateRow& row) {
+  for (const auto& c : row.counters)
+    if (c.name == kGateEnergy) return &c;
+  return nullptr;
+}
+
+TEST(EnergyGate, OffByDefaultAndRegressesUnderGateEnergy) {
+  const RunResult base = with_energy(base_file(), 100);
+  const RunResult cur = with_energy(base_file(), 100, "fa2", 1.10);
+  GateOptions o;
+  const GateReport off = run_gate(base, cur, o, "base", "cur");
+  EXPECT_EQ(off.exit_code, 0) << gate_table(off, o);
+  for (const auto& row : off.rows) EXPECT_FALSE(energy_of(row)) << row.variant;
+  EXPECT_NE(gate_table(off, o).find("energy not gated"), std::string::npos);
+
+  o.gate_energy = true;
+  const GateReport on = run_gate(base, cur, o, "base", "cur");
+  EXPECT_EQ(on.exit_code, 1) << gate_table(on, o);
+  int regressed = 0;
+  for (const auto& row : on.rows) {
+    const CounterComparison* e = energy_of(row);
+    ASSERT_TRUE(e) << row.variant;
+    if (row.spec.variant == "fa2") {
+      EXPECT_TRUE(e->regressed);
+      EXPECT_NEAR(e->change, 0.10, 1e-9);
+      EXPECT_EQ(row.outcome, RowOutcome::regression);
+      ++regressed;
+    } else {
+      EXPECT_FALSE(e->regressed) << row.variant;
+    }
+  }
+  EXPECT_GT(regressed, 0);
+  const std::string table = gate_table(on, o);
+  EXPECT_NE(table.find("energy_mj: 100 -> 110 (+10.00%, tolerance 5.0%)"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("+10.0% !"), std::string::npos) << table;
+  EXPECT_NE(gate_markdown(on, o).find("| energy |"), std::string::npos);
+  EXPECT_NE(gate_bmf(on).find("energy-mj"), std::string::npos);
+
+  o.energy_tolerance = 0.15;
+  EXPECT_EQ(run_gate(base, cur, o, "base", "cur").exit_code, 0);
+}
+
+TEST(EnergyGate, RowWithoutEnergyCannotBeGated) {
+  const RunResult base = with_energy(base_file(), 100);
+  RunResult cur = base_file();  // no energy at all (--no-energy, or an older fa-bench)
+  GateOptions o;
+  o.gate_energy = true;
+  const GateReport r = run_gate(base, cur, o, "base", "cur");
+  EXPECT_EQ(r.exit_code, 2) << gate_table(r, o);
+  EXPECT_NE(gate_table(r, o).find("energy per launch not measured in the current run"),
+            std::string::npos);
+  o.allow_missing = true;
+  const GateReport allowed = run_gate(base, cur, o, "base", "cur");
+  EXPECT_EQ(allowed.exit_code, 0) << gate_table(allowed, o);
+  // A refused figure on one side says why.
+  for (auto& c : cur.configs)
+    for (auto& v : c.results) v.energy = energy::not_measured("refused", "too coarse");
+  o.allow_missing = false;
+  EXPECT_NE(gate_table(run_gate(base, cur, o, "base", "cur"), o).find("(refused: too coarse)"),
+            std::string::npos);
+}
+
+TEST(EnergyGate, CalibrationLearnsTheEnergySpread) {
+  const RunResult a = with_energy(base_file(), 100), b = with_energy(base_file(), 100, "fa2", 1.03);
+  const Calibration cal = calibrate({a, b}, {"a.json", "b.json"});
+  bool seen = false;
+  for (const auto& [key, tol] : cal.tolerances) {
+    if (key.rfind("fa2 ", 0) != 0) continue;
+    ASSERT_TRUE(tol.count(kGateEnergy)) << key;
+    EXPECT_NEAR(tol.at(kGateEnergy), 2 * 0.03, 1e-9);
+    seen = true;
+  }
+  EXPECT_TRUE(seen);
+}
+
+}  // namespace
+}  // namespace fa::bench
