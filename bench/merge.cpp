@@ -51,6 +51,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const RunResult
           {"settings.inputs", s.inputs},
           {"settings.fp8_prequantized", s.fp8_prequantized ? "true" : "false"},
           {"settings.timing_engine", s.timing_engine},
+          {"settings.energy_window_s", fmt::format("{}", s.energy_window_s)},
           {"shard.count", r.shard ? std::to_string(r.shard->count) : "(not sharded)"}};
 }
 

@@ -172,6 +172,8 @@ struct Settings {
   bool fp8_prequantized = false;
   std::string timing_engine = "google-benchmark";
   std::int64_t model_smem_per_sm_bytes = 0;
+  // --energy-window's seconds; 0: no energy windows (--no-energy, or a file from before them).
+  double energy_window_s = 0;
 };
 
 // One GPU of a file whose configurations ran on several (--devices, fa-bench merge): the device

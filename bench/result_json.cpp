@@ -709,7 +709,8 @@ std::string to_json_text(const RunResult& r) {
              {"inputs", r.settings.inputs},
              {"fp8_prequantized", r.settings.fp8_prequantized},
              {"timing_engine", r.settings.timing_engine},
-             {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes}}},
+             {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes},
+             {"energy_window_s", r.settings.energy_window_s}}},
            {"ceilings", ceilings_json(r.ceilings)},
            {"configs", configs}};
   if (!r.devices.empty()) {
@@ -767,6 +768,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.timing_engine = s.value("timing_engine", "");
   r.settings.model_smem_per_sm_bytes =
       rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
+  if (s.contains("energy_window_s"))
+    r.settings.energy_window_s = rd.nonnegative(s, "settings", "energy_window_s");
   r.ceilings = read_ceilings(rd, rd.at(doc, "", "ceilings"), "ceilings");
   if (!v1 && !v2 && doc.contains("devices")) {
     const json& devices = doc["devices"];

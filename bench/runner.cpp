@@ -196,6 +196,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.settings.inputs = o.inputs;
   r.settings.fp8_prequantized = o.fp8_prequantized;
   r.settings.model_only = o.model_only || !device;
+  r.settings.energy_window_s = o.energy && !r.settings.model_only ? o.energy_window_s : 0;
   const std::int64_t smem = o.model_smem_per_sm > 0 ? o.model_smem_per_sm
                             : device                ? device->smem_per_sm_bytes
                                                     : kDefaultSmemPerSm;

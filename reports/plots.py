@@ -1121,12 +1121,231 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
     return plot
 
 
+# ---------------------------------------------------------------------------------------------
+# 6. Energy (docs/energy.md): rows whose energy window gave the counter's figure; the others are
+# left out and counted in the plot's notes.
+
+
+def energy_mj(r: dict) -> float | None:
+    """The row's energy per launch in mJ (the counter's), None when it has none."""
+    e = r.get("energy") or {}
+    return e.get("energy_per_launch_mj") if e.get("status") == "ok" else None
+
+
+def energy_bytes(r: dict) -> tuple[float, str]:
+    """The DRAM bytes the energy model charged the row with, and their basis: the model's
+    breakdown when the file has one, else the counters' bytes, else the IO model's."""
+    m = (r.get("energy") or {}).get("model")
+    if m and m.get("bytes"):
+        return float(m["bytes"]), m["bytes_basis"]
+    measured = r.get("measured") or {}
+    if measured.get("dram_bytes"):
+        return float(measured["dram_bytes"]), "counters"
+    return float(r["model"]["bytes_read"] + r["model"]["bytes_written"]), "model"
+
+
+def energy_fit(res: Results, device: str) -> dict | None:
+    """The device's fitted energy model (status ok) from its newest file that has one."""
+    runs = sorted((run for run in res.runs if run.device == device),
+                  key=lambda run: run.doc.get("created_utc", ""), reverse=True)
+    for run in runs:
+        fit = (run.doc.get("ceilings") or {}).get("energy_model")
+        if fit and fit.get("status") == "ok":
+            return fit
+    return None
+
+
+def _energy_rows(res: Results, device: str, plot: Plot) -> list[dict]:
+    """Timed default rows with energy; the plot's notes say how many were left out and why."""
+    timed = default_rows(res.ok(device))
+    rows = [r for r in timed if energy_mj(r)]
+    reasons: dict[str, int] = {}
+    for r in timed:
+        if energy_mj(r):
+            continue
+        e = r.get("energy")
+        why = f"{e['status']}: {e['reason']}" if e else "no energy in the file"
+        reasons[why] = reasons.get(why, 0) + 1
+    for why, n in sorted(reasons.items(), key=lambda kv: -kv[1]):
+        plot.notes.append(f"{n} row(s) without energy left out ({why}).")
+    return rows
+
+
+@_styled
+def plot_energy(res: Results, device: str, name: str = "energy") -> Plot:
+    plot = Plot(name, "Energy per attention against N, one panel per head dimension")
+    rows = _energy_rows(res, device, plot)
+    if not rows:
+        plot.skipped = f"no row with energy for {device}"
+        return plot
+    ds = sorted({r["d"] for r in rows})
+    ns = sorted({r["N"] for r in rows})
+    fig = _figure(4.2 * len(ds) + 1.8, 4.0)
+    axes = fig.subplots(1, len(ds), squeeze=False, sharey=True)[0]
+    variants = list(dict.fromkeys(r["label"] for r in rows))
+    for ax, d in zip(axes, ds):
+        for v in variants:
+            colour, marker = res.style(v)
+            for causal in (False, True):
+                pts = sorted((r["N"], energy_mj(r)) for r in rows
+                             if r["label"] == v and r["d"] == d and r["causal"] == causal)
+                if not pts:
+                    continue
+                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour,
+                        marker=marker if len(pts) <= MARKED_POINTS else None,
+                        ls="--" if causal else "-", ms=5, mec=colour if causal else "black",
+                        mew=1.0 if causal else 0.4, mfc="white" if causal else colour, lw=1.3,
+                        gid=f"energy-{v}-{'causal' if causal else 'full'}")
+        _n_axis(ax, ns)
+        ax.set_yscale("log")
+        ax.set_title(f"d = {d}", loc="left")
+    axes[0].set_ylabel("energy per launch [mJ]\n(NVML energy counter, launches back to back)")
+    handles = [Line2D([], [], color=res.style(v)[0], marker=res.style(v)[1], mec="black",
+                      mew=0.4, label=res.label(v)) for v in variants]
+    if any(r["causal"] for r in rows):
+        handles.append(Line2D([], [], color="#555555", ls="--", marker="o", mfc="white",
+                              mew=1.0, label="causal (open markers)"))
+    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    _title(fig, "Energy per attention against sequence length", rows, device)
+    plot.figure = fig
+    return plot
+
+
+def energy_roof(fit: dict, prec: str, intensity: float, peak: float = 0.0,
+                bandwidth: float = 0.0) -> float | None:
+    """FLOPs per joule the fitted model allows at an arithmetic intensity (FLOP per DRAM byte):
+    1 / (eps_flop + eps_byte / I), and with the constant power paid for the time roofline's
+    time when peak and bandwidth are given: + P · max(1 / peak, 1 / (I · bandwidth))."""
+    eps_flop = fit["eps_flop8_pj"] if prec == "fp8" else fit["eps_flop16_pj"]
+    if eps_flop is None:
+        return None
+    joules = (eps_flop + fit["eps_byte_pj"] / intensity) * 1e-12
+    if peak > 0 and bandwidth > 0:
+        joules += fit["idle_w"] * max(1.0 / peak, 1.0 / (intensity * bandwidth))
+    return 1.0 / joules if joules > 0 else None
+
+
+@_styled
+def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline") -> Plot:
+    plot = Plot(name, "Energy roofline: FLOPs per joule against arithmetic intensity")
+    rows = _energy_rows(res, device, plot)
+    fit = energy_fit(res, device)
+    if not rows:
+        plot.skipped = f"no row with energy for {device}"
+        return plot
+    if fit is None:
+        plot.skipped = f"no fitted energy model for {device} (its files' ceilings have none)"
+        return plot
+    roofs = res.roofs(device)
+    precs = sorted({"fp8" if precision(r) == "fp8" else "bf16/fp16" for r in rows},
+                   key=lambda p: p == "fp8")
+    fig = _figure(4.6 * len(precs) + 1.8, 4.2)
+    axes = fig.subplots(1, len(precs), squeeze=False, sharey=True)[0]
+    variants = list(dict.fromkeys(r["label"] for r in rows))
+    for ax, prec in zip(axes, precs):
+        mine = [r for r in rows if ("fp8" if precision(r) == "fp8" else "bf16/fp16") == prec]
+        pts = [(r["model"]["flops_matrix"] / energy_bytes(r)[0],
+                r["model"]["flops_matrix"] / (energy_mj(r) * 1e-3), r) for r in mine]
+        lo = min(p[0] for p in pts) / 3
+        hi = max(p[0] for p in pts) * 3
+        xs = [lo * (hi / lo) ** (i / 199) for i in range(200)]
+        key = "fp8" if prec == "fp8" else "bf16"
+        arch = [energy_roof(fit, key, x) for x in xs]
+        if all(a is not None for a in arch):
+            ax.plot(xs, arch, color=ROOF_COLOUR, ls="--", lw=1.2,
+                    label="FLOPs and bytes alone: 1 / (ε_flop + ε_byte / I)")
+            if roofs is not None and roofs.dram > 0 and roofs.tensor.get(key, 0) > 0:
+                full = [energy_roof(fit, key, x, roofs.tensor[key], roofs.dram) for x in xs]
+                ax.plot(xs, full, color=ROOF_COLOUR, lw=1.6,
+                        label="with constant power over the time roofline's time")
+        for v in variants:
+            colour, marker = res.style(v)
+            vp = [(x, y) for x, y, r in pts if r["label"] == v]
+            if vp:
+                ax.scatter([p[0] for p in vp], [p[1] for p in vp], color=colour, marker=marker,
+                           edgecolor="black", linewidth=0.4, s=26, zorder=3, label=res.label(v))
+        ax.set_xscale("log")
+        ax.set_yscale("log")
+        ax.set_xlabel("arithmetic intensity [matrix FLOP per DRAM byte]")
+        eps = fit["eps_flop8_pj"] if key == "fp8" else fit["eps_flop16_pj"]
+        ax.set_title(f"{prec}: ε_flop {eps:.3g} pJ, ε_byte {fit['eps_byte_pj']:.3g} pJ, "
+                     f"constant {fit['idle_w']:.0f} W", loc="left", fontsize=9)
+    axes[0].set_ylabel("energy efficiency [matrix FLOP per joule]")
+    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    plot.notes.append(f"Fit residuals: rms {100 * fit['residual_rms']:.1f}%, "
+                      f"max {100 * fit['residual_max']:.1f}% over "
+                      f"{len(fit['points'])} calibration kernels.")
+    _title(fig, "Energy roofline (Choi et al., IPDPS 2013), fitted on this device", rows, device)
+    plot.figure = fig
+    return plot
+
+
+ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("byte_mj", "DRAM bytes", "#dd8452"),
+                ("idle_mj", "constant power × time", "#8c8c8c"))
+
+
+def energy_split_rows(rows: list[dict]) -> list[dict]:
+    """Per (d, causal): the rows at the largest N that has a standard row with the model's
+    breakdown, standard first: what the split plot and its table show."""
+    out = []
+    with_model = [r for r in rows if (r.get("energy") or {}).get("model") and energy_mj(r)]
+    for d, causal in sorted({(r["d"], r["causal"]) for r in with_model}):
+        std = [r for r in with_model if r["d"] == d and r["causal"] == causal
+               and r["algorithm"] == "standard" and not r["peer"]]
+        if not std:
+            continue
+        n = max(r["N"] for r in std)
+        group = [r for r in with_model if r["d"] == d and r["causal"] == causal and r["N"] == n]
+        group.sort(key=lambda r: (r["algorithm"] != "standard", r["peer"], r["label"]))
+        out += group
+    return out
+
+
+@_styled
+def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> Plot:
+    plot = Plot(name, "Where the energy goes at the largest N: FLOPs, DRAM bytes, constant power")
+    rows = energy_split_rows(_energy_rows(res, device, plot))
+    if not rows:
+        plot.skipped = (f"no standard row with energy and the model's breakdown for {device} "
+                        "(needs an energy model: measured ceilings, not --no-energy)")
+        return plot
+    groups = list(dict.fromkeys((r["d"], r["causal"], r["N"]) for r in rows))
+    fig = _figure(max(5.0, 0.9 * len(rows) + 2.5), 4.2)
+    ax = fig.subplots()
+    x = 0.0
+    ticks, labels = [], []
+    for g in groups:
+        for r in [r for r in rows if (r["d"], r["causal"], r["N"]) == g]:
+            m = r["energy"]["model"]
+            bottom = 0.0
+            for key, _, colour in ENERGY_PARTS:
+                ax.bar(x, m[key], bottom=bottom, color=colour, width=0.7, edgecolor="white",
+                       linewidth=0.5)
+                bottom += m[key]
+            ax.plot([x - 0.38, x + 0.38], [energy_mj(r)] * 2, color="black", lw=1.6)
+            ticks.append(x)
+            labels.append(f"{res.label(r['label'])}\nd={g[0]}{' causal' if g[1] else ''}")
+            x += 1
+        x += 0.6
+    ax.set_xticks(ticks)
+    ax.set_xticklabels(labels, fontsize=7.5, rotation=30, ha="right")
+    ax.set_ylabel("energy per launch [mJ]")
+    ax.set_yscale("log")
+    handles = [Patch(color=c, label=f"model: {label}") for _, label, c in ENERGY_PARTS]
+    handles.append(Line2D([], [], color="black", lw=1.6, label="measured (energy counter)"))
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    _title(fig, f"Energy split at N = {', '.join(str(n) for n in sorted({g[2] for g in groups}))}",
+           rows, device)
+    plot.figure = fig
+    return plot
+
+
 def _element_bytes(r: dict) -> float:
     return 1.0 if r["algorithm"] == "fp8" else 2.0
 
 
 PLOTS = (plot_roofline, plot_io_scaling, plot_bytes_vs_d, plot_block_size, plot_bytes_vs_tile,
-         plot_throughput, plot_fp8_accuracy)
+         plot_throughput, plot_fp8_accuracy, plot_energy, plot_energy_roofline, plot_energy_split)
 
 
 def all_plots(res: Results) -> list[Plot]:

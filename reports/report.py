@@ -15,7 +15,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports.data import Results, attained_flops, bh_text, default_rows, precision
-from reports.plots import Plot, all_plots, save
+from reports.plots import (
+    ENERGY_PARTS,
+    Plot,
+    all_plots,
+    energy_mj,
+    energy_split_rows,
+    save,
+)
 
 
 @dataclass
@@ -401,11 +408,72 @@ def capped(t: Table, limit: int = TABLE_ROWS) -> Table:
     return Table(t.key, t.title, t.columns, rows, note + t.note, t.left, t.config_cols)
 
 
+def energy_table(res: Results) -> Table:
+    """Every timed row's energy window: the counter's figure (or why there is none), the sampled
+    power's, the clock, and the model beside it (docs/energy.md)."""
+    rows, _ = latest_rows(res, [r for r in res.ok() if r.get("energy")])
+    rows.sort(key=lambda r: (_ckey(r), r["label"]))
+    out = []
+    for r in rows:
+        e = r["energy"]
+        m = e.get("model") or {}
+        measured = energy_mj(r)
+        total = m.get("total_mj")
+        clock = e.get("sm_clock_mhz") or {}
+        out.append(config_label(r, res) + [
+            res.label(r["label"]), e["status"],
+            f"{measured:.4g}" if measured else "-",
+            f"{e['power_w']:.0f}" if measured else "-",
+            f"{clock['mean']:.0f} / {clock['min']:.0f}" if clock.get("samples") else "-",
+            ", ".join(e.get("clock_event_reasons") or []) or "-",
+            f"{total:.4g}" if total else "-",
+            f"{total / measured - 1:+.1%}" if total and measured else "-",
+            f"{m['byte_mj'] / total:.0%}" if total else "-",
+            m.get("bytes_basis", "-"), e.get("reason") or "-"])
+    n = len(config_columns(res))
+    return Table("energy", "Energy per launch: measured and modelled", config_columns(res) + [
+        "variant", "status", "measured [mJ]", "power [W]", "SM clock mean / min [MHz]",
+        "clock held by", "model [mJ]", "model vs measured", "DRAM share (model)", "bytes from",
+        "reason"], out,
+        "Measured: NVML's energy counter across a window of launches back to back, between two of "
+        "its updates, divided by the launches (docs/energy.md). Model: ε_flop·FLOPs + "
+        "ε_byte·DRAM bytes + constant power × time per launch, fitted on the device; bytes from "
+        "the counters when they ran, else the IO model.",
+        left=set(range(n + 2)) | {n + 5, n + 9, n + 10}, config_cols=n)
+
+
+def energy_reading(res: Results) -> list[str]:
+    """Per (device, d, mask) at the largest N with a standard row: how standard attention's
+    modelled energy splits, and the DRAM share of fa2's and fa3's against it."""
+    out = []
+    for device in res.devices():
+        rows, _ = latest_rows(res, default_rows(res.ok(device)))
+        for r in energy_split_rows(rows):
+            if r["algorithm"] != "standard" or r["peer"]:
+                continue
+            m = r["energy"]["model"]
+            total = m["total_mj"]
+            parts = ", ".join(f"{m[k] / total:.0%} {label}" for k, label, _ in ENERGY_PARTS)
+            text = (f"{device}, N = {r['N']}, d = {r['d']}, {causal_word(r['causal'])}: standard "
+                    f"attention takes {energy_mj(r):.4g} mJ per launch (model {total:.4g} mJ: "
+                    f"{parts})")
+            others = [o for o in rows if o["N"] == r["N"] and o["d"] == r["d"]
+                      and o["causal"] == r["causal"] and o["label"] in ("fa2", "fa3")
+                      and energy_mj(o) and (o["energy"].get("model") or {}).get("total_mj")]
+            for o in sorted(others, key=lambda o: o["label"]):
+                om = o["energy"]["model"]
+                text += (f"; {o['label']} {energy_mj(o):.4g} mJ, {om['byte_mj'] / om['total_mj']:.0%}"
+                         f" of it DRAM bytes ({om['byte_mj']:.3g} mJ against standard's "
+                         f"{m['byte_mj']:.3g})")
+            out.append(text + ".")
+    return out
+
+
 def tables(res: Results) -> list[Table]:
     out = [runs_table(res), device_table(res), settings_table(res), ceilings_table(res),
            time_table(res), tflops_table(res), bytes_table(res), roofline_table(res),
            errors_table(res), kernel_configs_table(res)]
-    for extra in (not_run_table(res), kernels_table(res)):
+    for extra in (not_run_table(res), kernels_table(res), energy_table(res)):
         if extra.rows:
             out.append(extra)
     return [capped(t) for t in out]
@@ -733,6 +801,7 @@ def build(res: Results, outdir: str | os.PathLike, log=print) -> dict:
     title, facts = header_lines(res)
     summary = fastest_summary(res)
     reading = roofs_sentence(res) + roofline_reading(res)
+    energy = energy_reading(res)
     by_key = {t.key: t for t in tabs}
     setup_keys = ("runs", "device", "settings", "ceilings")
     result_keys = [t.key for t in tabs if t.key not in setup_keys]
@@ -741,7 +810,10 @@ def build(res: Results, outdir: str | os.PathLike, log=print) -> dict:
     for k in setup_keys:
         md += [table_md(by_key[k]), ""]
     md += ["## Who is fastest where", "", *[f"- {s}" for s in summary], "",
-           "## Reading the roofline", "", *[f"- {s}" for s in reading], "", "## Plots", ""]
+           "## Reading the roofline", "", *[f"- {s}" for s in reading], ""]
+    if energy:
+        md += ["## Where the energy goes", "", *[f"- {s}" for s in energy], ""]
+    md += ["## Plots", ""]
     md += _plots_md(plots)
     md += ["## Tables", ""]
     for k in result_keys:
@@ -757,11 +829,15 @@ def build(res: Results, outdir: str | os.PathLike, log=print) -> dict:
     h += ['<h2 id="summary">Who is fastest where</h2>', "<ul>",
           *[f"<li>{html.escape(s)}</li>" for s in summary], "</ul>",
           '<h2 id="reading">Reading the roofline</h2>', "<ul>",
-          *[f"<li>{html.escape(s)}</li>" for s in reading], "</ul>", "<h2>Plots</h2>"]
+          *[f"<li>{html.escape(s)}</li>" for s in reading], "</ul>"]
+    if energy:
+        h += ['<h2 id="energy">Where the energy goes</h2>', "<ul>",
+              *[f"<li>{html.escape(s)}</li>" for s in energy], "</ul>"]
+    h += ["<h2>Plots</h2>"]
     h += _plots_html(plots)
     h += ["<h2>Tables</h2>", *[table_html(by_key[k]) for k in result_keys], "</body></html>"]
     html_path = out / "report.html"
     html_path.write_text("\n".join(h) + "\n", encoding="utf-8")
     log(f"report: wrote {md_path} and {html_path}")
     return {"plots": plots, "tables": tabs, "markdown": str(md_path), "html": str(html_path),
-            "summary": summary, "reading": reading}
+            "summary": summary, "reading": reading, "energy": energy}

@@ -1,0 +1,186 @@
+"""Energy in the reports and in scripts/energy_check.py, on a real H200 sweep given synthetic energy
+(the fitted model's parts per row, the measured figure a known few percent off): the schema takes
+it, the three energy plots are drawn, rows without energy are left out and counted, the report
+says how standard attention's energy splits, and the check script's verdicts hold."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from reports.schema import SchemaError, validate
+
+DATA = Path(__file__).resolve().parents[1] / "data"
+FIT = {"status": "ok", "reason": "", "eps_flop16_pj": 0.6, "eps_flop8_pj": 0.35,
+       "eps_byte_pj": 22.0, "idle_w": 160.0, "residual_rms": 0.02, "residual_max": 0.04,
+       "points": [{"kernel": "sleep 1 ms", "flops16": 0, "flops8": 0, "bytes": 0,
+                   "seconds": 0.001, "energy_j": 0.16, "residual": 0.0}]}
+
+
+def model_parts(result: dict) -> dict:
+    """The fitted model's figure for a row, as fa-bench writes it (bench/runner.cpp)."""
+    measured = result.get("measured") or {}
+    basis = "counters" if measured.get("dram_bytes") else "model"
+    nbytes = measured.get("dram_bytes") or (result["model"]["bytes_read"]
+                                            + result["model"]["bytes_written"])
+    flops = result["model"]["flops_matrix"]
+    seconds = result["timing"]["median_ms"] * 1e-3
+    eps = FIT["eps_flop8_pj"] if result["algorithm"] == "fp8" else FIT["eps_flop16_pj"]
+    parts = {"flop_mj": eps * 1e-12 * flops * 1e3, "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3,
+             "idle_mj": FIT["idle_w"] * seconds * 1e3}
+    return {**parts, "total_mj": sum(parts.values()), "bytes_basis": basis, "flops": flops,
+            "bytes": nbytes, "seconds": seconds}
+
+
+def energy(result: dict, off: float = 0.0, status: str = "ok", reason: str = "") -> dict:
+    model = model_parts(result)
+    mj = model["total_mj"] / (1 + off)
+    return {"status": status, "reason": reason,
+            "energy_per_launch_mj": mj if status == "ok" else None,
+            "sampled_energy_per_launch_mj": mj * 1.01, "power_w": mj / model["seconds"] * 1e-3,
+            "sampled_power_w": mj / model["seconds"] * 1e-3 * 1.01, "power_samples": 40,
+            "counter_vs_sampled": -0.01, "launches": 500, "busy_s": 500 * model["seconds"],
+            "seconds_per_launch": model["seconds"], "window_s": 1.0, "counter_mj": 1000.0,
+            "counter_updates": 50, "sm_clock_mhz": {"mean": 1960.0, "min": 1905.0, "samples": 150},
+            "clock_event_reasons": ["power cap"], "model": model}
+
+
+def with_energy(doc: dict, off=lambda r: 0.02, skip: str = "") -> dict:
+    """The document with energy on every timed row (model / measured = 1 + off(row)); rows of
+    variant `skip` refused."""
+    doc = copy.deepcopy(doc)
+    doc["ceilings"]["energy_model"] = FIT
+    doc["settings"]["energy_window_s"] = 1.0
+    for config in doc["configs"]:
+        for r in config["results"]:
+            if r["status"] != "ok":
+                continue
+            if r["variant"] == skip:
+                r["energy"] = energy(r, status="refused", reason="the energy counter changed 2 "
+                                     "times in the 1.00 s window: too coarse for it")
+            else:
+                r["energy"] = energy(r, off(r))
+    return doc
+
+
+@pytest.fixture(scope="module")
+def sweep() -> dict:
+    return json.loads((DATA / "sweep-4variants-h200.json").read_text())
+
+
+def write(tmp_path: Path, name: str, doc: dict) -> str:
+    path = tmp_path / name
+    path.write_text(json.dumps(doc))
+    return str(path)
+
+
+def test_schema_takes_energy_and_refuses_impossible_values(sweep):
+    doc = with_energy(sweep)
+    validate(doc, "energy.json")
+    bad = copy.deepcopy(doc)
+    bad["configs"][0]["results"][0]["energy"]["energy_per_launch_mj"] = -1
+    with pytest.raises(SchemaError, match="energy_per_launch_mj"):
+        validate(bad, "bad.json")
+    bad = copy.deepcopy(doc)
+    bad["configs"][0]["results"][0]["energy"]["status"] = "refused"  # with a figure: not allowed
+    with pytest.raises(SchemaError, match="energy_per_launch_mj"):
+        validate(bad, "bad.json")
+    bad = copy.deepcopy(doc)
+    bad["ceilings"]["energy_model"]["idle_w"] = "lots"
+    with pytest.raises(SchemaError, match="idle_w"):
+        validate(bad, "bad.json")
+
+
+def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
+    pytest.importorskip("matplotlib")
+    from reports.data import Results
+    from reports.report import build
+
+    path = write(tmp_path, "energy.json", with_energy(sweep, skip="fa1"))
+    out = build(Results.load([path]), tmp_path / "out", log=lambda *_: None)
+    plots = {p.name: p for p in out["plots"]}
+    for name in ("energy", "energy-roofline", "energy-split"):
+        assert plots[name].figure is not None, plots[name].skipped
+        assert (tmp_path / "out" / f"{name}.png").is_file()
+    # fa1's rows were refused: left out of the plots, counted with the reason.
+    notes = " ".join(plots["energy"].notes)
+    assert "without energy left out (refused: the energy counter changed 2 times" in notes
+    assert "fa1" not in {t.get_text() for ax in plots["energy"].figure.axes
+                         for t in (ax.get_legend().get_texts() if ax.get_legend() else [])}
+    # Standard attention's energy at N = 16384 split into its parts, fa2's DRAM share beside it.
+    reading = " ".join(out["energy"])
+    assert "N = 16384, d = 64, non-causal: standard attention takes" in reading
+    assert "FLOPs" in reading and "DRAM bytes" in reading and "constant power" in reading
+    assert "; fa2 " in reading and "of it DRAM bytes" in reading
+    md = Path(out["markdown"]).read_text()
+    assert "## Where the energy goes" in md
+    table = next(t for t in out["tables"] if t.key == "energy")
+    assert "model vs measured" in table.columns
+    col = table.columns.index("model vs measured")
+    assert {row[col] for row in table.rows if row[col] != "-"} == {"+2.0%"}
+
+
+def test_report_without_energy_skips_the_energy_plots(sweep, tmp_path):
+    pytest.importorskip("matplotlib")
+    from reports.data import Results
+    from reports.plots import plot_energy, plot_energy_roofline, plot_energy_split
+    from reports.report import energy_reading, tables
+
+    res = Results.load([write(tmp_path, "plain.json", sweep)])
+    device = res.devices()[0]
+    for fn in (plot_energy, plot_energy_roofline, plot_energy_split):
+        plot = fn(res, device)
+        assert plot.figure is None and "no " in plot.skipped, plot.name
+    assert energy_reading(res) == []
+    assert "energy" not in {t.key for t in tables(res)}
+
+
+def test_energy_roof_is_the_arch_line_and_pays_constant_power():
+    from reports.plots import energy_roof
+
+    # 1 / (0.6 pJ + 22 pJ / 100) = 1.2195e12 FLOP/J
+    assert energy_roof(FIT, "bf16", 100.0) == pytest.approx(1 / 0.82e-12)
+    with_time = energy_roof(FIT, "bf16", 100.0, peak=800e12, bandwidth=4.5e12)
+    # memory bound at I = 100 (100 x 4.5e12 < 800e12): + 160 W / (100 x 4.5e12 FLOP/s)
+    assert with_time == pytest.approx(1 / (0.82e-12 + 160 / 450e12))
+    assert energy_roof({**FIT, "eps_flop8_pj": None}, "fp8", 100.0) is None
+
+
+def run_check(tmp_path: Path, docs: list[dict], *extra: str) -> tuple[int, str]:
+    import contextlib
+    import io
+
+    from scripts.energy_check import main
+
+    files = [write(tmp_path, f"run{i}.json", d) for i, d in enumerate(docs)]
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        rc = main([*files, *extra])
+    return rc, buf.getvalue()
+
+
+def test_energy_check_passes_agreeing_runs_and_names_what_fails(sweep, tmp_path):
+    runs = [with_energy(sweep, off=lambda r, k=k: 0.02 + 0.005 * k) for k in range(3)]
+    rc, out = run_check(tmp_path, runs)
+    assert rc == 0, out
+    assert out.strip().endswith("PASS")
+    assert "spread  0.98%  model   +3.0%" in out.splitlines()[0]  # 1.03 / 1.02 - 1
+    # One run's fa2 5% lower: its rows fail the 3% spread, named.
+    runs[2] = with_energy(sweep, off=lambda r: 0.07 if r["variant"] == "fa2" else 0.03)
+    rc, out = run_check(tmp_path, runs)
+    assert rc == 1
+    fails = [line for line in out.splitlines() if line.startswith("FAIL")]
+    assert fails and all(" fa2 " in f" {line[5:]}" for line in fails), out
+    assert "runs disagree by" in fails[0]
+    # A model 20% off fails the 15% bound; --max-model-error 25% accepts it.
+    runs = [with_energy(sweep, off=lambda r: 0.20)] * 3
+    assert run_check(tmp_path, runs)[0] == 1
+    assert run_check(tmp_path, runs, "--max-model-error", "25%")[0] == 0
+    # Rows without energy fail with the reason.
+    runs = [with_energy(sweep, skip="fp8")] * 3
+    rc, out = run_check(tmp_path, runs)
+    assert rc == 1 and "refused: the energy counter changed 2 times" in out
+    assert run_check(tmp_path, runs, "--max-spread", "x")[0] == 2
