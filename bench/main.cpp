@@ -333,6 +333,7 @@ int run(int argc, char** argv) {
       "counters, the compulsory bytes and no L2 roof); the roof named is that lowest one; "
       "roofs: %s.\n",
       record.ceilings.source.c_str());
+  if (!record.settings.model_only) std::printf("%s\n", energy_legend(record).c_str());
   if (write_error.empty()) std::printf("results: %s\n", json_path.c_str());
   if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
     std::fprintf(stderr, "error: stdout: write failed: %s\n", std::strerror(errno));

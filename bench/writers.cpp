@@ -143,6 +143,23 @@ std::string energy_notes(const ConfigResult& c, const char* prefix) {
 
 }  // namespace
 
+std::string energy_legend(const RunResult& r) {
+  if (r.settings.energy_window_s <= 0) return "mJ: not measured (--no-energy)";
+  std::string s = fmt::format(
+      "mJ: energy per launch, NVML's energy counter over {:g} s of launches back to back after "
+      "the timing (docs/energy.md); ",
+      r.settings.energy_window_s);
+  const auto& f = r.ceilings.energy_model;
+  if (!f) return s + "no energy model (datasheet roofs: nothing measured)";
+  if (f->status != "ok") return s + "no energy model: " + f->reason;
+  return s + fmt::format(
+                 "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per DRAM byte, {:.0f} W "
+                 "constant (calibration residuals: rms {:.1f}%, max {:.1f}%)",
+                 f->eps_flop16_pj,
+                 f->eps_flop8_pj ? fmt::format(", {:.3g} per fp8 FLOP", *f->eps_flop8_pj) : "",
+                 f->eps_byte_pj, f->idle_w, 100 * f->residual_rms, 100 * f->residual_max);
+}
+
 std::string format_config_header(const ConfigResult& c) {
   const auto& s = c.shape;
   return fmt::format("B={} H={} N={} d={} causal={} {}", s.B, s.H, s.N, s.d,

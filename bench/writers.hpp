@@ -19,6 +19,9 @@ std::string verification_label(const VariantResult& r);
 // or the row was not timed.
 std::string energy_label(const VariantResult& r);
 
+// The line under the tables that says what the mJ column is and which energy model the run used.
+std::string energy_legend(const RunResult& r);
+
 std::string format_config_header(const ConfigResult& c);
 std::string format_table(const ConfigResult& c);  // one configuration
 std::string to_csv(const RunResult& r);

@@ -247,7 +247,7 @@ def table(rows: list[Row]) -> tuple[list[str], int]:
 def fa_bench_command(args, variants: str, direction: str, out: Path, extra: list[str]) -> list[str]:
     return [args.bin, "--N", args.N, "--d", args.d, "--causal", args.causal, "--variants", variants,
             "--direction", direction, "--warmup", "0", "--repetitions", "1", "--datasheet-roofs",
-            "--cold", "--json", str(out)] + extra
+            "--no-energy", "--cold", "--json", str(out)] + extra
 
 
 def run(cmd: list[str], what: str) -> tuple[subprocess.CompletedProcess, str]:

@@ -42,6 +42,11 @@ expect(1 "l2_bytes: .*\\+2\\.2[0-9]%, tolerance 2\\.0%" ${B} --current ${DATA}/g
        --counter-tolerance 2%)
 expect(0 "PASS" ${B} --current ${DATA}/gate-dram-fa2-x1.05.json --counter-tolerance dram_bytes=6%)
 expect(2 "unknown counter 'foo'" ${B} --current ${DATA}/gate-h200-base.json --counter-tolerance foo=1%)
+# --gate-energy on files without energy: the rows cannot be compared (exit 2), or warn.
+expect(2 "energy per launch not measured in the baseline" ${B} --current ${DATA}/gate-h200-base.json --gate-energy)
+expect(0 "cannot compare it \\(--allow-missing\\).*PASS \\(exit 0\\)" ${B} --current ${DATA}/gate-h200-base.json --gate-energy --allow-missing)
+expect(2 "--energy-tolerance: only with --gate-energy" ${B} --current ${DATA}/gate-h200-base.json --energy-tolerance 4%)
+expect(2 "--energy-tolerance: 'x'" ${B} --current ${DATA}/gate-h200-base.json --gate-energy --energy-tolerance x)
 expect(0 "baseline written" --current ${DATA}/gate-h200-base.json --update-baseline ${OUT}/new-baseline.json)
 expect(0 "PASS" --baseline ${OUT}/new-baseline.json --current ${DATA}/gate-h200-base.json)
 expect(2 "not written as a baseline" --current ${DATA}/gate-failed-variant.json --update-baseline ${OUT}/bad.json)

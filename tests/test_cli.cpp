@@ -573,6 +573,14 @@ TEST(Cli, TimingFlagsOutOfRange) {
   expect_bad({"--repetitions", "0"}, "--repetitions: 0 (accepted: 1 or more)");
   EXPECT_EQ(parse({"--repetitions", "1"}).action, ParseOutcome::Action::run);
   EXPECT_EQ(parse({"--min-time", "1e-3"}).action, ParseOutcome::Action::run);
+  expect_bad({"--energy-window", "0"}, "--energy-window: 0 (accepted: seconds from 0.1 to 60)");
+  expect_bad({"--energy-window", "nan"}, "--energy-window");
+  expect_bad({"--energy-window", "61"}, "--energy-window");
+  const auto energy = parse({"--energy-window", "2.5"});
+  ASSERT_EQ(energy.action, ParseOutcome::Action::run) << energy.output;
+  EXPECT_EQ(energy.options.energy_window_s, 2.5);
+  EXPECT_TRUE(energy.options.energy);
+  EXPECT_FALSE(parse({"--no-energy"}).options.energy);
 }
 
 TEST(Cli, NonPowerOfTwoSequenceLengthsAreAccepted) {

@@ -209,6 +209,21 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
   while (std::getline(csv, line)) EXPECT_EQ(csv_fields(line).size(), header.size()) << line;
 }
 
+TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
+  RunResult a = record();
+  a.settings.energy_window_s = 1;
+  EXPECT_NE(energy_legend(a).find("over 1 s of launches"), std::string::npos) << energy_legend(a);
+  EXPECT_NE(energy_legend(a).find("0.6 pJ per bf16/fp16 FLOP, 0.35 per fp8 FLOP, 22 pJ per DRAM "
+                                  "byte, 160 W constant"),
+            std::string::npos)
+      << energy_legend(a);
+  a.ceilings.energy_model->status = "refused";
+  a.ceilings.energy_model->reason = "degenerate calibration";
+  EXPECT_NE(energy_legend(a).find("no energy model: degenerate calibration"), std::string::npos);
+  a.settings.energy_window_s = 0;
+  EXPECT_EQ(energy_legend(a), "mJ: not measured (--no-energy)");
+}
+
 // ---- the gate's optional energy check ----
 
 RunResult with_energy(RunResult r, double mj, const std::string& variant = "", double factor = 1) {

@@ -1,0 +1,98 @@
+#!/usr/bin/env bash
+# Issue 43's "done when" on a GPU machine (docs/energy.md): builds fa-bench and the GPU tests, runs
+# the energy GPU tests, runs `fa-bench --N 1024:16384 --d 64,128 --variants all` three times with
+# the one build, checks the three files with scripts/energy_check.py (every row has energy, the
+# runs agree within 3% per row, the model within 15%) and writes the report.
+# Usage: scripts/energy_gpu_check.sh OUTDIR [extra fa-bench args]
+#   FA_BUILD_DIR=DIR        the build directory (default build-gpu)
+#   FA_ENERGY_BUDGET_S=S    start no step that would end past S seconds after the script began
+#                           (default 450): the runs that did not fit are said, and a second call on
+#                           the still-warm machine goes on from there (runs are kept in
+#                           DIR/energy-runs/ and copied to OUTDIR)
+#   FA_ENERGY_RUNS=N        how many runs (default 3)
+# Everything goes to OUTDIR/energy_check.log; a summary is printed last.
+set -uo pipefail
+cd "$(dirname "$0")/.." || exit 1
+out=${1:?usage: scripts/energy_gpu_check.sh OUTDIR [extra fa-bench args]}
+shift
+mkdir -p "$out"
+log="$out/energy_check.log"
+: >"$log"
+export PATH="$PATH:/usr/local/cuda/bin"
+start=$SECONDS
+budget=${FA_ENERGY_BUDGET_S:-450}
+runs=${FA_ENERGY_RUNS:-3}
+build=${FA_BUILD_DIR:-build-gpu}
+keep="$build/energy-runs"
+summary=()
+note() { summary+=("$1"); echo "== $1" | tee -a "$log"; }
+section() { echo -e "\n######## $1" >>"$log"; }
+finish() {
+  cp -f "$keep"/run*.json "$keep"/run*.txt "$out"/ 2>/dev/null
+  echo
+  printf '%s\n' "${summary[@]}"
+  exit "$1"
+}
+
+section nvidia-smi
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm,temperature.gpu,power.draw,power.limit --format=csv >>"$log" 2>&1
+note "gpu: $(tail -1 "$log")"
+
+section build
+timeout 120 scripts/headers.sh >>"$log" 2>&1 ||
+  note "build: header wheels missing (scripts/headers.sh): fa3/fp8 or cudnn rows will say not built"
+if ! { timeout 900 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release >>"$log" 2>&1 &&
+       timeout 900 cmake --build "$build" --target fa-bench fa_tests_gpu -j "$(nproc)" >>"$log" 2>&1; }; then
+  tail -30 "$log"
+  note "build: FAILED"
+  finish 1
+fi
+bin=$build/bin
+note "build: ok after $((SECONDS - start)) s"
+
+section "energy gpu tests"
+timeout 120 "$bin/fa_tests_gpu" --gtest_filter='EnergyGpu.*' >"$out/energy_gpu_tests.txt" 2>&1
+rc=$?
+cat "$out/energy_gpu_tests.txt" >>"$log"
+note "energy gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/energy_gpu_tests.txt" | tr '\n' ' ')"
+grep -E '^(copy 1 GiB|energy model|  [a-z0-9]+ .* residual)' "$out/energy_gpu_tests.txt" | tee -a "$log"
+
+mkdir -p "$keep"
+last=0  # the last run's duration: the next one is not started unless it fits the budget
+for i in $(seq 1 "$runs"); do
+  file="$keep/run$i.json"
+  if [ -f "$file" ] && grep -q '"complete": true' "$file"; then
+    note "run $i: kept from an earlier call ($file)"
+    continue
+  fi
+  if [ "$last" -gt 0 ] && [ $((SECONDS - start + last)) -gt "$budget" ]; then
+    note "run $i: not started ($((SECONDS - start)) s used, a run takes ${last} s, budget ${budget} s): call again on the warm machine"
+    finish 3
+  fi
+  section "run $i"
+  t0=$SECONDS
+  timeout 900 "$bin/fa-bench" --N 1024:16384 --d 64,128 --variants all --json "$file" "$@" \
+    >"$keep/run$i.txt" 2>&1
+  rc=$?
+  last=$((SECONDS - t0))
+  cat "$keep/run$i.txt" >>"$log"
+  note "run $i: rc=$rc in ${last} s; $(grep -c ' n/a ' "$keep/run$i.txt") rows printed n/a for energy"
+done
+
+section "energy_check"
+check_out="$out/energy_check.txt"
+python3 scripts/energy_check.py "$keep"/run{1..3}.json >"$check_out" 2>&1
+rc=$?
+cat "$check_out" >>"$log"
+note "energy_check: rc=$rc: $(tail -1 "$check_out")"
+grep '^FAIL' "$check_out" | head -20
+
+section report
+if python3 -c 'import matplotlib, jsonschema' 2>/dev/null; then
+  PYTHONPATH=. timeout 300 python3 -m reports "$keep"/run1.json -o "$out/report" >>"$log" 2>&1
+  note "report: rc=$? in $out/report (energy.png, energy-roofline.png, energy-split.png, report.md)"
+  grep -A8 '^## Where the energy goes' "$out/report/report.md" 2>/dev/null | tee -a "$log"
+else
+  note "report: not written here (no matplotlib/jsonschema for python3): run scripts/report.sh $out/run1.json -o DIR on a CPU machine"
+fi
+finish 0

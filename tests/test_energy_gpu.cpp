@@ -1,0 +1,105 @@
+// The energy window through the real NVML on the GPU: a copy's energy per launch is the counter's
+// power times its time, agrees with the sampled power, and repeats; the energy model fits the
+// device's calibration kernels. Skipped without a GPU, or (with the reason) where the driver
+// gives no energy counter.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "kernels/common/cuda_check.hpp"
+#include "kernels/common/device_buffer.hpp"
+#include "profiler/ceilings.hpp"
+#include "profiler/device_info.hpp"
+#include "profiler/energy_queue.hpp"
+
+namespace fa::energy {
+namespace {
+
+struct Gpu {
+  DeviceInfo device;
+  std::unique_ptr<PowerSource> power;
+};
+
+// The device and its NVML power source, or why the test cannot run.
+std::optional<Gpu> gpu(std::string* why) {
+  const auto device = query_device(0, why);
+  if (!device) return std::nullopt;
+  auto power = nvml_power_source(device->pci_bus_id, why);
+  if (!power) return std::nullopt;
+  if (const Reading r = power->total_energy_mj(); !r.ok) {
+    *why = "no energy counter: " + r.error;
+    return std::nullopt;
+  }
+  return Gpu{*device, std::move(power)};
+}
+
+// One window of a 1 GiB device-to-device copy (2 GiB of DRAM traffic per launch).
+Measurement copy_window(Gpu& g, cudaStream_t stream) {
+  const std::size_t bytes = std::size_t{1} << 30;
+  DeviceAllocation a(bytes), b(bytes);
+  FA_CUDA_CHECK(cudaMemsetAsync(a.ptr, 1, bytes, stream));
+  auto launch = [&] {
+    const cudaError_t e = cudaMemcpyAsync(b.ptr, a.ptr, bytes, cudaMemcpyDeviceToDevice, stream);
+    return e == cudaSuccess ? std::string() : std::string(cudaGetErrorString(e));
+  };
+  for (int i = 0; i < 3; ++i) launch();
+  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+  StreamLaunchQueue queue(stream, launch);
+  // An estimate of a launch's time is enough to size the batches: 2 GiB at ~2 TB/s.
+  return measure(*g.power, queue, steady_clock(), 1e-3, Settings{});
+}
+
+TEST(EnergyGpu, CopyWindowThroughNvml) {
+  std::string why;
+  auto g = gpu(&why);
+  if (!g) GTEST_SKIP() << why;
+  cudaStream_t stream;
+  FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
+  const Measurement a = copy_window(*g, stream);
+  ASSERT_EQ(a.status, "ok") << a.reason;
+  // A board draws tens to a thousand watts; the energy is that power over a launch's time.
+  EXPECT_GT(a.power_w, 30);
+  EXPECT_LT(a.power_w, 1500);
+  EXPECT_NEAR(*a.energy_per_launch_mj, a.power_w * a.seconds_per_launch * 1e3,
+              1e-9 * *a.energy_per_launch_mj);
+  EXPECT_GE(a.window_s, Settings{}.window_s);
+  EXPECT_GE(a.counter_updates, kMinCounterUpdates);
+  EXPECT_GT(a.sm_clock_min_mhz, 0);
+  EXPECT_LE(a.sm_clock_min_mhz, a.sm_clock_mean_mhz);
+  std::printf(
+      "copy 1 GiB: %.2f mJ per launch, %.1f W (sampled %.1f W, %d samples), %.3f ms per "
+      "launch, %d counter updates in %.2f s (every %.1f ms), SM clock %.0f / %.0f MHz\n",
+      *a.energy_per_launch_mj, a.power_w, a.sampled_power_w, a.power_samples,
+      a.seconds_per_launch * 1e3, a.counter_updates, a.window_s,
+      1e3 * a.window_s / a.counter_updates, a.sm_clock_mean_mhz, a.sm_clock_min_mhz);
+  // The same window again: the figure repeats (issue 43 asks 3% of three runs).
+  const Measurement b = copy_window(*g, stream);
+  ASSERT_EQ(b.status, "ok") << b.reason;
+  EXPECT_NEAR(*b.energy_per_launch_mj / *a.energy_per_launch_mj, 1.0, 0.03);
+  cudaStreamDestroy(stream);
+}
+
+TEST(EnergyGpu, ModelFitsTheCalibrationKernels) {
+  std::string why;
+  auto g = gpu(&why);
+  if (!g) GTEST_SKIP() << why;
+  const Fit f = measure_energy_model(g->device, *g->power, Settings{});
+  ASSERT_EQ(f.status, "ok") << f.reason;
+  std::printf(
+      "energy model: %.3f pJ/FLOP bf16, %.3f pJ/FLOP fp8, %.2f pJ/byte, %.1f W constant; "
+      "residuals rms %.1f%%, max %.1f%%\n",
+      f.eps_flop16_pj, f.eps_flop8_pj.value_or(NAN), f.eps_byte_pj, f.idle_w, 100 * f.residual_rms,
+      100 * f.residual_max);
+  for (std::size_t i = 0; i < f.points.size(); ++i) {
+    std::printf("  %-28s %8.3f ms %9.2f mJ  residual %+.1f%%\n", f.points[i].kernel.c_str(),
+                f.points[i].seconds * 1e3, f.points[i].energy_j * 1e3, 100 * f.residuals[i]);
+  }
+  EXPECT_GT(f.idle_w, 10);
+  EXPECT_GT(f.eps_byte_pj, 0);
+  EXPECT_GT(f.eps_flop16_pj, 0);
+  // The rows' model is held to 15%: the calibration it rests on must fit better than that.
+  EXPECT_LT(f.residual_max, 0.10);
+}
+
+}  // namespace
+}  // namespace fa::energy
