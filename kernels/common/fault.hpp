@@ -43,10 +43,15 @@ struct FaultInjection {
   // stays right. One byte, in the struct's padding: the kernels' parameter layouts stay as they
   // were.
   std::uint8_t slowdown_percent = 0;
+  // fa3's backward: D = rowsum(dO o O) multiplied by this (1.05: a wrong D).
+  float delta_factor = 1.0f;
+  // fa3's backward: the query block whose dQ contributions are lost (never added to the
+  // accumulator) by every K/V block; -1: none.
+  int drop_dq_block = -1;
 
   bool in_kernel() const {
     return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped ||
-           slowdown_percent > 0;
+           slowdown_percent > 0 || delta_factor != 1.0f || drop_dq_block >= 0;
   }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;

@@ -13,6 +13,7 @@
 
 #include "kernels/common/launch.hpp"
 #include "kernels/fa3/fa3.hpp"
+#include "kernels/fa3/fa3_bwd.hpp"
 #include "kernels/fa3/fa3_launch.hpp"
 
 namespace fa {
@@ -34,7 +35,7 @@ using Fa3Tiles = TileList<TileShape<64, kTileD64.block_q, kTileD64.block_kv>,
 class Fa3Launcher final : public Launcher {
  public:
   Fa3Launcher(std::optional<fa3::Schedule> named, const FaultInjection& fault)
-      : named_(named), fault_(fault) {}
+      : named_(named), fault_(fault), backward_(fault) {}
   // The dynamic grid's tile counter (kernels/fa3/fa3_launch.hpp).
   std::size_t workspace_bytes(const Shape& s, const Tiles& t) const override {
     const int d = static_cast<int>(s.d);
@@ -63,6 +64,18 @@ class Fa3Launcher final : public Launcher {
         hopper::launch_key(s, t, b), [&](hopper::Enqueue* out) { return encode(s, t, b, out); },
         stream);
   }
+  // The backward pass (kernels/fa3/fa3_bwd_kernel.cuh).
+  std::size_t backward_workspace_bytes(const Shape& s, const Tiles& t) const override {
+    return backward_.workspace_bytes(s, t);
+  }
+  std::string prepare_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
+                               cudaStream_t) override {
+    return backward_.prepare(s, t, b);
+  }
+  std::string run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
+                           cudaStream_t stream) override {
+    return backward_.run(s, t, b, stream);
+  }
 
  private:
   // The launch prepared by the instantiation for (d, tiles, causal, dtype, faults).
@@ -84,6 +97,7 @@ class Fa3Launcher final : public Launcher {
   FaultInjection fault_;
   const void* zeroed_workspace_ = nullptr;
   hopper::PreparedLaunch prepared_;
+  Fa3Backward backward_;
 };
 
 // The option's values (kFa3Schedules, fa3.hpp) and the schedules they select.

@@ -31,6 +31,7 @@ struct LaunchKey {
   Tiles tiles;
   DeviceBuffers buffers;
   int device = -1;
+  BackwardBuffers backward{};  // a backward launch's buffers (buffers unset)
 
   bool operator==(const LaunchKey& o) const {
     const Shape &a = shape, &b = o.shape;
@@ -38,7 +39,13 @@ struct LaunchKey {
     return a.B == b.B && a.H == b.H && a.N == b.N && a.d == b.d && a.causal == b.causal &&
            a.dtype == b.dtype && tiles == o.tiles && x.q == y.q && x.k == y.k && x.v == y.v &&
            x.o == y.o && x.lse == y.lse && x.workspace == y.workspace &&
-           x.workspace_bytes == y.workspace_bytes && device == o.device;
+           x.workspace_bytes == y.workspace_bytes && device == o.device &&
+           same_backward(backward, o.backward);
+  }
+  static bool same_backward(const BackwardBuffers& x, const BackwardBuffers& y) {
+    return x.q == y.q && x.k == y.k && x.v == y.v && x.o == y.o && x.d_o == y.d_o &&
+           x.lse == y.lse && x.dq == y.dq && x.dk == y.dk && x.dv == y.dv &&
+           x.workspace == y.workspace && x.workspace_bytes == y.workspace_bytes;
   }
   bool operator!=(const LaunchKey& o) const { return !(*this == o); }
 };
@@ -47,6 +54,13 @@ struct LaunchKey {
 inline LaunchKey launch_key(const Shape& s, const Tiles& t, const DeviceBuffers& b) {
   LaunchKey key{s, t, b, -1};
   if (cudaGetDevice(&key.device) != cudaSuccess) key.device = -1;
+  return key;
+}
+
+// The key of a backward launch on the calling thread's current device.
+inline LaunchKey backward_launch_key(const Shape& s, const Tiles& t, const BackwardBuffers& b) {
+  LaunchKey key = launch_key(s, t, DeviceBuffers{});
+  key.backward = b;
   return key;
 }
 
