@@ -154,6 +154,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   mo.fp8_amax_pass = fp8_scale && *fp8_scale == OptionValue(std::string("head"));
   mo.direction = row.spec.direction;
   mo.writes_lse = info.row_writes_lse(row.spec.options);
+  mo.dq_accumulation = info.dq_accumulation;
   if (const OptionValue* dq = row.spec.option(kOptionDq))
     mo.dq_separate = *dq == OptionValue(std::string(kDqSeparate));
   const Tiles tiles = row.spec.tiles();

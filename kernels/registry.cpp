@@ -4,6 +4,7 @@
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
 #include "kernels/fa3/fa3.hpp"
+#include "kernels/fa3/fa3_bwd.hpp"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
 #include "kernels/standard/standard.hpp"
@@ -118,6 +119,11 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
     r.back().row_rule = fa3_row_rule;
     r.back().shape_default_tiles = fa3_shape_default_tiles;
+    // The backward (kernels/fa3/fa3_bwd_kernel.cuh): K/V blocks outer, d = 64 and 128.
+    r.back().directions = {Direction::forward, Direction::backward};
+    r.back().backward_tile_options = fa3_backward_tile_options;
+    r.back().backward_head_dims = {64, 128};
+    r.back().dq_accumulation = DqAccumulation::bulk_reduce;
     r.back().options = {
         {kOptionFa3Schedule,
          string_values(kFa3Schedules),

@@ -36,6 +36,9 @@ bool parse_algorithm(const std::string& s, Algorithm* out);
 
 // Which pass a row runs. Only forward exists today; the backward pass is next.
 enum class Direction { forward, backward };
+// How a K/V-outer backward adds each K/V block's share of dQ into its fp32 accumulator: atomics
+// from registers (fa2), or a TMA bulk reduce-add of a tile staged in shared memory (fa3).
+enum class DqAccumulation { atomics, bulk_reduce };
 const char* to_string(Direction d);
 bool parse_direction(const std::string& s, Direction* out);
 
@@ -238,6 +241,8 @@ struct VariantInfo {
   // A tiled backward's own compiled tiles at head dim d, default first (null: tile_options'; its
   // kernel keeps one stage); bench/plan.cpp gives backward rows these.
   std::vector<Tiles> (*backward_tile_options)(int d) = nullptr;
+  // Its backward's dQ path, for the IO model.
+  DqAccumulation dq_accumulation = DqAccumulation::atomics;
   // The head dims its backward rows run at, where fewer than head_dims (empty: head_dims); a
   // backward row at another says unsupported (unsupported_row).
   std::vector<int> backward_head_dims{};

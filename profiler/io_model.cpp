@@ -250,7 +250,7 @@ void q_outer_visits(const Shape& s, Tiles t, double* rows, double* pairs) {
 // bytes_l2_view: the same passes when each head's working set stays in the L2 while its blocks
 // run (block_order=blocks): every distinct byte crosses DRAM once per kernel that touches it
 // (re-reads and atomics served by the L2; the accumulator read and written back once).
-IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate) {
+IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate, DqAccumulation dq_path) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
@@ -264,22 +264,34 @@ IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate) {
     add(m, std::move(name), write, bytes);
     l2_view += once;
   };
+  // The bulk-reduce kernel (fa3) keeps its per-row arrays and the accumulator padded to whole
+  // query blocks, and its pre-pass also writes lse log2(e), which the main kernel reads instead.
+  const bool bulk = dq_path == DqAccumulation::bulk_reduce;
+  const double padded_rows = bulk ? heads * static_cast<double>(ceil_div(N, Br) * Br) : heads * N;
+  const double accum = padded_rows * static_cast<double>(d) * 4.0, padded4 = padded_rows * 4.0;
   both("O read (pre-pass, D = rowsum(dO o O))", false, nde, nde);
   both("dO read (pre-pass)", false, nde, nde);
-  both("D written (pre-pass, fp32)", true, rows4, rows4);
+  both("D written (pre-pass, fp32)", true, padded4, padded4);
+  if (bulk) {
+    both("lse read (pre-pass, fp32)", false, rows4, rows4);
+    both("lse log2(e) written (pre-pass, fp32)", true, padded4, padded4);
+  }
   if (!dq_separate)
-    both("dQ accumulator zeroed (pre-pass, fp32)", true, heads * Nd * 4.0, heads * Nd * 4.0);
+    both(bulk ? "dQ accumulator zeroed (memset, fp32)" : "dQ accumulator zeroed (pre-pass, fp32)",
+         true, accum, accum);
   both("K read (once)", false, nde, nde);
   both("V read (once)", false, nde, nde);
   both("Q read (once per K/V block)", false, heads * q_rows * d * e, nde);
   both("dO read (once per K/V block)", false, heads * q_rows * d * e, nde);
-  both("lse read (once per K/V block, fp32)", false, heads * q_rows * 4.0, rows4);
+  both(bulk ? "lse log2(e) read (once per K/V block, fp32)" : "lse read (once per K/V block, fp32)",
+       false, heads * q_rows * 4.0, rows4);
   both("D read (once per K/V block, fp32)", false, heads * q_rows * 4.0, rows4);
   if (!dq_separate) {
-    both("dQ accumulator read (atomicAdd at the L2, once per K/V block, fp32)", false,
-         heads * q_rows * d * 4.0, heads * Nd * 4.0);
-    both("dQ accumulator written (atomicAdd at the L2, once per K/V block, fp32)", true,
-         heads * q_rows * d * 4.0, heads * Nd * 4.0);
+    const char* how = bulk ? "TMA bulk reduce-add" : "atomicAdd";
+    both(std::string("dQ accumulator read (") + how + " at the L2, once per K/V block, fp32)",
+         false, heads * q_rows * d * 4.0, accum);
+    both(std::string("dQ accumulator written (") + how + " at the L2, once per K/V block, fp32)",
+         true, heads * q_rows * d * 4.0, accum);
   }
   both("dK written (once)", true, nde, nde);
   both("dV written (once)", true, nde, nde);
@@ -303,7 +315,7 @@ IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate) {
                               dq_pairs * 6.0 * static_cast<double>(tq.block_q) * tq.block_kv * d);
     m.flops_nonmatrix += heads * dq_pairs * 5.0 * static_cast<double>(tq.block_q) * tq.block_kv;
   } else {
-    both("dQ accumulator read (convert pass, fp32)", false, heads * Nd * 4.0, heads * Nd * 4.0);
+    both("dQ accumulator read (convert pass, fp32)", false, accum, accum);
     both("dQ written (convert pass)", true, nde, nde);
     // Five products per block pair (S^T, dP^T, dV, dK, dQ), whole tiles.
     m.flops_matrix = heads * block_pairs * 10.0 * static_cast<double>(Br * Bc * d);
@@ -345,7 +357,8 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
                                     double(shape.N) * double(shape.N) * double(shape.d) * half;
   if (options.direction == Direction::backward) {
     if (algorithm == Algorithm::standard) m = standard_backward_model(shape);
-    if (algorithm == Algorithm::fa2) m = fa2_backward_model(shape, tiles, options.dq_separate);
+    if (algorithm == Algorithm::fa2)
+      m = fa2_backward_model(shape, tiles, options.dq_separate, options.dq_accumulation);
     m.flops_convention = 2.5 * forward_convention;  // the field's convention
     return m;
   }

@@ -66,6 +66,9 @@ struct ModelOptions {
   bool fp8_amax_pass = false;          // --fp8-scale head: an amax pass before the quantise pass
   bool writes_lse = true;    // false: the row writes no log-sum-exp (cudnn stats=false, cudnn-fp8)
   bool dq_separate = false;  // fa2 backward, option dq = dq-separate (a dQ kernel, no atomics)
+  // A K/V-outer backward's dQ path (VariantInfo::dq_accumulation): fa2's atomics, or fa3's TMA
+  // bulk reduce-add with its per-row arrays padded to whole query blocks.
+  DqAccumulation dq_accumulation = DqAccumulation::atomics;
 };
 
 // `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's

@@ -1,8 +1,9 @@
-// GPU tests of the backward pass: every backward row (standard, and fa2 in each compiled tile and
-// dq mode) against the fp64 reference on
-// fresh random inputs (dQ, dK, dV poisoned first, workspace poisoned), across odd shapes, and the
-// fault tests (a dropped K/V block, a shifted causal mask, a wrong scale must fail). O and lse come
-// from fa2's forward, as in fa-bench (bench/runner.cpp). Skipped with a reason without a GPU.
+// GPU tests of the backward pass: every backward row (standard, fa2 in each compiled tile and
+// dq mode, fa3 on sm_90a) against the fp64 reference on fresh random inputs (dQ, dK, dV poisoned
+// first, workspace poisoned), across odd shapes, and the fault tests (a dropped K/V block, a
+// shifted causal mask, a wrong scale must fail; fa3 also a wrong D and lost dQ contributions). O
+// and lse come from fa2's forward, as in fa-bench (bench/runner.cpp). Skipped with a reason without
+// a GPU.
 #include <gtest/gtest.h>
 
 #include <ostream>
@@ -117,14 +118,17 @@ std::string case_name(const testing::TestParamInfo<Case>& p) {
          (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N);
 }
 
-// fa2's backward configurations at head dim d: every compiled tile (the default as {0, 0}) with
-// both dq modes; standard: its one.
+// A variant's backward configurations at head dim d: every compiled tile (the default as
+// {0, 0}), fa2's with both dq modes; standard: its one.
 std::vector<Config> configs_of(const std::string& variant, int d) {
-  if (variant != "fa2") return {Config{}};
+  const VariantInfo* info = find_variant(variant);
+  if (!info->backward_tile_options) return {Config{}};
   std::vector<Config> out;
-  const auto tiles = find_variant("fa2")->backward_tile_options(d);
-  for (std::size_t i = 0; i < tiles.size(); ++i)
-    for (bool separate : {false, true}) out.push_back({i == 0 ? Tiles{} : tiles[i], separate});
+  const auto tiles = info->backward_tile_options(d);
+  for (std::size_t i = 0; i < tiles.size(); ++i) {
+    out.push_back({i == 0 ? Tiles{} : tiles[i], false});
+    if (variant == "fa2") out.push_back({i == 0 ? Tiles{} : tiles[i], true});
+  }
   return out;
 }
 
@@ -143,12 +147,27 @@ bool skip_without_gpu(std::string* why) {
   return !query_device(0, why).has_value();
 }
 
+// Whether this build and device run the variant (fa3: built with CuTe, an sm_90 device).
+bool skip_variant(const std::string& variant, const Shape& s, std::string* why) {
+  const VariantInfo* info = find_variant(variant);
+  *why = info->unsupported_reason(s);
+  if (why->empty()) {
+    const auto device = query_device(0, why);
+    if (device) *why = info->unsupported_on_device(device->cc_major, device->cc_minor);
+  }
+  return !why->empty();
+}
+
+// The backward variants under test.
+constexpr const char* kVariants[] = {"standard", "fa2", "fa3"};
+
 class BackwardMatchesReference : public testing::TestWithParam<Case> {};
 
 TEST_P(BackwardMatchesReference, OnFreshRandomInputs) {
   std::string why;
   if (skip_without_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const Case& c = GetParam();
+  if (skip_variant(c.variant, shape_of(c), &why)) GTEST_SKIP() << why;
   const Outcome r =
       run_backward_and_check(c.variant, shape_of(c), 7000 + c.N * 7 + c.d, {}, c.config);
   EXPECT_TRUE(r.v.all_finite) << r.v.nonfinite_count << " non-finite gradient elements";
@@ -160,7 +179,7 @@ TEST_P(BackwardMatchesReference, OnFreshRandomInputs) {
 
 std::vector<Case> cases() {
   std::vector<Case> out;
-  for (const char* v : {"standard", "fa2"})
+  for (const char* v : kVariants)
     for (int d : find_variant(v)->backward_dims())
       for (const Config& config : configs_of(v, d))
         for (DType t : {DType::bf16, DType::fp16})
@@ -180,6 +199,7 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
   if (skip_without_gpu(&why)) GTEST_SKIP() << "no GPU: " << why;
   const Case& c = GetParam();
   const Shape s = shape_of(c);
+  if (skip_variant(c.variant, s, &why)) GTEST_SKIP() << why;
   const std::uint64_t seed = 9100 + c.N + c.d;
   std::vector<std::pair<std::string, FaultInjection>> faults;
   const Tiles tiles = tiles_of(*find_variant(c.variant), s, c.config);
@@ -197,6 +217,16 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
   FaultInjection scale;
   scale.scale_factor = 1.05f;
   faults.push_back({"softmax scale x1.05", scale});
+  if (c.variant == "fa3") {
+    FaultInjection delta;
+    delta.delta_factor = 1.05f;
+    faults.push_back({"D = rowsum(dO o O) x1.05", delta});
+    for (int block : {0, static_cast<int>((c.N - 1) / tiles.block_q)}) {
+      FaultInjection f;
+      f.drop_dq_block = block;
+      faults.push_back({"dQ of query block " + std::to_string(block) + " lost", f});
+    }
+  }
   for (const auto& [name, f] : faults) {
     const Outcome r = run_backward_and_check(c.variant, s, seed, f, c.config);
     EXPECT_FALSE(r.v.passed) << config_label(c) << ": " << name
@@ -207,7 +237,7 @@ TEST_P(BackwardFaultsAreCaught, DroppedBlockShiftedMaskWrongScale) {
 
 std::vector<Case> fault_cases() {
   std::vector<Case> out;
-  for (const char* v : {"standard", "fa2"})
+  for (const char* v : kVariants)
     for (int d : find_variant(v)->backward_dims())
       for (const Config& config : configs_of(v, d))
         for (bool causal : {false, true}) out.push_back({v, d, DType::bf16, causal, 300, config});
