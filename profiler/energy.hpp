@@ -82,8 +82,10 @@ struct Settings {
   double preroll_s = 0.25;            // launches before the window: clocks and power settle
   double sample_period_s = 0.005;     // power, SM clock and clock-event reasons
   double poll_s = 0.0005;             // how often the counter is read for its next update
-  double batch_s = 0.01;              // GPU time per enqueued batch
-  int max_in_flight = 3;              // batches queued ahead, so the GPU never waits for the host
+  // GPU time per enqueued batch, and batches queued ahead: 60 to 80 ms of work waits on the GPU,
+  // so a slow driver call on the host does not leave it idle.
+  double batch_s = 0.02;
+  int max_in_flight = 4;
   double max_disagreement = kMaxDisagreement;
   double power_averaging_s = kPowerAveragingS;
   int min_counter_updates = kMinCounterUpdates;

@@ -8,6 +8,7 @@
 
 #include "bench/gate.hpp"
 #include "bench/gate_outputs.hpp"
+#include "bench/merge.hpp"
 #include "bench/result_json.hpp"
 #include "bench/writers.hpp"
 
@@ -222,6 +223,28 @@ TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
   EXPECT_NE(energy_legend(a).find("no energy model: degenerate calibration"), std::string::npos);
   a.settings.energy_window_s = 0;
   EXPECT_EQ(energy_legend(a), "mJ: not measured (--no-energy)");
+}
+
+TEST(EnergyRecord, MergeKeepsEnergyAndRefusesAnotherWindow) {
+  RunResult a = record(), b = record();
+  a.settings.energy_window_s = b.settings.energy_window_s = 1;
+  b.configs[0].shape.N = 2048;
+  std::vector<std::string> warnings;
+  const RunResult m = merge_results({a, b}, {"a.json", "b.json"}, &warnings);
+  ASSERT_EQ(m.configs.size(), 2u);
+  for (const auto& c : m.configs) {
+    ASSERT_TRUE(c.results[0].energy);
+    EXPECT_DOUBLE_EQ(*c.results[0].energy->energy_per_launch_mj, 412.345);
+  }
+  ASSERT_TRUE(m.ceilings.energy_model);
+  b.settings.energy_window_s = 2;
+  try {
+    merge_results({a, b}, {"a.json", "b.json"}, &warnings);
+    FAIL() << "merged files of different energy windows";
+  } catch (const MergeConflict& e) {
+    EXPECT_NE(std::string(e.what()).find("settings.energy_window_s"), std::string::npos)
+        << e.what();
+  }
 }
 
 // ---- the gate's optional energy check ----
