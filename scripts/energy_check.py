@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Checks issue 43's "done when" on result files of one command run several times with one build:
 every timed row has the energy counter's figure, the runs agree on it (spread = largest / smallest
-- 1, per row), and the energy model predicts it (model / measured - 1, per row and run).
+- 1, per row), and the energy model predicts it (model / measured - 1, per row and run; where
+some runs charged the row with the counters' DRAM bytes and others with the IO model's, as runs
+with --no-counters do, the counters' runs judge the model).
 
     scripts/energy_check.py run1.json run2.json run3.json [--max-spread 3%] [--max-model-error 15%]
 
@@ -50,17 +52,15 @@ def key_text(key: tuple) -> str:
     return f"{label} B={b} H={h} N={n} d={d}{' causal' if causal else ''} {dtype}"
 
 
-def energy_of(r: dict) -> tuple[float | None, float | None, float | None, str]:
-    """(measured mJ, model mJ, model DRAM share, why not measured)."""
+def energy_of(r: dict) -> tuple[float | None, dict, str]:
+    """(measured mJ, the model's breakdown or {}, why not measured)."""
     e = r.get("energy")
     if not e:
-        return None, None, None, "no energy in the file (--no-energy or an older fa-bench)"
-    m = e.get("model") or {}
-    total = m.get("total_mj")
-    share = m["byte_mj"] / total if total else None
+        return None, {}, "no energy in the file (--no-energy or an older fa-bench)"
+    model = e.get("model") or {}
     if e["status"] != "ok":
-        return None, total, share, f"{e['status']}: {e['reason']}"
-    return e["energy_per_launch_mj"], total, share, ""
+        return None, model, f"{e['status']}: {e['reason']}"
+    return e["energy_per_launch_mj"], model, ""
 
 
 def check(files: list[str], max_spread: float, max_model: float) -> tuple[list[str], bool]:
@@ -73,20 +73,24 @@ def check(files: list[str], max_spread: float, max_model: float) -> tuple[list[s
     worst_spread = worst_model = 0.0
     for key in keys:
         problems = []
-        measured, errors, shares = [], [], []
+        measured, judged = [], []  # judged: (model error, DRAM share, bytes from the counters)
         for f, run in zip(files, runs):
             r = run.get(key)
             if r is None:
                 problems.append(f"{Path(f).name}: not timed")
                 continue
-            mj, model, share, why = energy_of(r)
+            mj, model, why = energy_of(r)
             if mj is None:
                 problems.append(f"{Path(f).name}: {why}")
                 continue
             measured.append(mj)
-            if model is not None:
-                errors.append(model / mj - 1)
-                shares.append(share)
+            if model.get("total_mj"):
+                judged.append((model["total_mj"] / mj - 1, model["byte_mj"] / model["total_mj"],
+                               model["bytes_basis"] == "counters"))
+        if any(counted for _, _, counted in judged):
+            judged = [j for j in judged if j[2]]
+        errors = [j[0] for j in judged]
+        shares = [j[1] for j in judged]
         spread = max(measured) / min(measured) - 1 if len(measured) > 1 else None
         model_error = max(errors, key=abs) if errors else None
         if spread is not None:

@@ -5,12 +5,19 @@
 # runs agree within 3% per row, the model within 15%) and writes the report.
 # Usage: scripts/energy_gpu_check.sh OUTDIR [extra fa-bench args]
 #   FA_BUILD_DIR=DIR        the build directory (default build-gpu)
-#   FA_ENERGY_BUDGET_S=S    start no step that would end past S seconds after the script began
-#                           (default 450): the runs that did not fit are said, and a second call on
-#                           the still-warm machine goes on from there (runs are kept in
-#                           DIR/energy-runs/ and copied to OUTDIR)
+#   FA_ENERGY_BUDGET_S=S    start no run that would end past S seconds after the script began
+#                           (default 500): the runs that did not fit are said (exit 3), and a
+#                           second call on the still-warm machine goes on from there (runs are kept
+#                           in DIR/energy-runs/)
 #   FA_ENERGY_RUNS=N        how many runs (default 3)
-# Everything goes to OUTDIR/energy_check.log; a summary is printed last.
+#   FA_ENERGY_RUN_S=S       what a run is taken to last before one has been timed (default 240)
+#   FA_ENERGY_FAST=1        runs after the first with --no-counters (about half the time each; the
+#                           energy is measured the same way, and energy_check.py judges the model on
+#                           the first run's counted bytes)
+# OUTDIR gets at most 8 files (what a device call brings back): energy_check.log (everything, the
+# build and the runs' consoles included), energy_check.txt (the check), run1..3.json, and, where
+# python3 has matplotlib and jsonschema, report.md with energy-split.png and energy-roofline.png
+# (else scripts/report.sh makes the report from the run files on any machine).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 out=${1:?usage: scripts/energy_gpu_check.sh OUTDIR [extra fa-bench args]}
@@ -20,7 +27,7 @@ log="$out/energy_check.log"
 : >"$log"
 export PATH="$PATH:/usr/local/cuda/bin"
 start=$SECONDS
-budget=${FA_ENERGY_BUDGET_S:-450}
+budget=${FA_ENERGY_BUDGET_S:-500}
 runs=${FA_ENERGY_RUNS:-3}
 build=${FA_BUILD_DIR:-build-gpu}
 keep="$build/energy-runs"
@@ -28,7 +35,7 @@ summary=()
 note() { summary+=("$1"); echo "== $1" | tee -a "$log"; }
 section() { echo -e "\n######## $1" >>"$log"; }
 finish() {
-  cp -f "$keep"/run*.json "$keep"/run*.txt "$out"/ 2>/dev/null
+  cp -f "$keep"/run*.json "$out"/ 2>/dev/null
   echo
   printf '%s\n' "${summary[@]}"
   exit "$1"
@@ -51,37 +58,43 @@ bin=$build/bin
 note "build: ok after $((SECONDS - start)) s"
 
 section "energy gpu tests"
-timeout 120 "$bin/fa_tests_gpu" --gtest_filter='EnergyGpu.*' >"$out/energy_gpu_tests.txt" 2>&1
+tests="$build/energy_gpu_tests.txt"
+timeout 120 "$bin/fa_tests_gpu" --gtest_filter='EnergyGpu.*' >"$tests" 2>&1
 rc=$?
-cat "$out/energy_gpu_tests.txt" >>"$log"
-note "energy gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$out/energy_gpu_tests.txt" | tr '\n' ' ')"
-grep -E '^(copy 1 GiB|energy model|  [a-z0-9]+ .* residual)' "$out/energy_gpu_tests.txt" | tee -a "$log"
+cat "$tests" >>"$log"
+note "energy gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$tests" | tr '\n' ' ')"
+grep -E '^(copy 1 GiB|energy model|  [a-z0-9]+ .* residual)' "$tests"
 
 mkdir -p "$keep"
-last=0  # the last run's duration: the next one is not started unless it fits the budget
+# A run is not started unless it fits the budget: the last run's duration, or the guess before one.
+last=${FA_ENERGY_RUN_S:-240}
 for i in $(seq 1 "$runs"); do
   file="$keep/run$i.json"
   if [ -f "$file" ] && grep -q '"complete": true' "$file"; then
     note "run $i: kept from an earlier call ($file)"
     continue
   fi
-  if [ "$last" -gt 0 ] && [ $((SECONDS - start + last)) -gt "$budget" ]; then
+  if [ $((SECONDS - start + last)) -gt "$budget" ]; then
     note "run $i: not started ($((SECONDS - start)) s used, a run takes ${last} s, budget ${budget} s): call again on the warm machine"
     finish 3
   fi
   section "run $i"
+  fast=()
+  [ -n "${FA_ENERGY_FAST:-}" ] && [ "$i" -gt 1 ] && fast=(--no-counters)
   t0=$SECONDS
-  timeout 900 "$bin/fa-bench" --N 1024:16384 --d 64,128 --variants all --json "$file" "$@" \
+  timeout 900 "$bin/fa-bench" --N 1024:16384 --d 64,128 --variants all --json "$file" "${fast[@]}" "$@" \
     >"$keep/run$i.txt" 2>&1
   rc=$?
   last=$((SECONDS - t0))
+  cp -f "$file" "$out"/  # the call may end before the next run does: keep what finished
   cat "$keep/run$i.txt" >>"$log"
-  note "run $i: rc=$rc in ${last} s; $(grep -c ' n/a ' "$keep/run$i.txt") rows printed n/a for energy"
+  note "run $i: rc=$rc in ${last} s; energy lines under the tables: $(grep -cE '^  energy (refused|unavailable|error):' "$keep/run$i.txt") (one per reason), clock held down: $(grep -c '^  SM clock held down' "$keep/run$i.txt"); $(grep -m1 '^mJ:' "$keep/run$i.txt")"
 done
 
 section "energy_check"
 check_out="$out/energy_check.txt"
-python3 scripts/energy_check.py "$keep"/run{1..3}.json >"$check_out" 2>&1
+mapfile -t files < <(for i in $(seq 1 "$runs"); do echo "$keep/run$i.json"; done)
+python3 scripts/energy_check.py "${files[@]}" >"$check_out" 2>&1
 rc=$?
 cat "$check_out" >>"$log"
 note "energy_check: rc=$rc: $(tail -1 "$check_out")"
@@ -89,10 +102,11 @@ grep '^FAIL' "$check_out" | head -20
 
 section report
 if python3 -c 'import matplotlib, jsonschema' 2>/dev/null; then
-  PYTHONPATH=. timeout 300 python3 -m reports "$keep"/run1.json -o "$out/report" >>"$log" 2>&1
-  note "report: rc=$? in $out/report (energy.png, energy-roofline.png, energy-split.png, report.md)"
-  grep -A8 '^## Where the energy goes' "$out/report/report.md" 2>/dev/null | tee -a "$log"
+  PYTHONPATH=. timeout 300 python3 -m reports "$keep/run1.json" -o "$keep/report" >>"$log" 2>&1
+  note "report: rc=$? ($keep/report; report.md, energy-split.png, energy-roofline.png in $out)"
+  cp -f "$keep/report/report.md" "$keep/report/energy-split.png" "$keep/report/energy-roofline.png" "$out"/ 2>/dev/null
+  grep -A8 '^## Where the energy goes' "$keep/report/report.md" 2>/dev/null | tee -a "$log"
 else
-  note "report: not written here (no matplotlib/jsonschema for python3): run scripts/report.sh $out/run1.json -o DIR on a CPU machine"
+  note "report: not written here (python3 lacks matplotlib or jsonschema): scripts/report.sh run1.json -o DIR on any machine"
 fi
 finish 0

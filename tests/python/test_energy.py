@@ -184,3 +184,18 @@ def test_energy_check_passes_agreeing_runs_and_names_what_fails(sweep, tmp_path)
     rc, out = run_check(tmp_path, runs)
     assert rc == 1 and "refused: the energy counter changed 2 times" in out
     assert run_check(tmp_path, runs, "--max-spread", "x")[0] == 2
+
+
+def test_energy_check_judges_the_model_on_the_counters_bytes(sweep, tmp_path):
+    """A run with --no-counters charges the IO model's bytes (fa2's K/V re-reads the L2 absorbs):
+    where another run counted the bytes, that run judges the model."""
+    counted = with_energy(sweep)
+    for config in counted["configs"]:
+        for r in config["results"]:
+            if r.get("energy"):
+                r["energy"]["model"]["bytes_basis"] = "counters"
+    uncounted = with_energy(sweep, off=lambda r: 0.40)
+    rc, out = run_check(tmp_path, [counted, counted, uncounted], "--max-spread", "50%")
+    assert rc == 0, out
+    rc, out = run_check(tmp_path, [uncounted, uncounted, uncounted])
+    assert rc == 1 and "model off by +40.0%" in out
