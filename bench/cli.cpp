@@ -270,6 +270,7 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
   // Hidden (no help line): the counters' failure paths no healthy machine takes, for
   // scripts/gpu_check.sh (docs/io-model.md).
   app.add_option("--test-force-counter-error", o.test_counter_error)->group("");
+  app.add_option("--test-force-energy-error", o.test_energy_error)->group("");
 }
 
 void add_output_flags(CLI::App& app, Options& o) {
@@ -463,6 +464,12 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
     throw BadInput{fmt::format(
         "--test-force-counter-error: '{}' (accepted: insufficient_privileges, hardware_busy)",
         o.test_counter_error)};
+  }
+  if (!o.test_energy_error.empty() && o.test_energy_error != "no_permission" &&
+      o.test_energy_error != "no_counter") {
+    throw BadInput{
+        fmt::format("--test-force-energy-error: '{}' (accepted: no_permission, no_counter)",
+                    o.test_energy_error)};
   }
 }
 

@@ -68,6 +68,9 @@ struct Options {
   // --test-force-counter-error (hidden): the counter session fails as CUPTI would with this
   // error ("insufficient_privileges" | "hardware_busy"); scripts/gpu_check.sh. "" = none.
   std::string test_counter_error;
+  // --test-force-energy-error (hidden): NVML answers as a driver would without permission
+  // ("no_permission") or without the energy counter ("no_counter"); scripts/energy_gpu_check.sh.
+  std::string test_energy_error;
   std::int64_t model_smem_per_sm = 0;  // 0: the device's (233472, Hopper's, with no GPU)
   // Spreading a sweep (docs/multi-gpu.md). --devices: "" (one process, --device), "all" or a
   // list of device indices, one worker process each.

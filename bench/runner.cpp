@@ -443,6 +443,8 @@ void start_counters(RunContext& ctx) {
 void start_energy(RunContext& ctx) {
   if (!ctx.o.energy) return;
   ctx.power = energy::nvml_power_source(ctx.r.device->pci_bus_id, &ctx.energy_off_reason);
+  if (ctx.power && !ctx.o.test_energy_error.empty())
+    ctx.power = energy::failing_power_source(std::move(ctx.power), ctx.o.test_energy_error);
   if (!ctx.power) {
     std::fprintf(stderr, "warning: energy not measured: %s\n", ctx.energy_off_reason.c_str());
   }

@@ -93,6 +93,26 @@ class NvmlPowerSource final : public PowerSource {
   ErrorStringFn error_string_ = nullptr;
 };
 
+class FailingPowerSource final : public PowerSource {
+ public:
+  FailingPowerSource(std::unique_ptr<PowerSource> source, bool all)
+      : source_(std::move(source)), all_(all) {}
+  Reading total_energy_mj() override {
+    return all_ ? denied()
+                : Reading::failed("this driver's NVML has no nvmlDeviceGetTotalEnergyConsumption");
+  }
+  Reading power_mw() override { return all_ ? denied() : source_->power_mw(); }
+  Reading sm_clock_mhz() override { return all_ ? denied() : source_->sm_clock_mhz(); }
+  Reading clock_event_reasons() override {
+    return all_ ? denied() : source_->clock_event_reasons();
+  }
+
+ private:
+  static Reading denied() { return Reading::failed("no permission (NVML_ERROR_NO_PERMISSION)"); }
+  std::unique_ptr<PowerSource> source_;
+  bool all_;
+};
+
 class SteadyClock final : public Clock {
  public:
   double now_s() override {
@@ -273,6 +293,12 @@ std::unique_ptr<PowerSource> nvml_power_source(const std::string& pci_bus_id,
 std::unique_ptr<PowerSource> nvml_power_source(const std::string& pci_bus_id,
                                                std::string* why_not) {
   return nvml_power_source(pci_bus_id, nvml_symbol, why_not);
+}
+
+std::unique_ptr<PowerSource> failing_power_source(std::unique_ptr<PowerSource> source,
+                                                  const std::string& how) {
+  if (how != "no_permission" && how != "no_counter") return source;
+  return std::make_unique<FailingPowerSource>(std::move(source), how == "no_permission");
 }
 
 std::vector<std::string> clock_event_reason_names(std::uint64_t bits) {

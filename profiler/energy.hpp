@@ -44,6 +44,12 @@ std::unique_ptr<PowerSource> nvml_power_source(const std::string& pci_bus_id,
 // The same through the process's NVML (profiler/device_info.cpp loads it at run time).
 std::unique_ptr<PowerSource> nvml_power_source(const std::string& pci_bus_id, std::string* why_not);
 
+// `source` with readings failing as a driver's would: "no_permission" (every reading), "no_counter"
+// (the energy counter's entry point missing). For the unavailable paths on a healthy machine
+// (fa-bench --test-force-energy-error); any other `how` leaves the source as it is.
+std::unique_ptr<PowerSource> failing_power_source(std::unique_ptr<PowerSource> source,
+                                                  const std::string& how);
+
 // "power cap", "thermal slowdown (hardware)", ...: the names of the set bits, in bit order.
 std::vector<std::string> clock_event_reason_names(std::uint64_t bits);
 

@@ -66,6 +66,16 @@ note "energy gpu tests: rc=$rc $(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$tests
 grep -E '^(copy 1 GiB|energy model|  [a-z0-9]+ .* residual)' "$tests"
 
 mkdir -p "$keep"
+# The unavailable paths on this healthy machine: NVML refusing every reading, then a driver without
+# the energy counter. Each run must finish (exit 0), its rows timed, and say why there is no energy.
+for how in no_permission no_counter; do
+  section "forced: $how"
+  timeout 120 "$bin/fa-bench" --N 1024 --d 64 --variants fa2 --warmup 1 --repetitions 5 --no-counters \
+    --datasheet-roofs --test-force-energy-error "$how" --json "$keep/forced-$how.json" >"$keep/forced.txt" 2>&1
+  rc=$?
+  cat "$keep/forced.txt" >>"$log"
+  note "forced $how: rc=$rc, ok rows: $(grep -cE '  ok$' "$keep/forced.txt"), $(grep -m1 -E '^  energy unavailable:' "$keep/forced.txt" || echo 'NO energy line')"
+done
 # A run is not started unless it fits the budget: the last run's duration, or the guess before one.
 last=${FA_ENERGY_RUN_S:-240}
 for i in $(seq 1 "$runs"); do

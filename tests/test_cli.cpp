@@ -581,6 +581,8 @@ TEST(Cli, TimingFlagsOutOfRange) {
   EXPECT_EQ(energy.options.energy_window_s, 2.5);
   EXPECT_TRUE(energy.options.energy);
   EXPECT_FALSE(parse({"--no-energy"}).options.energy);
+  expect_bad({"--test-force-energy-error", "maybe"},
+             "--test-force-energy-error: 'maybe' (accepted: no_permission, no_counter)");
 }
 
 TEST(Cli, NonPowerOfTwoSequenceLengthsAreAccepted) {

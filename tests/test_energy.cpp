@@ -255,6 +255,21 @@ TEST(EnergyWindow, ClockEventReasonNames) {
   EXPECT_EQ(clock_event_reason_names(1ull << 20), std::vector<std::string>{"reason bit 20"});
 }
 
+TEST(EnergyWindow, ForcedDriverErrorsTakeTheUnavailablePaths) {
+  // What fa-bench --test-force-energy-error does to the real source, on the scripted one.
+  auto denied = failing_power_source(std::make_unique<FakeDevice>(), "no_permission");
+  FakeDevice dev;
+  Measurement m = measure(*denied, dev, dev, dev.launch_s, fast_settings());
+  EXPECT_EQ(m.status, "unavailable");
+  EXPECT_NE(m.reason.find("NVML_ERROR_NO_PERMISSION"), std::string::npos) << m.reason;
+  EXPECT_EQ(m.launches, 0);
+  auto no_counter = failing_power_source(std::make_unique<FakeDevice>(), "no_counter");
+  m = measure(*no_counter, dev, dev, dev.launch_s, fast_settings());
+  EXPECT_EQ(m.status, "unavailable");
+  EXPECT_NE(m.reason.find("has no nvmlDeviceGetTotalEnergyConsumption"), std::string::npos);
+  EXPECT_GT(m.clock_samples, 0);  // the clock is still read
+}
+
 // ---- the NVML adapter on fake entry points ----
 
 std::map<std::string, int>& codes() {  // entry point -> the nvmlReturn_t it returns
