@@ -170,7 +170,10 @@ void run_window(PowerSource& source, LaunchQueue& queue, Clock& clock, int batch
         g->counter_problem = "the energy counter failed inside the window (" + r.error + ")";
         g->counter = false;
       } else if (r.value != last) {
-        if (r.value < last) g->counter_problem = "the energy counter went backwards";
+        if (r.value < last) {  // a driver reload: nothing before it can be set against after
+          g->counter_problem = "the energy counter went backwards";
+          g->counter = false;
+        }
         last = r.value;
         if (!open && now - g->start >= s.preroll_s) {
           g->edge0 = now;

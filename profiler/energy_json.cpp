@@ -29,13 +29,13 @@ std::optional<double> optional_figure(const json& j, const char* key) {
   return figure(j, key);
 }
 
-// A signed ratio (model / measured - 1, counter / sampled - 1): finite and > -1.
+// A signed ratio (model / measured - 1, counter / sampled - 1): finite and >= -1.
 std::optional<double> optional_ratio(const json& j, const char* key) {
   if (!j.contains(key) || j[key].is_null()) return std::nullopt;
   const json& v = j[key];
-  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() <= -1)
+  if (!v.is_number() || !std::isfinite(v.get<double>()) || v.get<double>() < -1)
     throw std::invalid_argument(std::string(key) + ": impossible value " + v.dump() +
-                                " (accepted: a finite number > -1)");
+                                " (accepted: a finite number >= -1)");
   return v.get<double>();
 }
 

@@ -220,6 +220,29 @@ TEST(EnergyWindow, CounterThatFailsMidWindowIsRefused) {
   EXPECT_NE(m.reason.find("failed inside the window (GPU is lost)"), std::string::npos) << m.reason;
 }
 
+TEST(EnergyWindow, CounterThatGoesBackwardsIsRefusedWithoutAFigure) {
+  // A driver reloaded mid-window starts its counter again from 0.
+  struct Reloaded final : public PowerSource {
+    FakeDevice& dev;
+    int reads = 0;
+    explicit Reloaded(FakeDevice& d) : dev(d) {}
+    Reading total_energy_mj() override {
+      const Reading r = dev.total_energy_mj();
+      return ++reads > 800 ? Reading::of(r.value / 1000) : r;
+    }
+    Reading power_mw() override { return dev.power_mw(); }
+    Reading sm_clock_mhz() override { return dev.sm_clock_mhz(); }
+    Reading clock_event_reasons() override { return dev.clock_event_reasons(); }
+  };
+  FakeDevice dev;
+  Reloaded source(dev);
+  const Measurement m = measure(source, dev, dev, dev.launch_s, fast_settings());
+  EXPECT_EQ(m.status, "refused");
+  EXPECT_EQ(m.reason, "the energy counter went backwards");
+  EXPECT_EQ(m.counter_mj, 0);  // no wrapped-around difference in the record
+  EXPECT_EQ(m.power_w, 0);
+}
+
 TEST(EnergyWindow, HostThatCannotKeepTheGpuBusyIsRefused) {
   FakeDevice dev;
   dev.enqueue_s = 2e-3;  // enqueuing a launch takes twice as long as running it
