@@ -57,7 +57,7 @@ grep -E '^cudnn-(backward|fp8)' "$out/gpu_tests.txt"
 
 section "fa-bench: one process, cudnn (stats both) then cudnn-fp8 per configuration"
 timeout 150 "$bin/fa-bench" --N 1024,2048,4096 --d 64,128 --causal both --variants cudnn,cudnn-fp8 \
-  --cudnn-stats both --no-counters --datasheet-roofs --json "$out/sweep.json" >>"$log" 2>&1
+  --cudnn-stats both --no-counters --no-energy --datasheet-roofs --json "$out/sweep.json" >>"$log" 2>&1
 note "fa-bench sweep: rc=$?"
 section "fa-bench: cudnn-fp8 alone, N=1024 d=128 (the first cuDNN graph of its process)"
 timeout 60 "$bin/fa-bench" --N 1024 --d 128 --causal both --variants cudnn-fp8 --no-counters \

@@ -38,8 +38,9 @@ fi
 # FA_MULTI_VARIANTS: the sweep's variants (default all).
 # --repetitions 10: the gate needs 5 samples a row, and under --min-time fa1 at N=8192 got 2-4
 # (two H200s).
+# No energy windows: about 1.3 s a row that says nothing about spreading a sweep (docs/energy.md).
 sweep=(--N 1024,2048,4096,8192 --d 64,128 --causal both --variants "${FA_MULTI_VARIANTS:-all}"
-  --repetitions 10)
+  --repetitions 10 --no-energy)
 sub() { awk "BEGIN { printf \"%.2f\", $1 - $2 }"; }
 timed() {  # name, then fa-bench arguments: runs, logs, prints the wall time
   local name=$1; shift
