@@ -1271,7 +1271,13 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
         ax.set_title(f"{prec}: ε_flop {eps:.3g} pJ, ε_byte {fit['eps_byte_pj']:.3g} pJ, "
                      f"constant {fit['idle_w']:.0f} W", loc="left", fontsize=9)
     axes[0].set_ylabel("energy efficiency [matrix FLOP per joule]")
-    axes[-1].legend(loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    # Every panel's series in the one legend (each panel holds its own precision's variants).
+    entries = {}
+    for ax in axes:
+        for handle, label in zip(*ax.get_legend_handles_labels()):
+            entries.setdefault(label, handle)
+    axes[-1].legend(handles=list(entries.values()), labels=list(entries), loc="upper left",
+                    bbox_to_anchor=(1.02, 1.0), frameon=False)
     plot.notes.append(f"Fit residuals: rms {100 * fit['residual_rms']:.1f}%, "
                       f"max {100 * fit['residual_max']:.1f}% over "
                       f"{len(fit['points'])} calibration kernels.")
