@@ -133,7 +133,7 @@ def test_table_marks_failures_and_counts_them():
 
 
 # A whole run on stand-ins: fa-bench writes a record of the rows it was asked for (its fa3
-# backward row stands in for an unsupported row) with its counters; ncu runs it and prints one range per
+# backward row plays a variant without that pass, in fa-bench's words) with its counters; ncu runs it and prints one range per
 # verified row, with the DRAM bytes scaled by NCU_SCALE.
 FAKE_BENCH = textwrap.dedent('''\
     #!{python}
@@ -146,7 +146,7 @@ FAKE_BENCH = textwrap.dedent('''\
         for v in a["--variants"].split(","):
             r = {{"variant": v, "direction": direction, "options": {{}}, "peer": v == "cudnn"}}
             if v == "fa3" and direction == "backward":
-                r.update(status="unsupported", reason="unsupported: a stand-in unsupported row")
+                r.update(status="unsupported", reason="unsupported: fa3 has no backward pass")
             else:
                 r["status"] = "ok"
                 if "--no-counters" not in flags:
