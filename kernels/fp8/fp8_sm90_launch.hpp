@@ -16,7 +16,7 @@ namespace fa::fp8::sm90 {
 // Which grid and epilogue the kernel runs (option fp8_schedule, --fp8-schedule; kFp8Schedules in
 // fp8.hpp; the default per shape: fp8_tuning.hpp): tiles (grid over the tiles, O from registers);
 // persistent-tma-store and dynamic-tma-store: fa3's persistent grids (static, or fed by an atomic
-// tile counter) with the TMA-store epilogue (kernels/hopper/pipeline.cuh).
+// tile counter) with the TMA-store epilogue (kernels/hopper/tile_scheduler.cuh, epilogue.cuh).
 enum class Schedule { tiles, persistent_tma_store, dynamic_tma_store };
 
 constexpr hopper::Plan plan_of(Schedule s) {

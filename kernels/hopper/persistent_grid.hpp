@@ -1,4 +1,4 @@
-// Host side of the sm_90a kernels' persistent grids (fa3, fp8; kernels/hopper/pipeline.cuh's
+// Host side of the sm_90a kernels' persistent grids (fa3, fp8; kernels/hopper/tile_scheduler.cuh's
 // TileList): how many thread blocks, and how many heads a section of the tile list holds.
 #pragma once
 

@@ -1,5 +1,6 @@
 // The vocabulary of the sm_90a kernels' grids and epilogues (fa3, fp8), host-visible: which thread
-// block computes which tile, and how O leaves. kernels/hopper/pipeline.cuh holds the device side.
+// block computes which tile, and how O leaves. kernels/hopper/tile_scheduler.cuh and epilogue.cuh
+// hold the device side.
 #pragma once
 
 #include <cstddef>
