@@ -105,15 +105,11 @@ struct CuteElement<__half> {
 // What shape: tiles, warpgroups, shared-memory layouts, MMA atoms, TMA copies (hopper::forward's
 // Traits).
 template <int D_, int BR_, int BC_, typename T_>
-struct Fa3Traits {
-  static constexpr int D = D_, BR = BR_, BC = BC_;
-  static constexpr int kStages = fa3::kStages;
-  static constexpr int kConsumerWarpgroups = BR / 64;
-  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr int kThreads = kConsumerThreads + 128;
-  static constexpr int kProducerRegs = producer_regs(kConsumerWarpgroups);  // setmaxnreg
-  static constexpr int kConsumerRegs = consumer_regs(kConsumerWarpgroups);
-  static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
+struct Fa3Traits : hopper::ForwardShape<D_, BR_, BC_, kStages, producer_regs(BR_ / 64),
+                                        consumer_regs(BR_ / 64)> {
+  // The base's numbers by name (a dependent base's members are not found unqualified).
+  using Shape = typename Fa3Traits::ForwardShape;
+  using Shape::D, Shape::BR, Shape::BC, Shape::kStages, Shape::kConsumerWarpgroups;
   static_assert(D % 64 == 0 && BC % 16 == 0);
 
   using T = T_;     // __nv_bfloat16 or __half: what the epilogue stores

@@ -106,15 +106,12 @@ constexpr bool c_layout_is_assumed() {
 static_assert(c_layout_is_assumed(), "wgmma's accumulator differs from fp8_layout.hpp");
 
 template <int D_, int BR_, int BC_>
-struct Traits {
-  static constexpr int D = D_, BR = BR_, BC = BC_;
-  static constexpr int kStages = tuning::kSm90Stages;
-  static constexpr int kConsumerWarpgroups = BR / 64;
-  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
-  static constexpr int kThreads = kConsumerThreads + 128;
-  static constexpr int kProducerRegs = tuning::sm90_producer_regs(kConsumerWarpgroups);
-  static constexpr int kConsumerRegs = tuning::sm90_consumer_regs(kConsumerWarpgroups);
-  static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
+struct Traits
+    : hopper::ForwardShape<D_, BR_, BC_, tuning::kSm90Stages, tuning::sm90_producer_regs(BR_ / 64),
+                           tuning::sm90_consumer_regs(BR_ / 64)> {
+  // The base's numbers by name (a dependent base's members are not found unqualified).
+  using Shape = typename Traits::ForwardShape;
+  using Shape::D, Shape::BR, Shape::BC, Shape::kStages, Shape::kConsumerWarpgroups;
   static_assert(D == 64 || D == 128);
   // One scale block per K/V block, whole warpgroups per Q scale block; V8's rows hold one
   // 128-byte swizzle row per block.
@@ -191,10 +188,6 @@ struct Traits {
                 "V: one TMA box per stage of exactly kBytesKV");
   // TMA box limits (<= 256 per dimension) and V8's padding: every V box lies inside [0, Npad).
   static_assert(BR <= 256 && BC <= 256 && D <= 256 && kPad % BC == 0);
-  // setmaxnreg: the producer's registers pay for the consumers' (launch bounds give
-  // 65536 / kThreads each, rounded down to 8; setmaxnreg.inc would wait forever otherwise).
-  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
-  static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0);
 
   // The TMA-store epilogue's O (bf16, hopper::OBuffer): swizzled as fa3's 16-bit tiles.
   using OBuffer = hopper::OBuffer<cutlass::bfloat16_t, D, kConsumerWarpgroups>;

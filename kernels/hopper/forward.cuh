@@ -5,8 +5,8 @@
 // launch step is launch.cuh. fa3_kernel.cuh's top comment tells the schedule.
 //
 // A kernel brings two types:
-//   Traits   shapes and layouts: D, BR, BC, kStages, kConsumerWarpgroups, kConsumerThreads,
-//            kThreads, kProducerRegs, kConsumerRegs; E (the products' element), OutT (O's);
+//   Traits   shapes and layouts: ForwardShape's numbers (its base); E (the products' element),
+//            OutT (O's);
 //            SmemLayoutQ/K/V (as TMA writes them), SmemLayoutVB (V as P V's B operand), PFrag (P
 //            in registers, P V's A operand); MmaS, MmaO; TmaQ/K/V/O; kBytesQ, kBytesKV;
 //            SharedStorage (ForwardStorage), SharedStorageO (with the O buffer), kSmemBytes,
@@ -49,6 +49,24 @@
 namespace fa::hopper {
 
 using namespace cute;
+
+// The numbers every forward's Traits start from (derive from it): the tile (BR query rows, BC
+// keys, head dim D), the K/V ring's stages, BR / 64 consumer warpgroups of 128 threads and one
+// producer warpgroup, and setmaxnreg's registers per thread of each.
+template <int D_, int BR_, int BC_, int STAGES, int PRODUCER_REGS, int CONSUMER_REGS>
+struct ForwardShape {
+  static constexpr int D = D_, BR = BR_, BC = BC_;
+  static constexpr int kStages = STAGES;
+  static constexpr int kConsumerWarpgroups = BR / 64;
+  static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
+  static constexpr int kThreads = kConsumerThreads + 128;
+  static constexpr int kProducerRegs = PRODUCER_REGS, kConsumerRegs = CONSUMER_REGS;
+  static_assert(BR % 64 == 0 && kConsumerWarpgroups >= 2 && kConsumerWarpgroups <= 3);
+  // setmaxnreg: the producer's registers pay for the consumers' (launch bounds give
+  // 65536 / kThreads each, rounded down to 8; setmaxnreg.inc would wait forever otherwise).
+  static_assert(kProducerRegs * 128 + kConsumerRegs * kConsumerThreads <= 65536);
+  static_assert(kConsumerRegs % 8 == 0 && kProducerRegs % 8 == 0);
+};
 
 // A forward's shared memory: Q, the K and V rings, their barriers and the dynamic grid's tile
 // slots (tile n's index and its successor in slot n % 2: the producer writes tile n's while the
