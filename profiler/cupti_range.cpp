@@ -2,10 +2,19 @@
 // Host API (cupti_profiler_host.h: config images and metric evaluation). The steps, in order:
 //
 //   create():  chip name -> counter availability image -> config image (host API) ->
-//              enable the range profiler on the context -> counter data image
-//   measure(): reset counter data -> set config (user range, user replay) ->
-//              per pass: before_pass(); Start; PushRange; work(); PopRange; Stop
-//              until Stop says every pass is submitted -> DecodeData -> evaluate (host API)
+//              enable the range profiler on the context (refused here, not on the first row,
+//              when counters are not allowed) -> counter data image -> disable it
+//   measure(): enable the range profiler -> counter data image, reset -> set config (user range,
+//              user replay) -> per pass: before_pass(); Start; PushRange; work(); PopRange; Stop
+//              until Stop says every pass is submitted -> DecodeData -> evaluate (host API) ->
+//              disable the range profiler (failed or not)
+//
+// Why enabled only while measuring: enabled for the whole run, the profiler changed the board
+// power of the launches between measurements, so a row's energy depended on --no-counters (H200,
+// same build, A B A B: fp8-sm89 N=4096 522 W with it against 501 W without; fa1 N=8192 248 W
+// against 217 W; fa1 N=4096 277 W against 285 W). Disable destroys the profiler object that
+// SetConfig and the counter data image were tied to, so every measurement sizes its counter data
+// image and sets its configuration again on the object it enabled (collect() did both already).
 #include "profiler/cupti_range.hpp"
 
 #include <cuda.h>  // CUcontext, CUresult: types only, libcuda is not linked
@@ -438,9 +447,12 @@ CounterSession CounterSession::create(int device, const std::vector<std::string>
     s.passes_ = std::max(num_passes(s.config_image_), passes(s.chip_, metrics));
     s.evaluator_ = host_initialize(s.chip_, availability);
 
+    // Enabled once here so that a refusal (permissions, another profiler) is the session's, and
+    // disabled until a measurement: see the top of this file.
     s.profiler_ = enable_range_profiler(s.context_);
     s.counter_data_ = counter_data_image(s.profiler_, metrics);
     s.setup_write_back(availability);
+    disable_range_profiler(std::exchange(s.profiler_, nullptr));
   } catch (const CounterFailure& f) {
     s.release();
     s.error_ = f.error;
@@ -500,12 +512,22 @@ std::map<std::string, double> CounterSession::measure(const std::string& name,
 std::map<std::string, double> CounterSession::measure_within(
     const RangeWork& work, const std::function<void()>& before_pass) {
   if (!ok()) throw CounterFailure(error_);
+  // The range profiler on for this measurement only (the power of the launches between
+  // measurements differed with it on: see the top of this file). A profiler that cannot be
+  // enabled leaves the session unusable, saying why.
   try {
-    return measure_range(work, before_pass);
-  } catch (const CounterFailure&) {
-    restart_profiler();  // a CUPTI failure mid-measurement must not poison the next row
+    profiler_ = enable_range_profiler(context_);
+  } catch (const CounterFailure& f) {
+    error_ = f.error;
     throw;
   }
+  // Disabled when the measurement ends, failed or not: a CUPTI failure mid-measurement leaves the
+  // next one a fresh profiler object.
+  struct Disable {
+    CUpti_RangeProfiler_Object*& profiler;
+    ~Disable() { disable_range_profiler(std::exchange(profiler, nullptr)); }
+  } disable{profiler_};
+  return measure_range(work, before_pass);
 }
 
 std::map<std::string, double> CounterSession::measure_range(
@@ -604,17 +626,6 @@ std::map<std::string, double> CounterSession::collect(std::vector<std::uint8_t>&
   std::map<std::string, double> out;
   for (size_t i = 0; i < metrics.size(); ++i) out[metrics[i]] = values[i];
   return out;
-}
-
-void CounterSession::restart_profiler() {
-  try {
-    disable_range_profiler(std::exchange(profiler_, nullptr));
-    profiler_ = enable_range_profiler(context_);
-    counter_data_ = counter_data_image(profiler_, metrics_);
-    if (wb_ready_) wb_counter_data_ = counter_data_image(profiler_, {kDramWrite});
-  } catch (const CounterFailure& f) {
-    error_ = f.error;  // the session is unusable from here on, and says why
-  }
 }
 
 std::vector<std::string> CounterSession::unsupported(int device,

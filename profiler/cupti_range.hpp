@@ -18,6 +18,12 @@
 // dram__bytes_write.sum, less what the eviction alone writes (measured once per session, ~0).
 // set_dram_write_back(false) turns this off.
 //
+// The range profiler is enabled on the context only while a measurement runs (measure(),
+// measure_within()) and disabled when it ends, failed or not; the host objects and the config
+// images live as long as the session. Enabled for a whole run, it changed the power of the launches
+// between measurements (H200: fp8-sm89 at N=4096 drew 522 W beside it, 501 W without; fa1 at
+// N=8192 248 W against 217 W), so every energy window of a counters run read differently.
+//
 // Link: libcupti (CMake: CUDA::cupti). At run time libcupti loads libnvperf_host.so, which
 // must sit beside it or on the loader's path. One session per process at a time.
 #pragma once
@@ -90,7 +96,9 @@ class CounterSession {
 
   // Measures `work` (enqueues GPU work on the device's primary context; called once per pass)
   // inside one user range named `name`. `before_pass` (may be empty) runs before each pass,
-  // outside the range. Returns metric name -> value. Throws CounterFailure.
+  // outside the range. Returns metric name -> value. Throws CounterFailure: a failed measurement
+  // leaves the next one a fresh range profiler; one that cannot enable it leaves the session
+  // unusable (ok() false, error() says why).
   std::map<std::string, double> measure(const std::string& name, const std::function<void()>& work,
                                         const std::function<void()>& before_pass);
 
@@ -111,7 +119,6 @@ class CounterSession {
  private:
   CounterSession() = default;
   void release() noexcept;
-  void restart_profiler();  // after a failed measurement: disable and enable the range profiler
   std::map<std::string, double> measure_range(const RangeWork& work,
                                               const std::function<void()>& before_pass);
   std::map<std::string, double> collect(std::vector<std::uint8_t>& config,
@@ -127,7 +134,7 @@ class CounterSession {
   std::string chip_;
   std::vector<std::string> metrics_;
   CUpti_Profiler_Host_Object* evaluator_ = nullptr;  // host object that turns counters into values
-  CUpti_RangeProfiler_Object* profiler_ = nullptr;   // range profiler enabled on context_
+  CUpti_RangeProfiler_Object* profiler_ = nullptr;   // enabled on context_ while measuring
   std::vector<std::uint8_t> config_image_;           // which counters to program, pass by pass
   std::vector<std::uint8_t> counter_data_;           // where decoded counters land (one range)
   int passes_ = 0;
