@@ -128,4 +128,40 @@ MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, doubl
   return d;
 }
 
+std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c,
+                                                 std::string* why_not) {
+  why_not->clear();
+  if (!c.energy_model || c.energy_model->status != "ok" || !row.energy ||
+      row.energy->seconds_per_launch <= 0) {
+    return std::nullopt;
+  }
+  const std::string needs = "the energy model needs the counted instructions: ";
+  if (!row.counters || row.counters->status == "skipped") {
+    *why_not =
+        needs + "counters off (" +
+        (row.counters && !row.counters->reason.empty() ? row.counters->reason : "--no-counters") +
+        ")";
+    return std::nullopt;
+  }
+  if (row.counters->status != "ok") {
+    *why_not = needs + "counters " + row.counters->status + ": " + row.counters->reason;
+    return std::nullopt;
+  }
+  const auto& values = row.counters->values;
+  if (values.find("sm__inst_executed.sum") == values.end()) {
+    *why_not = needs + "sm__inst_executed.sum was not collected";
+    return std::nullopt;
+  }
+  energy::Launch launch;
+  launch.fp8 = row.algorithm == Algorithm::fp8;
+  launch.flops = row.model.flops_matrix;
+  const bool counted = row.measured.has_value();
+  launch.bytes = counted ? row.measured->dram_bytes : row.model.bytes();
+  launch.bytes_basis = counted ? "counters" : "model";
+  launch.instructions = counters::interpret(values).instructions;
+  launch.seconds = row.energy->seconds_per_launch;
+  launch.sm_clock_mhz = row.energy->sm_clock_mean_mhz;
+  return energy::predict(*c.energy_model, launch, why_not);
+}
+
 }  // namespace fa::bench

@@ -135,9 +135,12 @@ struct VariantResult {
   std::optional<Placement> placement;
   // Energy per launch from NVML, in a window of launches run back to back after the timing
   // (profiler/energy.hpp), and the energy model's figure for the same launch beside it
-  // (profiler/energy_model.hpp: from the counters' DRAM bytes when they ran, else the IO model's).
+  // (profiler/energy_model.hpp: the counted instructions, the counters' DRAM bytes when they ran,
+  // else the IO model's, the window's time and SM clock), or why it has none (one line; "" when
+  // there is no model to say it of).
   std::optional<energy::Measurement> energy;
   std::optional<energy::Breakdown> energy_model;
+  std::string energy_model_reason;
 };
 
 // The GPU a configuration ran on: its UUID (the identity) and its model name.
@@ -222,5 +225,14 @@ Placement placement_of(const VariantResult& r, const Ceilings& c, double peak_fl
 
 // The tensor roof that applies to a variant's matrix products.
 double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype);
+
+// The energy model's figure for the launch the row's energy window measured (needs `energy`, and
+// `counters` and `measured` as the row's counters left them): its matrix FLOPs by precision, the
+// counted instructions, the counters' DRAM bytes when they ran (else the IO model's), the window's
+// time per launch and mean SM clock. A row without counted instructions (counters off or failed)
+// gets no figure and `why_not` says so: its instructions are never taken as 0. `why_not` stays ""
+// when there is no model (the legend says why) or no window (the energy's reason says why).
+std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c,
+                                                 std::string* why_not);
 
 }  // namespace fa::bench

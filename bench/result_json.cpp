@@ -240,7 +240,8 @@ json result_json(const VariantResult& r) {
                       {"fraction", num(pl.fraction)},
                       {"bound", pl.bound}};
   }
-  if (r.energy) j["energy"] = energy::row_energy_to_json(*r.energy, r.energy_model);
+  if (r.energy)
+    j["energy"] = energy::row_energy_to_json(*r.energy, r.energy_model, r.energy_model_reason);
   return j;
 }
 
@@ -606,7 +607,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
   if (j.contains("energy") && !j["energy"].is_null()) {
     energy::Measurement m;
     try {
-      energy::row_energy_from_json(j["energy"], &m, &r.energy_model);
+      energy::row_energy_from_json(j["energy"], &m, &r.energy_model, &r.energy_model_reason);
     } catch (const std::invalid_argument& e) {
       rd.fail(p + ".energy", e.what());
     }

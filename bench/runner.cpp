@@ -243,7 +243,7 @@ bool fit_energy_model(const RunResult& r, energy::PowerSource* power, const Opti
                       MeasuredCeilings* m) {
   if (!power || (m->energy_model && m->energy_model->status == "ok")) return false;
   std::fprintf(stderr,
-               "fitting the energy model (sleep, copy, GEMM kernels in energy windows)...\n");
+               "fitting the energy model (copy, FFMA, GEMM, sleep kernels in energy windows)...\n");
   energy::Settings settings;
   settings.window_s = o.energy_window_s;
   try {
@@ -674,16 +674,6 @@ energy::Measurement energy_row(const RunContext& ctx, RowRun& run, double median
   return energy::measure(*ctx.power, queue, energy::steady_clock(), median_ms * 1e-3, settings);
 }
 
-// The energy model's figure for the launch the window measured: the counters' DRAM bytes when
-// they ran, else the IO model's; the window's time per launch.
-std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c) {
-  if (!c.energy_model || !row.energy || row.energy->seconds_per_launch <= 0) return std::nullopt;
-  const bool counted = row.measured.has_value();
-  return energy::predict(*c.energy_model, row.algorithm == Algorithm::fp8, row.model.flops_matrix,
-                         counted ? row.measured->dram_bytes : row.model.bytes(),
-                         row.energy->seconds_per_launch, counted ? "counters" : "model");
-}
-
 // Counters: a separate, untimed run, replayed once per pass; L2 flushed before each pass; then,
 // for multi-kernel variants, kernel by kernel.
 CounterResult count_row(const RunContext& ctx, const std::string& name, RowRun& run) {
@@ -765,6 +755,9 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   row.timing = std::move(t);
   row.status = Status::ok;
   row.reason.clear();
+  // The energy window before the counters, and never beside them: the range profiler is enabled
+  // only inside a counter measurement (CounterSession), so the window sees the row as a run
+  // without counters does.
   step("energy (NVML)");
   row.energy = energy_row(ctx, run, row.timing->stats.median);
   step("hardware counters (CUPTI)");
@@ -772,7 +765,7 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   step("after the row (launcher and workspace released)");
   if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
   row.placement = placement_of(row, ctx.r.ceilings, peak);
-  row.energy_model = energy_model_of(row, ctx.r.ceilings);
+  row.energy_model = energy_model_of(row, ctx.r.ceilings, &row.energy_model_reason);
   ctx.checkpoint();
   return true;
 }

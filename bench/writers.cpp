@@ -134,6 +134,8 @@ std::string energy_notes(const ConfigResult& c, const char* prefix) {
     for (const auto& why : r.energy->clock_event_reasons)
       if (why != "idle") held.push_back(why);
     if (!held.empty()) add(fmt::format("SM clock held down ({})", fmt::join(held, ", ")), label);
+    if (r.energy->status == "ok" && !r.energy_model && !r.energy_model_reason.empty())
+      add("no model figure: " + r.energy_model_reason, label);
   }
   std::string out;
   for (const auto& [line, rows] : lines)
@@ -152,12 +154,22 @@ std::string energy_legend(const RunResult& r) {
   const auto& f = r.ceilings.energy_model;
   if (!f) return s + "no energy model (datasheet roofs: nothing measured)";
   if (f->status != "ok") return s + "no energy model: " + f->reason;
+  const std::string fp8 =
+      f->eps_flop8_pj ? fmt::format(", {:.3g} per fp8 FLOP", *f->eps_flop8_pj) : "";
+  const std::string residuals = fmt::format("(calibration residuals: rms {:.1f}%, max {:.1f}%)",
+                                            100 * f->residual_rms, 100 * f->residual_max);
+  if (f->version < 2) {  // a file of an older fa-bench: no instruction term, no clock factor
+    return s + fmt::format(
+                   "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per DRAM byte, {:.0f} "
+                   "W constant {}",
+                   f->eps_flop16_pj, fp8, f->eps_byte_pj, f->idle_w, residuals);
+  }
   return s + fmt::format(
-                 "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per DRAM byte, {:.0f} W "
-                 "constant (calibration residuals: rms {:.1f}%, max {:.1f}%)",
-                 f->eps_flop16_pj,
-                 f->eps_flop8_pj ? fmt::format(", {:.3g} per fp8 FLOP", *f->eps_flop8_pj) : "",
-                 f->eps_byte_pj, f->idle_w, 100 * f->residual_rms, 100 * f->residual_max);
+                 "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per warp instruction "
+                 "(at {:.0f} MHz, scaled by the square of the row's SM clock), {:.3g} pJ per DRAM "
+                 "byte, {:.0f} W constant {}",
+                 f->eps_flop16_pj, fp8, f->eps_inst_pj, f->f_ref_mhz, f->eps_byte_pj, f->idle_w,
+                 residuals);
 }
 
 std::string format_config_header(const ConfigResult& c) {
@@ -200,7 +212,8 @@ std::string to_csv(const RunResult& r) {
       "best_peer,speed_vs_best_peer,energy_status,energy_reason,energy_per_launch_mj,"
       "sampled_energy_per_launch_mj,power_w,sm_clock_mean_mhz,sm_clock_min_mhz,clock_event_reasons,"
       "energy_seconds_per_launch,model_energy_mj,model_flop_mj,model_byte_mj,model_idle_mj,"
-      "model_energy_bytes_basis\n";
+      "model_energy_bytes_basis,energy_temperature_mean_c,energy_temperature_max_c,model_inst_mj,"
+      "model_instructions,model_clock_scale,model_energy_reason\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -255,18 +268,26 @@ std::string to_csv(const RunResult& r) {
                         e.seconds_per_launch > 0 ? fmt::format("{}", e.seconds_per_launch) : "");
       }
       std::string model = ",,,,";
+      std::string later;  // the columns added after the first energy ones, at the end
+      const bool heat = v.energy && v.energy->temperature_samples > 0;
+      const std::string temperature =
+          heat ? fmt::format("{},{}", v.energy->temperature_mean_c, v.energy->temperature_max_c)
+               : ",";
       if (v.energy_model) {
         const energy::Breakdown& b = *v.energy_model;
         model = fmt::format("{},{},{},{},{}", b.total_mj(), b.flop_mj, b.byte_mj, b.idle_mj,
                             b.bytes_basis);
+        later = fmt::format("{},{},{},{},", temperature, b.inst_mj, b.instructions, b.clock_scale);
+      } else {
+        later = fmt::format("{},,,,{}", temperature, quote(v.energy_model_reason));
       }
-      out +=
-          fmt::format("{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
-                      s.B, s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v),
-                      v.peer ? 1 : 0, to_string(v.status), quote(v.reason), timing, derived,
-                      v.model.flops_matrix, v.model.flops_convention, v.model.bytes_read,
-                      v.model.bytes_written, v.model.bytes_compulsory, gbps,
-                      v.model.arithmetic_intensity(), roof, err, vs_peer, energy, model);
+      out += fmt::format(
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B, s.H,
+          s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
+          to_string(v.status), quote(v.reason), timing, derived, v.model.flops_matrix,
+          v.model.flops_convention, v.model.bytes_read, v.model.bytes_written,
+          v.model.bytes_compulsory, gbps, v.model.arithmetic_intensity(), roof, err, vs_peer,
+          energy, model, later);
     }
   }
   return out;

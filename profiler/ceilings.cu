@@ -104,14 +104,43 @@ __global__ void ffma_kernel(float* sink, int iters, float b, float c) {
 
 // Every thread resident and asleep for `ns` nanoseconds: a kernel that does no FLOPs and moves no
 // bytes, so its energy is the device's constant power while a kernel runs (the energy model's
-// idle term), with clocks at their running level.
-__global__ void sleep_kernel(unsigned long long ns) {
+// idle term), with clocks at their running level. Each warp adds the iterations of its loop to
+// `iterations`: its instructions per launch follow from them (kSleep* below). The loop is
+// warp-uniform: every lane reads the same %globaltimer in the same instruction.
+__global__ void sleep_kernel(unsigned long long ns, unsigned long long* iterations) {
   unsigned long long start = 0, now = 0;
+  unsigned n = 0;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(start));
   do {
     __nanosleep(1000);
+    ++n;
     asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(now));
   } while (now - start < ns);
+  if (threadIdx.x % 32 == 0) atomicAdd(iterations, static_cast<unsigned long long>(n));
+}
+
+// The energy model's instruction term: FFMA and nothing else, 8 independent chains per thread
+// (enough to fill the FP32 pipes), 64 FFMA per iteration of a loop the compiler may not unroll,
+// so that its instructions per launch are known exactly (kFfma* below). 1024 threads, two blocks
+// per SM: a grid of 2 blocks per SM fills every SM (64 warps).
+constexpr int kFfmaThreads = 1024;
+__global__ void __launch_bounds__(kFfmaThreads, 2)
+    ffma_calibration_kernel(float* sink, int iters, float b, float c) {
+  float x[8];
+#pragma unroll
+  for (int k = 0; k < 8; ++k) x[k] = threadIdx.x * 1e-3f + k;
+#pragma unroll 1
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int u = 0; u < 8; ++u) {
+#pragma unroll
+      for (int k = 0; k < 8; ++k) x[k] = fmaf(x[k], b, c);
+    }
+  }
+  float s = 0;
+#pragma unroll
+  for (int k = 0; k < 8; ++k) s += x[k];
+  if (s == 1234.5f) *sink = s;
 }
 
 __global__ void to_e4m3_kernel(const __nv_bfloat16* in, __nv_fp8_e4m3* out, std::size_t n) {
@@ -282,23 +311,107 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
 
 namespace {
 
-// One calibration kernel in an energy window: what it did per launch and what that cost; the
-// window's reason when it could not be measured.
+// ---- Instructions per launch of the calibration kernels: warp instructions, as
+// sm__inst_executed.sum counts them (every SASS instruction a warp issues, uniform-datapath ones
+// included, once per warp whatever its active lanes). Counted in this file's SASS
+// (`cuobjdump -sass -arch sm_90a|sm_80 build/CMakeFiles/fa_profiler.dir/profiler/ceilings.cu.o`,
+// CUDA 13.0): Hopper runs the sm_90a code, every other device of this build the sm_80 code (a GPU
+// newer than both compiles compute_80's PTX, whose set-up may differ by a few instructions).
+struct SassCounts {
+  double early_exit = 0;     // a warp that leaves at the bounds check (copy only)
+  double fixed = 0;          // everything outside the loop, EXIT included
+  double per_iteration = 0;  // one iteration of the loop, its branch included
+};
+
+// copy_kernel. sm_90a: 10 instructions to the bounds check and its EXIT, 9 of set-up, 13 per
+// iteration of the grid-stride loop (two 64-bit addresses, LDG.E.128, STG.E.128, the 64-bit index
+// step and compare, BRA), EXIT. sm_80: 8 + 8 set-up, the same 13, EXIT.
+constexpr SassCounts kCopySm90{10, 20, 13}, kCopySm80{8, 17, 13};
+
+// ffma_calibration_kernel. sm_90a: 15 before the loop (parameters, the chains' 8 start values, the
+// trip test), 3 of loop set-up, 67 per iteration (64 FFMA, UIADD3 and ISETP of the counter, BRA),
+// 10 after it (8 FADD, FSETP, EXIT): 28 + 67 x iters per warp. sm_80: 26 + 68 x iters (the
+// counter in a register and a MOV of b re-issued each iteration).
+constexpr SassCounts kFfmaSm90{0, 28, 67}, kFfmaSm80{0, 26, 68};
+constexpr int kFfmaIters = 4096;  // a full launch about 2 ms on an H200 at 1980 MHz
+
+// sleep_kernel. Both: 9 per iteration (UIADD3 of the counter, NANOSLEEP, NOP, the timer read, the
+// 64-bit subtract and compare, BRA); 22 outside the loop (sm_90a: 4 before it; the lane test and
+// EXIT, 3; lane 0's warp-aggregated REDG.E.ADD.64 and its set-up, 15 with the last EXIT). The
+// iterations are counted by the kernel itself.
+constexpr SassCounts kSleepSm90{0, 22, 9}, kSleepSm80{0, 22, 9};
+
+const SassCounts& sass(const DeviceInfo& device, const SassCounts& sm90, const SassCounts& sm80) {
+  return device.cc_major == 9 ? sm90 : sm80;
+}
+
+// A copy_kernel launch of blocks x threads over n float4s: a warp runs as many iterations as its
+// first lane, ceil((n - i) / stride) for thread index i (exact but for one more EXIT of a warp
+// whose lanes leave the loop on different iterations).
+double copy_instructions(const SassCounts& c, int blocks, int threads, std::size_t n) {
+  const std::size_t stride = static_cast<std::size_t>(blocks) * threads;
+  double total = 0;
+  for (std::size_t i = 0; i < stride; i += 32) {
+    total +=
+        i >= n ? c.early_exit : c.fixed + c.per_iteration * double((n - i + stride - 1) / stride);
+  }
+  return total;
+}
+
+// An ffma_calibration_kernel launch: every warp runs every iteration. On an H200 (132 SMs, sm_90a)
+// the full grid (264 blocks) issues 264 x 32 x (28 + 67 x 4096) = 2,318,638,080 warp instructions
+// per launch, the quarter (33 blocks) 289,829,760.
+double ffma_instructions(const SassCounts& c, int blocks, int iters) {
+  return double(blocks) * (kFfmaThreads / 32) * (c.fixed + c.per_iteration * iters);
+}
+
+// Warp instructions of an n^3 cuBLASLt GEMM: an estimate, since cuBLAS picks its kernel. Hopper
+// (wgmma; taken for newer GPUs too, unverified there): each HGMMA m64nNk16 (k32 for fp8) is issued
+// by the 4 warps of a warpgroup, and each warp issues about 3.5 more per HGMMA (the pipeline's
+// barrier waits and arrives, warpgroup arrive/commit/wait, the k-loop, the producer's TMA issues,
+// the epilogue): 18 warp instructions per 2 x 64 x N x 16 FLOPs, with N 128 to 256 in cuBLAS's
+// large tiles about 20,000 FLOPs per warp instruction (40,000 for fp8). Before Hopper (mma.sync):
+// one HMMA m16n8k16 (4,096 FLOPs, k32 and 8,192 for fp8) per warp instruction and about one more
+// (ldmatrix, cp.async, addressing) per HMMA. At the H200's fitted 0.46 nJ per instruction and 1.05
+// pJ per FLOP the Hopper estimate is 2% of a GEMM's energy: off by 2x, it moves the point by 1%,
+// inside the fit's residuals. The pre-Hopper one is 10 times larger and as uncertain
+// (docs/energy.md).
+double gemm_instructions(const DeviceInfo& device, double flops, bool fp8) {
+  const double per_instruction = device.cc_major >= 9 ? 20000.0 : 2048.0;
+  return flops / (per_instruction * (fp8 ? 2 : 1));
+}
+
+// One calibration kernel: its launch, what one launch does, and where its instructions are known
+// only after the window (the sleep kernel counts its own iterations), how to count them.
+struct Calibration {
+  std::function<void()> launch;
+  energy::CalibrationPoint point;
+  std::function<void()> before_window = {};               // optional
+  std::function<double(int launches)> instructions = {};  // optional: else point.instructions
+};
+
+// One calibration kernel in an energy window: what it did per launch, what that cost, at which
+// clock and temperature; the window's reason when it could not be measured.
 std::string calibration_point(energy::PowerSource& power, const energy::Settings& settings,
-                              cudaStream_t stream, const std::function<void()>& launch,
-                              energy::CalibrationPoint point,
+                              cudaStream_t stream, const Calibration& c,
                               std::vector<energy::CalibrationPoint>* points) {
-  const double launch_s = median_ms(launch, stream) * 1e-3;
+  const double launch_s = median_ms(c.launch, stream) * 1e-3;
+  if (c.before_window) c.before_window();
   energy::StreamLaunchQueue queue(stream, [&] {
-    launch();
+    c.launch();
     return std::string();
   });
   const energy::Measurement m =
       energy::measure(power, queue, energy::steady_clock(), launch_s, settings);
-  if (m.status != "ok") return point.kernel + ": " + m.status + ": " + m.reason;
-  point.seconds = m.seconds_per_launch;
-  point.energy_j = *m.energy_per_launch_mj * 1e-3;
-  points->push_back(point);
+  if (m.status != "ok") return c.point.kernel + ": " + m.status + ": " + m.reason;
+  energy::CalibrationPoint p = c.point;
+  p.seconds = m.seconds_per_launch;
+  p.energy_j = *m.energy_per_launch_mj * 1e-3;
+  p.sm_clock_mhz = m.sm_clock_mean_mhz;
+  p.temperature_c = m.temperature_mean_c;
+  p.temperature_max_c = m.temperature_max_c;
+  if (c.instructions) p.instructions = c.instructions(m.launches);
+  points->push_back(p);
   return "";
 }
 
@@ -311,11 +424,9 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<energy::CalibrationPoint> points;
   std::string why_not;
-  auto point = [&](const std::function<void()>& launch, energy::CalibrationPoint p) {
-    if (why_not.empty()) why_not = calibration_point(power, settings, stream, launch, p, &points);
+  auto point = [&](const Calibration& c) {
+    if (why_not.empty()) why_not = calibration_point(power, settings, stream, c, &points);
   };
-  // Constant power: a kernel that sleeps for 1 ms on every SM.
-  point([&] { sleep_kernel<<<device.sm_count * 8, 256, 0, stream>>>(1000000ull); }, {"sleep 1 ms"});
   {  // Bytes: the copy at three grid sizes, so its rate (and power) varies while FLOPs stay 0:
      // the byte term and the constant power are told apart by the slope and the intercept.
     const std::size_t bytes = std::size_t{1} << 30, n = bytes / 16;
@@ -326,13 +437,32 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
     auto* dst = static_cast<float4*>(out.ptr);
     for (const int blocks :
          {device.sm_count * 8, device.sm_count, std::max(1, device.sm_count / 4)}) {
-      energy::CalibrationPoint p{"copy 1 GiB, " + std::to_string(blocks) + " blocks"};
-      p.bytes = 2.0 * bytes;
-      point([&] { copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n); }, p);
+      Calibration c{[&, blocks] { copy_kernel<<<blocks, 256, 0, stream>>>(src, dst, n); },
+                    {"copy 1 GiB, " + std::to_string(blocks) + " blocks"}};
+      c.point.bytes = 2.0 * bytes;
+      c.point.instructions = copy_instructions(sass(device, kCopySm90, kCopySm80), blocks, 256, n);
+      point(c);
+    }
+  }
+  {  // Instructions: FFMA alone on every SM at full occupancy and on about a quarter of the SMs
+     // (one block of 32 warps each): two rates of instructions against time, no FLOPs the model
+     // counts (FP32 is not a tensor FLOP) and no DRAM bytes.
+    DeviceAllocation sink(sizeof(float));
+    for (const int blocks : {device.sm_count * 2, std::max(1, device.sm_count / 4)}) {
+      Calibration c{
+          [&, blocks] {
+            ffma_calibration_kernel<<<blocks, kFfmaThreads, 0, stream>>>(
+                static_cast<float*>(sink.ptr), kFfmaIters, 0.999f, 1e-3f);
+          },
+          {"FFMA, " + std::to_string(blocks) + " blocks of " + std::to_string(kFfmaThreads)}};
+      c.point.instructions =
+          ffma_instructions(sass(device, kFfmaSm90, kFfmaSm80), blocks, kFfmaIters);
+      point(c);
     }
   }
   {  // FLOPs: bf16 GEMMs of two sizes, fp8 ones where the device has FP8 tensor cores. Their
-     // bytes are the compulsory ones (A, B read once, D written once).
+     // bytes are the compulsory ones (A, B read once, D written once), their instructions an
+     // estimate (gemm_instructions).
     const std::size_t ws_bytes = std::size_t{64} << 20, max_elems = std::size_t{8192} * 8192;
     DeviceAllocation a(max_elems * 2), b(max_elems * 2), d(max_elems * 2), a8(max_elems),
         b8(max_elems), ws(ws_bytes);
@@ -354,19 +484,39 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
       const double elems = double(n) * n;
       const LtGemm g16(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes,
                        stream);
-      energy::CalibrationPoint p{"bf16 GEMM " + std::to_string(n)};
-      p.flops16 = g16.flops();
-      p.bytes = 3 * elems * 2;
-      point([&] { g16.launch(); }, p);
+      Calibration c{[&] { g16.launch(); }, {"bf16 GEMM " + std::to_string(n)}};
+      c.point.flops16 = g16.flops();
+      c.point.bytes = 3 * elems * 2;
+      c.point.instructions = gemm_instructions(device, g16.flops(), false);
+      point(c);
       if (!fp8) continue;
       const LtGemm g8(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n, ws.ptr, ws_bytes,
                       stream);
-      energy::CalibrationPoint q{"fp8 GEMM " + std::to_string(n)};
-      q.flops8 = g8.flops();
-      q.bytes = 2 * elems + elems * 2;
-      point([&] { g8.launch(); }, q);
+      Calibration q{[&] { g8.launch(); }, {"fp8 GEMM " + std::to_string(n)}};
+      q.point.flops8 = g8.flops();
+      q.point.bytes = 2 * elems + elems * 2;
+      q.point.instructions = gemm_instructions(device, g8.flops(), true);
+      point(q);
     }
     cublasLtDestroy(lt);
+  }
+  {  // Constant power: a kernel that sleeps for 1 ms on every SM. Last, after the GEMMs have
+     // warmed the GPU: leakage grows with temperature (118 W at 35 degrees C against 146 W warm on
+     // the H200) and the rows run warm.
+    DeviceAllocation iterations(sizeof(unsigned long long));
+    auto* counter = static_cast<unsigned long long*>(iterations.ptr);
+    const int blocks = device.sm_count * 8, warps = blocks * (256 / 32);
+    Calibration c{[&] { sleep_kernel<<<blocks, 256, 0, stream>>>(1000000ull, counter); },
+                  {"sleep 1 ms"}};
+    c.before_window = [&] { FA_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof *counter, stream)); };
+    const SassCounts& counts = sass(device, kSleepSm90, kSleepSm80);
+    c.instructions = [&](int launches) {  // the window's launches added up their iterations
+      unsigned long long total = 0;
+      FA_CUDA_CHECK(cudaMemcpyAsync(&total, counter, sizeof total, cudaMemcpyDeviceToHost, stream));
+      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      return warps * counts.fixed + counts.per_iteration * double(total) / std::max(1, launches);
+    };
+    point(c);
   }
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaStreamDestroy(stream);
@@ -377,7 +527,10 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
     f.points = points;
     return f;
   }
-  return energy::fit(points);
+  // The dynamic energies are quoted at the device's highest SM clock (NVML's maximum clock; the
+  // fastest calibration window's where the driver does not say).
+  const energy::Reading max_clock = power.max_sm_clock_mhz();
+  return energy::fit(points, max_clock.ok ? double(max_clock.value) : 0.0);
 }
 
 }  // namespace fa

@@ -39,10 +39,13 @@ void save_ceilings(const std::string& path, const MeasuredCeilings& c);
 // Measures on the current device (about 2 s). Throws fa::CudaError / std::runtime_error.
 MeasuredCeilings measure_ceilings(const DeviceInfo& device);
 
-// The energy model's calibration (about 10 s): a kernel that sleeps on every SM, the copy at three
-// grid sizes, bf16 GEMMs of two sizes and fp8 ones where the device has FP8 tensor cores, each in
-// an energy window (profiler/energy.hpp), fitted by energy::fit. Status unavailable, with the
-// window's reason, when one could not be measured. Throws fa::CudaError / std::runtime_error.
+// The energy model's calibration (about 15 s): the copy at three grid sizes, an FFMA kernel on
+// every SM and on a quarter of them, bf16 GEMMs of two sizes and fp8 ones where the device has FP8
+// tensor cores, and last a kernel that sleeps on every SM, each in an energy window
+// (profiler/energy.hpp) with its instructions per launch (counted from the SASS, by the sleep
+// kernel itself, estimated for cuBLAS's GEMMs), fitted by energy::fit at the device's highest SM
+// clock (`power`'s). Status unavailable, with the window's reason, when one could not be
+// measured. Throws fa::CudaError / std::runtime_error.
 energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& power,
                                  const energy::Settings& settings);
 

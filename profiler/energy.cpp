@@ -26,6 +26,7 @@ class NvmlPowerSource final : public PowerSource {
   using PowerFn = int (*)(Device, unsigned*);
   using ClockFn = int (*)(Device, int, unsigned*);
   using ReasonsFn = int (*)(Device, unsigned long long*);
+  using TemperatureFn = int (*)(Device, int, unsigned*);
   using ErrorStringFn = const char* (*)(int);
 
   NvmlPowerSource(Device device, const SymbolLookup& symbol) : device_(device) {
@@ -35,6 +36,8 @@ class NvmlPowerSource final : public PowerSource {
     // Renamed in driver 535; older drivers have only the old name, with the same bits.
     reasons_ = reinterpret_cast<ReasonsFn>(symbol(kReasonsName));
     if (!reasons_) reasons_ = reinterpret_cast<ReasonsFn>(symbol(kReasonsOldName));
+    temperature_ = reinterpret_cast<TemperatureFn>(symbol("nvmlDeviceGetTemperature"));
+    max_clock_ = reinterpret_cast<ClockFn>(symbol("nvmlDeviceGetMaxClockInfo"));
     error_string_ = reinterpret_cast<ErrorStringFn>(symbol("nvmlErrorString"));
   }
 
@@ -62,11 +65,24 @@ class NvmlPowerSource final : public PowerSource {
     const int code = reasons_(device_, &bits);
     return checked(code, bits);
   }
+  Reading temperature_c() override {
+    if (!temperature_) return missing("nvmlDeviceGetTemperature");
+    unsigned c = 0;
+    const int code = temperature_(device_, kTemperatureGpu, &c);
+    return checked(code, c);
+  }
+  Reading max_sm_clock_mhz() override {
+    if (!max_clock_) return missing("nvmlDeviceGetMaxClockInfo");
+    unsigned mhz = 0;
+    const int code = max_clock_(device_, kClockSm, &mhz);
+    return checked(code, mhz);
+  }
 
  private:
   static constexpr const char* kReasonsName = "nvmlDeviceGetCurrentClocksEventReasons";
   static constexpr const char* kReasonsOldName = "nvmlDeviceGetCurrentClocksThrottleReasons";
-  static constexpr int kClockSm = 1;  // NVML_CLOCK_SM
+  static constexpr int kClockSm = 1;         // NVML_CLOCK_SM
+  static constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
   static Reading missing(const char* name) {
     return Reading::failed(std::string("this driver's NVML has no ") + name);
@@ -90,6 +106,8 @@ class NvmlPowerSource final : public PowerSource {
   PowerFn power_ = nullptr;
   ClockFn clock_ = nullptr;
   ReasonsFn reasons_ = nullptr;
+  TemperatureFn temperature_ = nullptr;
+  ClockFn max_clock_ = nullptr;
   ErrorStringFn error_string_ = nullptr;
 };
 
@@ -106,6 +124,8 @@ class FailingPowerSource final : public PowerSource {
   Reading clock_event_reasons() override {
     return all_ ? denied() : source_->clock_event_reasons();
   }
+  Reading temperature_c() override { return all_ ? denied() : source_->temperature_c(); }
+  Reading max_sm_clock_mhz() override { return all_ ? denied() : source_->max_sm_clock_mhz(); }
 
  private:
   static Reading denied() { return Reading::failed("no permission (NVML_ERROR_NO_PERMISSION)"); }
@@ -131,17 +151,19 @@ struct Gathered {
   bool counter = false;           // the counter bounds the window
   bool starved = false;           // the GPU ran out of work inside the window
   std::string launch_error;
-  std::vector<double> power_mw, clock_mhz;
+  std::vector<double> power_mw, clock_mhz, temperature_c;
   std::uint64_t reasons = 0;
 };
 
-// Power, SM clock and clock-event reasons at one instant inside the window; power only once it has
-// settled (Settings::power_averaging_s after the first launch).
+// Power, SM clock, temperature and clock-event reasons at one instant inside the window; power only
+// once it has settled (Settings::power_averaging_s after the first launch). A driver without the
+// temperature (no entry point, not supported) leaves it unsampled: no temperature, no failure.
 void sample(PowerSource& source, double now, const Settings& s, Gathered* g) {
   if (now - g->start >= s.power_averaging_s) {
     if (const Reading p = source.power_mw(); p.ok) g->power_mw.push_back(double(p.value));
   }
   if (const Reading c = source.sm_clock_mhz(); c.ok) g->clock_mhz.push_back(double(c.value));
+  if (const Reading t = source.temperature_c(); t.ok) g->temperature_c.push_back(double(t.value));
   if (const Reading r = source.clock_event_reasons(); r.ok) g->reasons |= r.value;
 }
 
@@ -227,6 +249,11 @@ void judge(const Gathered& g, const Settings& s, bool counter_read, bool power_r
     m->sm_clock_mean_mhz = mean(g.clock_mhz);
     m->sm_clock_min_mhz = *std::min_element(g.clock_mhz.begin(), g.clock_mhz.end());
     m->clock_samples = static_cast<int>(g.clock_mhz.size());
+  }
+  if (!g.temperature_c.empty()) {
+    m->temperature_mean_c = mean(g.temperature_c);
+    m->temperature_max_c = *std::max_element(g.temperature_c.begin(), g.temperature_c.end());
+    m->temperature_samples = static_cast<int>(g.temperature_c.size());
   }
   m->clock_event_reasons = clock_event_reason_names(g.reasons);
   if (g.counter && m->window_s > 0) {

@@ -1,8 +1,8 @@
 // Energy per launch from the driver (NVML): the device's total-energy counter read across a window
 // of launches run back to back, checked against the board power sampled during it, with the SM
-// clock and the reasons the driver gives for holding it down. docs/energy.md explains the window.
-// Everything here is plain C++: the driver, the GPU and the clock come in through interfaces, so
-// the CPU tests drive the window with a scripted device.
+// clock, the GPU's temperature and the reasons the driver gives for holding the clock down.
+// docs/energy.md explains the window. Everything here is plain C++: the driver, the GPU and the
+// clock come in through interfaces, so the CPU tests drive the window with a scripted device.
 #pragma once
 
 #include <cstdint>
@@ -32,6 +32,8 @@ class PowerSource {
   virtual Reading power_mw() = 0;             // board power (Ampere and newer: a 1 s average)
   virtual Reading sm_clock_mhz() = 0;         // current SM clock
   virtual Reading clock_event_reasons() = 0;  // nvmlClocksEventReason* bits
+  virtual Reading temperature_c() = 0;        // the GPU's die temperature (NVML_TEMPERATURE_GPU)
+  virtual Reading max_sm_clock_mhz() = 0;     // the highest SM clock the device runs at
 };
 
 // NVML's entry points by name (dlsym on the loaded library; tests pass fakes).
@@ -86,7 +88,7 @@ inline constexpr int kMinCounterUpdates = 5;
 struct Settings {
   double window_s = kDefaultWindowS;  // between the two counter updates that bound the window
   double preroll_s = 0.25;            // launches before the window: clocks and power settle
-  double sample_period_s = 0.005;     // power, SM clock and clock-event reasons
+  double sample_period_s = 0.005;     // power, SM clock, temperature, clock-event reasons
   double poll_s = 0.0005;             // how often the counter is read for its next update
   // GPU time per enqueued batch, and batches queued ahead: 60 to 80 ms of work waits on the GPU,
   // so a slow driver call on the host does not leave it idle.
@@ -118,7 +120,10 @@ struct Measurement {
   std::optional<double> sampled_energy_per_launch_mj;  // the sampled power's
   double sm_clock_mean_mhz = 0, sm_clock_min_mhz = 0;  // 0: not sampled
   int clock_samples = 0;
-  std::vector<std::string> clock_event_reasons;  // every reason seen in the window
+  // Sampled with the clock; leakage, and so the constant power, grows with it (docs/energy.md).
+  double temperature_mean_c = 0, temperature_max_c = 0;  // 0: not sampled
+  int temperature_samples = 0;                           // 0: the driver gives no temperature
+  std::vector<std::string> clock_event_reasons;          // every reason seen in the window
 };
 
 // Runs one window: `launch_s` (a launch's time, from the timed samples) sizes the batches.

@@ -68,6 +68,11 @@ json opt(const std::optional<double>& x) {
   return x && std::isfinite(*x) ? json(*x) : json(nullptr);
 }
 
+// A calibration point's or a row's temperature: null when the driver gave none.
+json temperature_json(double mean, double max) {
+  return mean > 0 ? json{{"mean", mean}, {"max", max}} : json(nullptr);
+}
+
 }  // namespace
 
 json energy_fit_to_json(const Fit& f) {
@@ -76,18 +81,28 @@ json energy_fit_to_json(const Fit& f) {
     const CalibrationPoint& p = f.points[i];
     json pj{{"kernel", p.kernel}, {"flops16", p.flops16}, {"flops8", p.flops8},
             {"bytes", p.bytes},   {"seconds", p.seconds}, {"energy_j", p.energy_j}};
+    if (f.version >= 2) {
+      pj["instructions"] = p.instructions;
+      pj["sm_clock_mhz"] = p.sm_clock_mhz;
+      pj["temperature_c"] = temperature_json(p.temperature_c, p.temperature_max_c);
+    }
     if (i < f.residuals.size()) pj["residual"] = f.residuals[i];
     points.push_back(std::move(pj));
   }
-  return json{{"status", f.status},
-              {"reason", f.reason},
-              {"eps_flop16_pj", f.eps_flop16_pj},
-              {"eps_flop8_pj", opt(f.eps_flop8_pj)},
-              {"eps_byte_pj", f.eps_byte_pj},
-              {"idle_w", f.idle_w},
-              {"residual_rms", f.residual_rms},
-              {"residual_max", f.residual_max},
-              {"points", points}};
+  json j{{"status", f.status},
+         {"reason", f.reason},
+         {"eps_flop16_pj", f.eps_flop16_pj},
+         {"eps_flop8_pj", opt(f.eps_flop8_pj)},
+         {"eps_byte_pj", f.eps_byte_pj},
+         {"idle_w", f.idle_w},
+         {"residual_rms", f.residual_rms},
+         {"residual_max", f.residual_max},
+         {"points", points}};
+  if (f.version >= 2) {  // a version-1 fit read from an older file is written back as it was
+    j["eps_inst_pj"] = f.eps_inst_pj;
+    j["f_ref_mhz"] = f.f_ref_mhz;
+  }
+  return j;
 }
 
 Fit energy_fit_from_json(const json& j) {
@@ -100,6 +115,10 @@ Fit energy_fit_from_json(const json& j) {
   f.idle_w = figure(j, "idle_w");
   f.residual_rms = figure(j, "residual_rms");
   f.residual_max = figure(j, "residual_max");
+  const std::optional<double> eps_inst = optional_figure(j, "eps_inst_pj");
+  f.version = eps_inst ? 2 : 1;
+  f.eps_inst_pj = eps_inst.value_or(0);
+  f.f_ref_mhz = optional_figure(j, "f_ref_mhz").value_or(0);
   const json& points = at(j, "points");
   if (!points.is_array()) throw std::invalid_argument("points: expected an array");
   for (const json& pj : points) {
@@ -110,6 +129,12 @@ Fit energy_fit_from_json(const json& j) {
     p.bytes = figure(pj, "bytes");
     p.seconds = figure(pj, "seconds");
     p.energy_j = figure(pj, "energy_j");
+    p.instructions = optional_figure(pj, "instructions").value_or(0);
+    p.sm_clock_mhz = optional_figure(pj, "sm_clock_mhz").value_or(0);
+    if (pj.contains("temperature_c") && !pj["temperature_c"].is_null()) {
+      p.temperature_c = figure(pj["temperature_c"], "mean");
+      p.temperature_max_c = figure(pj["temperature_c"], "max");
+    }
     if (pj.contains("residual")) {
       const std::optional<double> r = optional_ratio(pj, "residual");
       f.residuals.push_back(r.value_or(0));
@@ -119,7 +144,8 @@ Fit energy_fit_from_json(const json& j) {
   return f;
 }
 
-json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& model) {
+json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& model,
+                        const std::string& model_reason) {
   json j{
       {"status", m.status},
       {"reason", m.reason},
@@ -138,19 +164,33 @@ json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& mo
       {"sm_clock_mhz",
        {{"mean", m.sm_clock_mean_mhz}, {"min", m.sm_clock_min_mhz}, {"samples", m.clock_samples}}},
       {"clock_event_reasons", m.clock_event_reasons}};
+  if (m.temperature_samples > 0) {
+    j["temperature_c"] = {{"mean", m.temperature_mean_c},
+                          {"max", m.temperature_max_c},
+                          {"samples", m.temperature_samples}};
+  }
   if (model) {
     const Breakdown& b = *model;
     json mj{{"flop_mj", b.flop_mj},     {"byte_mj", b.byte_mj},         {"idle_mj", b.idle_mj},
             {"total_mj", b.total_mj()}, {"bytes_basis", b.bytes_basis}, {"flops", b.flops},
             {"bytes", b.bytes},         {"seconds", b.seconds}};
+    if (b.version >= 2) {  // a breakdown read from an older file is written back as it was
+      mj["inst_mj"] = b.inst_mj;
+      mj["instructions"] = b.instructions;
+      mj["sm_clock_mhz"] = b.sm_clock_mhz;
+      mj["clock_scale"] = b.clock_scale;
+    }
     if (m.energy_per_launch_mj && *m.energy_per_launch_mj > 0)
       mj["model_over_measured"] = b.total_mj() / *m.energy_per_launch_mj;
     j["model"] = std::move(mj);
+  } else if (!model_reason.empty()) {
+    j["model_reason"] = model_reason;
   }
   return j;
 }
 
-void row_energy_from_json(const json& j, Measurement* m, std::optional<Breakdown>* model) {
+void row_energy_from_json(const json& j, Measurement* m, std::optional<Breakdown>* model,
+                          std::string* model_reason) {
   m->status = one_of(j, "status", {"ok", "refused", "unavailable", "error", "skipped"});
   m->reason = text(j, "reason");
   m->energy_per_launch_mj = optional_figure(j, "energy_per_launch_mj");
@@ -179,6 +219,17 @@ void row_energy_from_json(const json& j, Measurement* m, std::optional<Breakdown
       throw std::invalid_argument("clock_event_reasons: expected an array of strings");
     m->clock_event_reasons.push_back(r.get<std::string>());
   }
+  m->temperature_mean_c = m->temperature_max_c = 0;
+  m->temperature_samples = 0;
+  if (j.contains("temperature_c") && !j["temperature_c"].is_null()) {  // optional: newer files
+    const json& t = j["temperature_c"];
+    m->temperature_mean_c = figure(t, "mean");
+    m->temperature_max_c = figure(t, "max");
+    m->temperature_samples = count(t, "samples");
+  }
+  const std::string reason =
+      j.contains("model_reason") && !j["model_reason"].is_null() ? text(j, "model_reason") : "";
+  if (model_reason) *model_reason = reason;
   model->reset();
   if (j.contains("model") && !j["model"].is_null()) {
     const json& mj = j["model"];
@@ -190,6 +241,14 @@ void row_energy_from_json(const json& j, Measurement* m, std::optional<Breakdown
     b.flops = figure(mj, "flops");
     b.bytes = figure(mj, "bytes");
     b.seconds = figure(mj, "seconds");
+    // Files before the instruction term and the clock factor have none of these: their model had
+    // no instruction part, and quoted its energies at whatever clock the row ran.
+    const std::optional<double> inst_mj = optional_figure(mj, "inst_mj");
+    b.version = inst_mj ? 2 : 1;
+    b.inst_mj = inst_mj.value_or(0);
+    b.instructions = optional_figure(mj, "instructions").value_or(0);
+    b.sm_clock_mhz = optional_figure(mj, "sm_clock_mhz").value_or(0);
+    b.clock_scale = optional_figure(mj, "clock_scale").value_or(1);
     *model = b;
   }
 }

@@ -11,11 +11,16 @@
 
 namespace fa::energy {
 
+// A fit read from a file without eps_inst_pj is of version 1 (an fa-bench before the instruction
+// term and the clock factor): read for the record, never used to predict.
 nlohmann::json energy_fit_to_json(const Fit& f);
 Fit energy_fit_from_json(const nlohmann::json& j);
 
-// A row's "energy" object: the measurement, and the model's breakdown beside it when there is one.
-nlohmann::json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& model);
-void row_energy_from_json(const nlohmann::json& j, Measurement* m, std::optional<Breakdown>* model);
+// A row's "energy" object: the measurement, and the model's breakdown beside it when there is one,
+// or the one line saying why the row has none (`model_reason`, "" when not said).
+nlohmann::json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& model,
+                                  const std::string& model_reason = "");
+void row_energy_from_json(const nlohmann::json& j, Measurement* m, std::optional<Breakdown>* model,
+                          std::string* model_reason = nullptr);
 
 }  // namespace fa::energy

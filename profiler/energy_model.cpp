@@ -9,14 +9,18 @@
 namespace fa::energy {
 namespace {
 
-constexpr int kMaxTerms = 4;
+constexpr int kMaxTerms = 5;
 using Vec = std::array<double, kMaxTerms>;
+enum Term { kFlops16, kFlops8, kInstructions, kBytes, kTime };
 constexpr std::array<const char*, kMaxTerms> kTermNames{"bf16/fp16 FLOPs", "fp8 FLOPs",
-                                                        "DRAM bytes", "time"};
+                                                        "warp instructions", "DRAM bytes", "time"};
 
-// A term's column for one point, in units that keep the columns of a similar size: GFLOP, GB, s.
-Vec row_of(const CalibrationPoint& p) {
-  return {p.flops16 * 1e-9, p.flops8 * 1e-9, p.bytes * 1e-9, p.seconds};
+// A term's column for one point, in units that keep the columns of a similar size: GFLOP,
+// G instructions, GB, s; the dynamic terms at the point's clock, scaled to f_ref.
+Vec row_of(const CalibrationPoint& p, double f_ref_mhz) {
+  const double s = clock_scale(p.sm_clock_mhz, f_ref_mhz);
+  return {s * p.flops16 * 1e-9, s * p.flops8 * 1e-9, s * p.instructions * 1e-9, p.bytes * 1e-9,
+          p.seconds};
 }
 
 // Least squares over the terms in `use` (the others held at 0), on relative errors: each point's
@@ -71,28 +75,44 @@ Fit refused(Fit f, std::string why) {
 
 }  // namespace
 
-Fit fit(const std::vector<CalibrationPoint>& points) {
+Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   Fit f;
   f.points = points;
-  std::vector<Vec> rows;
-  std::vector<double> energy;
-  std::array<bool, kMaxTerms> present{};
   for (const auto& p : points) {
-    const Vec r = row_of(p);
-    const bool finite = std::isfinite(p.energy_j) && std::all_of(r.begin(), r.end(), [](double v) {
-                          return std::isfinite(v) && v >= 0;
-                        });
+    const std::array<double, 7> figures{p.flops16,  p.flops8,       p.bytes,       p.seconds,
+                                        p.energy_j, p.instructions, p.sm_clock_mhz};
+    const bool finite = std::all_of(figures.begin(), figures.end(),
+                                    [](double v) { return std::isfinite(v) && v >= 0; });
     if (!finite || p.energy_j <= 0) {
       return refused(
           f, "calibration point '" + p.kernel + "' has a negative, zero or non-finite figure");
     }
+    if (p.sm_clock_mhz <= 0) {
+      return refused(f, "calibration point '" + p.kernel +
+                            "' has no SM clock reading: the dynamic energies scale with it");
+    }
+  }
+  if (!(f_ref_mhz > 0) || !std::isfinite(f_ref_mhz)) {
+    // No maximum clock from the driver: the fastest calibration window's.
+    f_ref_mhz = 0;
+    for (const auto& p : points) f_ref_mhz = std::max(f_ref_mhz, p.sm_clock_mhz);
+  }
+  f.f_ref_mhz = f_ref_mhz;
+  std::vector<Vec> rows;
+  std::vector<double> energy;
+  std::array<bool, kMaxTerms> present{};
+  for (const auto& p : points) {
+    const Vec r = row_of(p, f_ref_mhz);
     rows.push_back(r);
     energy.push_back(p.energy_j);
     for (int k = 0; k < kMaxTerms; ++k) present[k] = present[k] || r[k] > 0;
   }
-  if (!present[3]) return refused(f, "no calibration point has a duration");
-  if (!present[0]) return refused(f, "no bf16/fp16 calibration point (a GEMM)");
-  if (!present[2]) return refused(f, "no calibration point moves DRAM bytes (a copy)");
+  if (!present[kTime]) return refused(f, "no calibration point has a duration");
+  if (!present[kFlops16]) return refused(f, "no bf16/fp16 calibration point (a GEMM)");
+  if (!present[kBytes]) return refused(f, "no calibration point moves DRAM bytes (a copy)");
+  if (!present[kInstructions]) {
+    return refused(f, "no calibration point issues instructions (the FFMA kernel)");
+  }
   const int unknowns = static_cast<int>(std::count(present.begin(), present.end(), true));
   if (static_cast<int>(points.size()) <= unknowns) {
     char buf[160];
@@ -119,7 +139,7 @@ Fit fit(const std::vector<CalibrationPoint>& points) {
                           "cannot separate energy per operation from constant power)");
   }
   // Non-negativity: every subset of the present terms solved unconstrained; the best one whose
-  // solution is >= 0 wins (four terms: at most 16 small systems).
+  // solution is >= 0 wins (five terms: at most 32 small systems).
   double best = std::numeric_limits<double>::infinity();
   Vec best_x{};
   for (int mask = 1; mask < 1 << kMaxTerms; ++mask) {
@@ -139,11 +159,12 @@ Fit fit(const std::vector<CalibrationPoint>& points) {
     }
   }
   if (!std::isfinite(best)) return refused(f, "no non-negative fit exists for these points");
-  // Columns in GFLOP and GB: x is J per GFLOP (= nJ/FLOP = 1e3 pJ/FLOP) and J per GB.
-  f.eps_flop16_pj = best_x[0] * 1e3;
-  if (present[1]) f.eps_flop8_pj = best_x[1] * 1e3;
-  f.eps_byte_pj = best_x[2] * 1e3;
-  f.idle_w = best_x[3];
+  // Columns in GFLOP, G instructions and GB: x is J per G (= nJ each = 1e3 pJ each).
+  f.eps_flop16_pj = best_x[kFlops16] * 1e3;
+  if (present[kFlops8]) f.eps_flop8_pj = best_x[kFlops8] * 1e3;
+  f.eps_inst_pj = best_x[kInstructions] * 1e3;
+  f.eps_byte_pj = best_x[kBytes] * 1e3;
+  f.idle_w = best_x[kTime];
   double sq = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
     double e = 0;
@@ -157,19 +178,43 @@ Fit fit(const std::vector<CalibrationPoint>& points) {
   return f;
 }
 
-std::optional<Breakdown> predict(const Fit& f, bool fp8, double flops, double bytes, double seconds,
-                                 const std::string& bytes_basis) {
-  if (f.status != "ok") return std::nullopt;
-  if (fp8 && !f.eps_flop8_pj) return std::nullopt;
+double clock_scale(double sm_clock_mhz, double f_ref_mhz) {
+  if (!(sm_clock_mhz > 0) || !(f_ref_mhz > 0)) return 0;
+  const double r = sm_clock_mhz / f_ref_mhz;
+  return r * r;
+}
+
+std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why_not) {
+  auto none = [&](std::string why) -> std::optional<Breakdown> {
+    if (why_not) *why_not = std::move(why);
+    return std::nullopt;
+  };
+  if (f.status != "ok") return none("no energy model: " + f.reason);
+  if (f.version < 2 || !(f.f_ref_mhz > 0)) {
+    return none("the energy model is an older fa-bench's (no instruction term, no clock factor)");
+  }
+  if (l.fp8 && !f.eps_flop8_pj) {
+    return none("the energy model has no energy per fp8 FLOP (no fp8 GEMM in its calibration)");
+  }
+  if (!(l.sm_clock_mhz > 0)) {
+    return none(
+        "no SM clock reading in the energy window: the model's dynamic energies scale "
+        "with it");
+  }
   Breakdown b;
-  b.flops = flops;
-  b.bytes = bytes;
-  b.seconds = seconds;
-  b.bytes_basis = bytes_basis;
-  const double eps_flop = fp8 ? *f.eps_flop8_pj : f.eps_flop16_pj;
-  b.flop_mj = eps_flop * 1e-12 * flops * 1e3;
-  b.byte_mj = f.eps_byte_pj * 1e-12 * bytes * 1e3;
-  b.idle_mj = f.idle_w * seconds * 1e3;
+  b.flops = l.flops;
+  b.bytes = l.bytes;
+  b.instructions = l.instructions;
+  b.seconds = l.seconds;
+  b.bytes_basis = l.bytes_basis;
+  b.sm_clock_mhz = l.sm_clock_mhz;
+  b.clock_scale = clock_scale(l.sm_clock_mhz, f.f_ref_mhz);
+  const double eps_flop = l.fp8 ? *f.eps_flop8_pj : f.eps_flop16_pj;
+  // pJ x count x 1e-12 = J; x 1e3 = mJ.
+  b.flop_mj = b.clock_scale * eps_flop * 1e-9 * l.flops;
+  b.inst_mj = b.clock_scale * f.eps_inst_pj * 1e-9 * l.instructions;
+  b.byte_mj = f.eps_byte_pj * 1e-9 * l.bytes;
+  b.idle_mj = f.idle_w * l.seconds * 1e3;
   return b;
 }
 

@@ -1,11 +1,15 @@
 // The energy model beside the IO model, after the energy roofline of Choi, Bedard, Fowler and
-// Vuduc ("A roofline model of energy", IPDPS 2013): a launch costs
-//   E = eps_flop[precision] * FLOPs + eps_byte * DRAM bytes + P_const * t,
-// with eps_flop per tensor precision (bf16/fp16 share one, fp8 its own), eps_byte per byte moved
-// to or from HBM and P_const the power the device draws while a kernel runs whatever it does
-// (the paper's pi_0; called idle power in the outputs). The four are fitted once per device, by
-// non-negative least squares on relative errors, from calibration kernels whose FLOPs, bytes and
-// times are known (profiler/ceilings.cu); docs/energy.md.
+// Vuduc ("A roofline model of energy", IPDPS 2013), with two terms the attention kernels need
+// (docs/energy.md says why, with the H200's figures): a launch costs
+//   E = s * (eps16 * F16 + eps8 * F8 + eps_inst * I) + eps_byte * B + P0 * t,   s = (f / f_ref)^2,
+// with eps16 per bf16/fp16 tensor FLOP, eps8 per fp8 tensor FLOP, eps_inst per warp instruction
+// issued (what sm__inst_executed.sum counts: the work on CUDA cores and the register file),
+// eps_byte per byte moved to or from HBM and P0 the power the device draws while a kernel runs
+// whatever it does (the paper's pi_0; called idle power in the outputs). The dynamic energies scale
+// with the square of the SM clock f (CMOS: C V^2, and under DVFS V follows f), quoted at f_ref, the
+// device's highest SM clock. The five are fitted once per device, by non-negative least squares on
+// relative errors, from calibration kernels whose FLOPs, instructions, bytes, times and clocks are
+// known (profiler/ceilings.cu); never from the attention rows themselves.
 #pragma once
 
 #include <optional>
@@ -16,42 +20,72 @@ namespace fa::energy {
 
 // One calibration kernel's window: what it did per launch and what that cost.
 struct CalibrationPoint {
-  std::string kernel;   // "spin", "copy 1/4 grid", "bf16 GEMM 8192", ...
-  double flops16 = 0;   // bf16/fp16 tensor FLOPs per launch
-  double flops8 = 0;    // fp8 tensor FLOPs per launch
-  double bytes = 0;     // DRAM bytes per launch
-  double seconds = 0;   // per launch
-  double energy_j = 0;  // measured, per launch
+  std::string kernel;       // "sleep 1 ms", "copy 1 GiB, 132 blocks", "bf16 GEMM 8192", ...
+  double flops16 = 0;       // bf16/fp16 tensor FLOPs per launch
+  double flops8 = 0;        // fp8 tensor FLOPs per launch
+  double bytes = 0;         // DRAM bytes per launch
+  double seconds = 0;       // per launch
+  double energy_j = 0;      // measured, per launch
+  double instructions = 0;  // warp instructions per launch (as sm__inst_executed.sum counts them)
+  double sm_clock_mhz = 0;  // the window's mean SM clock; 0: not read
+  double temperature_c = 0, temperature_max_c = 0;  // the window's mean and max; 0: not read
 };
 
 struct Fit {
   std::string status = "ok";  // ok | refused (degenerate or too few points) | unavailable
   std::string reason;
-  double eps_flop16_pj = 0;                   // pJ per bf16/fp16 FLOP
-  std::optional<double> eps_flop8_pj;         // pJ per fp8 FLOP; none without fp8 calibration
+  // 2: this model. 1: a fit read from a file of an fa-bench before the instruction term and the
+  // clock factor (no eps_inst_pj): kept for the record, never used to predict (the cache refits
+  // it).
+  int version = 2;
+  double eps_flop16_pj = 0;                   // pJ per bf16/fp16 FLOP at f_ref
+  std::optional<double> eps_flop8_pj;         // pJ per fp8 FLOP at f_ref; none without fp8 points
+  double eps_inst_pj = 0;                     // pJ per warp instruction at f_ref
   double eps_byte_pj = 0;                     // pJ per DRAM byte
   double idle_w = 0;                          // W while a kernel runs (the paper's constant power)
+  double f_ref_mhz = 0;                       // the SM clock the dynamic energies are quoted at
   std::vector<CalibrationPoint> points;       // what it was fitted to
   std::vector<double> residuals;              // per point: model / measured - 1
   double residual_rms = 0, residual_max = 0;  // of |residuals|
 };
 
-// Fits the model to the points. Refused (status, one-line reason) when the points cannot separate
-// the unknowns: fewer points than unknowns, or a term that moves in proportion with the others
-// in every point.
-Fit fit(const std::vector<CalibrationPoint>& points);
+// Fits the model to the points. `f_ref_mhz`: the device's highest SM clock; <= 0 takes the largest
+// mean clock among the points. Refused (status, one-line reason) when the points cannot separate
+// the unknowns: fewer points than unknowns, no point of a required kind (a duration, a GEMM, a
+// copy, instructions), a point without its clock, or a term that moves in proportion with the
+// others in every point.
+Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz = 0);
+
+// (f / f_ref)^2: how the dynamic energies scale at the SM clock f.
+double clock_scale(double sm_clock_mhz, double f_ref_mhz);
+
+// What one launch did, for its model figure.
+struct Launch {
+  bool fp8 = false;         // its matrix FLOPs are fp8 (else bf16/fp16)
+  double flops = 0;         // matrix FLOPs
+  double bytes = 0;         // DRAM bytes
+  double instructions = 0;  // warp instructions
+  double seconds = 0;
+  double sm_clock_mhz = 0;  // the mean SM clock of its energy window
+  std::string bytes_basis;  // "counters" | "model"
+};
 
 // The model's energy for one launch, in parts.
 struct Breakdown {
-  double flop_mj = 0, byte_mj = 0, idle_mj = 0;
-  double total_mj() const { return flop_mj + byte_mj + idle_mj; }
+  double flop_mj = 0, inst_mj = 0, byte_mj = 0, idle_mj = 0;
+  double total_mj() const { return flop_mj + inst_mj + byte_mj + idle_mj; }
   std::string bytes_basis;  // "counters" (measured DRAM bytes) | "model" (the IO model's)
-  double flops = 0, bytes = 0, seconds = 0;  // what it was computed from
+  // What it was computed from; clock_scale = (sm_clock_mhz / f_ref)^2.
+  double flops = 0, bytes = 0, instructions = 0, seconds = 0;
+  double sm_clock_mhz = 0, clock_scale = 1;
+  // 1: read from a file of an fa-bench before the instruction term and the clock factor (no
+  // inst_mj there; written back without it).
+  int version = 2;
 };
 
-// A launch of `flops` tensor FLOPs (fp8 or bf16/fp16), `bytes` DRAM bytes and `seconds`. nullopt
-// when the fit is not ok or has no eps for fp8.
-std::optional<Breakdown> predict(const Fit& f, bool fp8, double flops, double bytes, double seconds,
-                                 const std::string& bytes_basis);
+// The launch's figure, or nullopt with `why_not` (one line): the fit not ok or of version 1, no
+// fp8 energy per FLOP for an fp8 launch, no SM clock reading.
+std::optional<Breakdown> predict(const Fit& f, const Launch& launch,
+                                 std::string* why_not = nullptr);
 
 }  // namespace fa::energy

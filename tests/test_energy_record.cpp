@@ -1,8 +1,12 @@
 // A row's energy in the record: the JSON round trip and its refusals, one figure in the console,
-// CSV and Markdown, the reasons under the table, and the gate's optional energy check
+// CSV and Markdown, the reasons under the table, the model's figure only with counted
+// instructions, the ceilings cache refitting an older model, and the gate's optional energy check
 // (--gate-energy) on the H200 gate fixture. CPU only.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -11,6 +15,7 @@
 #include "bench/merge.hpp"
 #include "bench/result_json.hpp"
 #include "bench/writers.hpp"
+#include "profiler/ceilings.hpp"
 
 namespace fa::bench {
 namespace {
@@ -34,6 +39,9 @@ energy::Measurement measured(double mj) {
   m.sm_clock_min_mhz = 1905;
   m.clock_samples = 180;
   m.clock_event_reasons = {"power cap"};
+  m.temperature_mean_c = 51.5;
+  m.temperature_max_c = 54;
+  m.temperature_samples = 180;
   return m;
 }
 
@@ -41,11 +49,22 @@ energy::Fit device_fit() {
   energy::Fit f;
   f.eps_flop16_pj = 0.6;
   f.eps_flop8_pj = 0.35;
+  f.eps_inst_pj = 450;
   f.eps_byte_pj = 22;
   f.idle_w = 160;
-  f.points = {{"sleep 1 ms", 0, 0, 0, 1e-3, 0.16}};
+  f.f_ref_mhz = 1980;
+  f.points = {{"sleep 1 ms", 0, 0, 0, 1e-3, 0.16, 6.9e7, 1980, 45, 46}};
   f.residuals = {0.0};
   return f;
+}
+
+// What the row's counters read: 2e8 warp instructions, 3e8 DRAM bytes.
+CounterResult counted() {
+  CounterResult cr;
+  cr.values = {{"sm__inst_executed.sum", 2e8},
+               {"dram__bytes_read.sum", 2e8},
+               {"dram__bytes_write.sum", 1e8}};
+  return cr;
 }
 
 // One timed configuration of three rows: measured, refused, not measured (--no-energy).
@@ -79,8 +98,10 @@ RunResult record() {
   t.stats = summarize(t.samples_ms);
   row.timing = t;
   row.energy = measured(412.345);
-  row.energy_model =
-      energy::predict(device_fit(), false, row.model.flops_matrix, 3e8, 1e-3, "model");
+  row.counters = counted();
+  row.measured = MeasuredDerived{};
+  row.measured->dram_bytes = 3e8;
+  row.energy_model = energy_model_of(row, r.ceilings, &row.energy_model_reason);
   VariantResult refused = row;
   refused.spec.variant = "standard";
   refused.algorithm = Algorithm::standard;
@@ -91,7 +112,13 @@ RunResult record() {
   skipped.algorithm = Algorithm::fa1;
   skipped.energy = energy::not_measured("skipped", "--no-energy");
   skipped.energy_model.reset();
-  c.results = {row, refused, skipped};
+  // Measured, its counters off: no model figure, and why.
+  VariantResult uncounted = row;
+  uncounted.spec.variant = "fa3";
+  uncounted.counters = CounterResult{"skipped", "--no-counters", {}, 0, {}, ""};
+  uncounted.measured.reset();
+  uncounted.energy_model = energy_model_of(uncounted, r.ceilings, &uncounted.energy_model_reason);
+  c.results = {row, refused, skipped, uncounted};
   r.configs.push_back(c);
   return r;
 }
@@ -120,14 +147,28 @@ TEST(EnergyRecord, RoundTripsThroughTheJson) {
   EXPECT_DOUBLE_EQ(*row.energy->energy_per_launch_mj, 412.345);
   EXPECT_EQ(row.energy->clock_event_reasons, std::vector<std::string>{"power cap"});
   EXPECT_DOUBLE_EQ(row.energy->sm_clock_min_mhz, 1905);
+  EXPECT_DOUBLE_EQ(row.energy->temperature_mean_c, 51.5);
+  EXPECT_DOUBLE_EQ(row.energy->temperature_max_c, 54);
   ASSERT_TRUE(row.energy_model);
-  EXPECT_DOUBLE_EQ(row.energy_model->total_mj(), a.configs[0].results[0].energy_model->total_mj());
-  EXPECT_EQ(row.energy_model->bytes_basis, "model");
+  const energy::Breakdown& written = *a.configs[0].results[0].energy_model;
+  EXPECT_DOUBLE_EQ(row.energy_model->total_mj(), written.total_mj());
+  EXPECT_DOUBLE_EQ(row.energy_model->inst_mj, written.inst_mj);
+  EXPECT_DOUBLE_EQ(row.energy_model->instructions, 2e8);
+  EXPECT_DOUBLE_EQ(row.energy_model->clock_scale, written.clock_scale);
+  EXPECT_EQ(row.energy_model->bytes_basis, "counters");
   EXPECT_EQ(b.configs[0].results[1].energy->status, "refused");
   EXPECT_FALSE(b.configs[0].results[1].energy->energy_per_launch_mj);
+  const VariantResult& uncounted = b.configs[0].results[3];
+  EXPECT_FALSE(uncounted.energy_model);
+  EXPECT_EQ(uncounted.energy_model_reason,
+            "the energy model needs the counted instructions: counters off (--no-counters)");
   ASSERT_TRUE(b.ceilings.energy_model);
   EXPECT_DOUBLE_EQ(b.ceilings.energy_model->eps_byte_pj, 22);
   EXPECT_EQ(b.ceilings.energy_model->eps_flop8_pj, 0.35);
+  EXPECT_DOUBLE_EQ(b.ceilings.energy_model->eps_inst_pj, 450);
+  EXPECT_DOUBLE_EQ(b.ceilings.energy_model->f_ref_mhz, 1980);
+  EXPECT_DOUBLE_EQ(b.ceilings.energy_model->points[0].instructions, 6.9e7);
+  EXPECT_DOUBLE_EQ(b.ceilings.energy_model->points[0].temperature_c, 45);
   // A file without energy (older, or --no-energy) reads as before.
   RunResult none = a;
   for (auto& v : none.configs[0].results) v.energy.reset();
@@ -175,7 +216,13 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
             std::string::npos)
       << table;
   EXPECT_EQ(table.find("--no-energy"), std::string::npos) << table;
-  EXPECT_NE(table.find("  SM clock held down (power cap) (fa2)\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  SM clock held down (power cap) (fa2, fa3)\n"), std::string::npos)
+      << table;
+  // The measured row without counters: no model figure, and why.
+  EXPECT_NE(table.find("  no model figure: the energy model needs the counted instructions: "
+                       "counters off (--no-counters) (fa3)\n"),
+            std::string::npos)
+      << table;
   const std::string md = to_markdown(a);
   EXPECT_NE(md.find("| 412 |"), std::string::npos) << md;
   EXPECT_NE(md.find("- energy refused: the energy counter changed 2 times (standard)"),
@@ -205,15 +252,116 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
   EXPECT_EQ(column("energy_status"), "ok");
   EXPECT_EQ(column("energy_per_launch_mj"), "412.345");
   EXPECT_EQ(column("clock_event_reasons"), "power cap");
-  EXPECT_EQ(column("model_energy_bytes_basis"), "model");
+  EXPECT_EQ(column("model_energy_bytes_basis"), "counters");
   EXPECT_EQ(std::stod(column("model_idle_mj")), 160.0);  // 160 W for 1 ms
-  while (std::getline(csv, line)) EXPECT_EQ(csv_fields(line).size(), header.size()) << line;
+  // 2e8 instructions x 450 pJ at (1960 / 1980)^2 of f_ref's energy.
+  const double scale = (1960.0 / 1980) * (1960.0 / 1980);
+  EXPECT_NEAR(std::stod(column("model_inst_mj")), 90 * scale, 1e-9);
+  EXPECT_NEAR(std::stod(column("model_clock_scale")), scale, 1e-12);
+  EXPECT_EQ(std::stod(column("energy_temperature_max_c")), 54);
+  EXPECT_EQ(column("model_energy_reason"), "");
+  std::vector<std::string> last;
+  while (std::getline(csv, line)) {
+    EXPECT_EQ(csv_fields(line).size(), header.size()) << line;
+    last = csv_fields(line);
+  }
+  ASSERT_EQ(last.size(), header.size());
+  EXPECT_EQ(last.back(),
+            "the energy model needs the counted instructions: counters off (--no-counters)");
+}
+
+TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {
+  const RunResult a = record();
+  const Ceilings& c = a.ceilings;
+  VariantResult row = a.configs[0].results[0];
+  std::string why;
+  auto b = energy_model_of(row, c, &why);
+  ASSERT_TRUE(b) << why;
+  EXPECT_EQ(why, "");
+  const double scale = (1960.0 / 1980) * (1960.0 / 1980);
+  EXPECT_DOUBLE_EQ(b->clock_scale, scale);
+  EXPECT_DOUBLE_EQ(b->flop_mj, scale * 0.6e-9 * row.model.flops_matrix);
+  EXPECT_DOUBLE_EQ(b->inst_mj, scale * 450e-9 * 2e8);
+  EXPECT_DOUBLE_EQ(b->byte_mj, 22e-9 * 3e8);
+  // Counters that failed: their reason, never instructions taken as 0.
+  row.counters =
+      CounterResult{"error", "cuptiRangeProfilerStop: not all passes submitted", {}, 0, {}, ""};
+  row.measured.reset();
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_EQ(why,
+            "the energy model needs the counted instructions: counters error: "
+            "cuptiRangeProfilerStop: not all passes submitted");
+  row.counters = CounterResult{"unavailable", "cuptiProfilerInitialize failed", {}, 0, {}, ""};
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_NE(why.find("counters unavailable: cuptiProfilerInitialize failed"), std::string::npos);
+  row.counters.reset();  // a file without counters at all
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_EQ(why, "the energy model needs the counted instructions: counters off (--no-counters)");
+  // Counted, without the instruction metric (a metric list of its own).
+  row.counters = counted();
+  row.counters->values.erase("sm__inst_executed.sum");
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_NE(why.find("sm__inst_executed.sum was not collected"), std::string::npos) << why;
+  // No clock in the window: no figure, said.
+  row.counters = counted();
+  row.energy->sm_clock_mean_mhz = 0;
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_NE(why.find("no SM clock reading"), std::string::npos) << why;
+  // Nothing said where there is no model or no window: the legend and the energy say it.
+  row = a.configs[0].results[0];
+  Ceilings none = c;
+  none.energy_model->status = "refused";
+  EXPECT_FALSE(energy_model_of(row, none, &why));
+  EXPECT_EQ(why, "");
+  row.energy = energy::not_measured("unavailable", "NVML not found");
+  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_EQ(why, "");
+}
+
+TEST(EnergyRecord, CacheRefitsAnOlderEnergyModel) {
+  const auto dir = std::filesystem::temp_directory_path() / "fa-bench-test-energy-cache";
+  std::filesystem::remove_all(dir);
+  setenv("XDG_CACHE_HOME", dir.c_str(), 1);
+  DeviceInfo d;
+  d.uuid = "GPU-5678";
+  d.driver_version = "580.159.04";
+  const std::string path = ceilings_cache_path(d, "0.1.0");
+  MeasuredCeilings m;
+  m.key = ceilings_cache_key(d, "0.1.0");
+  m.dram_bytes_per_s = 4.25e12;
+  m.measured_utc = "2026-11-21T00:00:00Z";
+  m.energy_model = device_fit();
+  save_ceilings(path, m);
+  auto back = load_ceilings(path, m.key);
+  ASSERT_TRUE(back);
+  ASSERT_TRUE(back->energy_model);
+  EXPECT_DOUBLE_EQ(back->energy_model->eps_inst_pj, 450);
+  EXPECT_DOUBLE_EQ(back->energy_model->f_ref_mhz, 1980);
+  EXPECT_DOUBLE_EQ(back->energy_model->points[0].sm_clock_mhz, 1980);
+  // The same file as an fa-bench before the instruction term wrote it: the roofs stay, the
+  // model is missing (the run fits it again), never used.
+  auto j = nlohmann::json::parse(std::ifstream(path));
+  j["energy_model"].erase("eps_inst_pj");
+  j["energy_model"].erase("f_ref_mhz");
+  std::ofstream(path) << j.dump();
+  back = load_ceilings(path, m.key);
+  ASSERT_TRUE(back);
+  EXPECT_DOUBLE_EQ(back->dram_bytes_per_s, 4.25e12);
+  EXPECT_FALSE(back->energy_model);
+  unsetenv("XDG_CACHE_HOME");
+  std::filesystem::remove_all(dir);
 }
 
 TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
   RunResult a = record();
   a.settings.energy_window_s = 1;
   EXPECT_NE(energy_legend(a).find("over 1 s of launches"), std::string::npos) << energy_legend(a);
+  EXPECT_NE(energy_legend(a).find("0.6 pJ per bf16/fp16 FLOP, 0.35 per fp8 FLOP, 450 pJ per warp "
+                                  "instruction (at 1980 MHz, scaled by the square of the row's SM "
+                                  "clock), 22 pJ per DRAM byte, 160 W constant"),
+            std::string::npos)
+      << energy_legend(a);
+  a.ceilings.energy_model->version = 1;  // a file of an older fa-bench
   EXPECT_NE(energy_legend(a).find("0.6 pJ per bf16/fp16 FLOP, 0.35 per fp8 FLOP, 22 pJ per DRAM "
                                   "byte, 160 W constant"),
             std::string::npos)
