@@ -1268,7 +1268,9 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
         ax.set_yscale("log")
         ax.set_xlabel("arithmetic intensity [matrix FLOP per DRAM byte]")
         eps = fit["eps_flop8_pj"] if key == "fp8" else fit["eps_flop16_pj"]
-        ax.set_title(f"{prec}: ε_flop {eps:.3g} pJ, ε_byte {fit['eps_byte_pj']:.3g} pJ, "
+        inst = (f", ε_inst {fit['eps_inst_pj']:.3g} pJ" if fit.get("eps_inst_pj") is not None
+                else "")
+        ax.set_title(f"{prec}: ε_flop {eps:.3g} pJ{inst}, ε_byte {fit['eps_byte_pj']:.3g} pJ, "
                      f"constant {fit['idle_w']:.0f} W", loc="left", fontsize=9)
     axes[0].set_ylabel("energy efficiency [matrix FLOP per joule]")
     # Every panel's series in the one legend (each panel holds its own precision's variants).
@@ -1281,13 +1283,33 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
     plot.notes.append(f"Fit residuals: rms {100 * fit['residual_rms']:.1f}%, "
                       f"max {100 * fit['residual_max']:.1f}% over "
                       f"{len(fit['points'])} calibration kernels.")
+    if fit.get("eps_inst_pj") is not None:
+        models = [r["energy"].get("model") or {} for r in rows]
+        shares = sorted(m["inst_mj"] / m["total_mj"] for m in models
+                        if m.get("inst_mj") is not None and m.get("total_mj"))
+        median = (f" (median {shares[len(shares) // 2]:.0%} of these rows' modelled energy)"
+                  if shares else "")
+        plot.notes.append(
+            f"The roofs hold FLOPs, DRAM bytes and constant power at the device's highest SM "
+            f"clock ({fit.get('f_ref_mhz') or 0:.0f} MHz); the energy of the instructions a kernel "
+            f"issues (ε_inst per warp instruction){median} is its own and not in them: it is part "
+            "of a point's distance below the roofs, as is a clock held below the highest (the "
+            "dynamic energies scale with its square).")
     _title(fig, "Energy roofline (Choi et al., IPDPS 2013), fitted on this device", rows, device)
     plot.figure = fig
     return plot
 
 
-ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("byte_mj", "DRAM bytes", "#dd8452"),
+# The model's parts, bottom to top. inst_mj is absent in files before the instruction term: such
+# a record's parts are the other three (energy_parts).
+ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("inst_mj", "instructions", "#55a868"),
+                ("byte_mj", "DRAM bytes", "#dd8452"),
                 ("idle_mj", "constant power × time", "#8c8c8c"))
+
+
+def energy_parts(m: dict) -> list[tuple[str, str, str]]:
+    """The parts of ENERGY_PARTS a row's model breakdown has."""
+    return [part for part in ENERGY_PARTS if m.get(part[0]) is not None]
 
 
 def energy_split_rows(rows: list[dict]) -> list[dict]:
@@ -1309,7 +1331,8 @@ def energy_split_rows(rows: list[dict]) -> list[dict]:
 
 @_styled
 def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> Plot:
-    plot = Plot(name, "Where the energy goes at the largest N: FLOPs, DRAM bytes, constant power")
+    plot = Plot(name, "Where the energy goes at the largest N: FLOPs, instructions, DRAM bytes, "
+                      "constant power")
     rows = energy_split_rows(_energy_rows(res, device, plot))
     if not rows:
         plot.skipped = (f"no standard row with energy and the model's breakdown for {device} "
@@ -1324,7 +1347,7 @@ def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> 
         for r in [r for r in rows if (r["d"], r["causal"], r["N"]) == g]:
             m = r["energy"]["model"]
             bottom = 0.0
-            for key, _, colour in ENERGY_PARTS:
+            for key, _, colour in energy_parts(m):
                 ax.bar(x, m[key], bottom=bottom, color=colour, width=0.7, edgecolor="white",
                        linewidth=0.5)
                 bottom += m[key]
@@ -1337,7 +1360,12 @@ def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> 
     ax.set_xticklabels(labels, fontsize=7.5, rotation=30, ha="right")
     ax.set_ylabel("energy per launch [mJ]")
     ax.set_yscale("log")
-    handles = [Patch(color=c, label=f"model: {label}") for _, label, c in ENERGY_PARTS]
+    shown = {part for r in rows for part in energy_parts(r["energy"]["model"])}
+    handles = [Patch(color=c, label=f"model: {label}") for key, label, c in ENERGY_PARTS
+               if (key, label, c) in shown]
+    if any(r["energy"]["model"].get("inst_mj") is None for r in rows):
+        plot.notes.append("Rows of files before the model's instruction term have no "
+                          "instruction part.")
     handles.append(Line2D([], [], color="black", lw=1.6, label="measured (energy counter)"))
     ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     _title(fig, f"Energy split at N = {', '.join(str(n) for n in sorted({g[2] for g in groups}))}",

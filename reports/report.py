@@ -16,10 +16,10 @@ from pathlib import Path
 
 from reports.data import Results, attained_flops, bh_text, default_rows, precision
 from reports.plots import (
-    ENERGY_PARTS,
     Plot,
     all_plots,
     energy_mj,
+    energy_parts,
     energy_split_rows,
     save,
 )
@@ -429,17 +429,22 @@ def energy_table(res: Results) -> Table:
             f"{total:.4g}" if total else "-",
             f"{total / measured - 1:+.1%}" if total and measured else "-",
             f"{m['byte_mj'] / total:.0%}" if total else "-",
-            m.get("bytes_basis", "-"), e.get("reason") or "-"])
+            f"{m['inst_mj'] / total:.0%}" if total and m.get("inst_mj") is not None else "-",
+            m.get("bytes_basis", "-"),
+            "; ".join(x for x in (e.get("reason"), e.get("model_reason")) if x) or "-"])
     n = len(config_columns(res))
     return Table("energy", "Energy per launch: measured and modelled", config_columns(res) + [
         "variant", "status", "measured [mJ]", "power [W]", "SM clock mean / min [MHz]",
-        "clock held by", "model [mJ]", "model vs measured", "DRAM share (model)", "bytes from",
-        "reason"], out,
+        "clock held by", "model [mJ]", "model vs measured", "DRAM share (model)",
+        "instruction share (model)", "bytes from", "reason"], out,
         "Measured: NVML's energy counter across a window of launches back to back, between two of "
-        "its updates, divided by the launches (docs/energy.md). Model: ε_flop·FLOPs + "
-        "ε_byte·DRAM bytes + constant power × time per launch, fitted on the device; bytes from "
-        "the counters when they ran, else the IO model.",
-        left=set(range(n + 2)) | {n + 5, n + 9, n + 10}, config_cols=n)
+        "its updates, divided by the launches (docs/energy.md). Model: s·(ε_flop·FLOPs + "
+        "ε_inst·warp instructions) + ε_byte·DRAM bytes + constant power × time per launch, "
+        "s = (SM clock / the device's highest)², fitted on the device's calibration kernels; "
+        "instructions counted (a row without counters has no model figure), bytes from the "
+        "counters when they ran, else the IO model. Files before the instruction term: "
+        "ε_flop·FLOPs + ε_byte·DRAM bytes + constant power × time, no instruction share.",
+        left=set(range(n + 2)) | {n + 5, n + 10, n + 11}, config_cols=n)
 
 
 def energy_reading(res: Results) -> list[str]:
@@ -453,7 +458,7 @@ def energy_reading(res: Results) -> list[str]:
                 continue
             m = r["energy"]["model"]
             total = m["total_mj"]
-            parts = ", ".join(f"{m[k] / total:.0%} {label}" for k, label, _ in ENERGY_PARTS)
+            parts = ", ".join(f"{m[k] / total:.0%} {label}" for k, label, _ in energy_parts(m))
             text = (f"{device}, N = {r['N']}, d = {r['d']}, {causal_word(r['causal'])}: standard "
                     f"attention takes {energy_mj(r):.4g} mJ per launch (model {total:.4g} mJ: "
                     f"{parts})")
@@ -465,6 +470,8 @@ def energy_reading(res: Results) -> list[str]:
                 text += (f"; {o['label']} {energy_mj(o):.4g} mJ, {om['byte_mj'] / om['total_mj']:.0%}"
                          f" of it DRAM bytes ({om['byte_mj']:.3g} mJ against standard's "
                          f"{m['byte_mj']:.3g})")
+                if om.get("inst_mj") is not None:
+                    text += f" and {om['inst_mj'] / om['total_mj']:.0%} instructions"
             out.append(text + ".")
     return out
 

@@ -74,6 +74,7 @@ def check(files: list[str], max_spread: float, max_model: float) -> tuple[list[s
     for key in keys:
         problems = []
         measured, judged = [], []  # judged: (model error, DRAM share, bytes from the counters)
+        no_model = "no fitted energy model in the file"  # or the row's own reason
         for f, run in zip(files, runs):
             r = run.get(key)
             if r is None:
@@ -84,6 +85,8 @@ def check(files: list[str], max_spread: float, max_model: float) -> tuple[list[s
                 problems.append(f"{Path(f).name}: {why}")
                 continue
             measured.append(mj)
+            if r["energy"].get("model_reason"):  # counters off or failed: no instructions
+                no_model = r["energy"]["model_reason"]
             if model.get("total_mj"):
                 judged.append((model["total_mj"] / mj - 1, model["byte_mj"] / model["total_mj"],
                                model["bytes_basis"] == "counters"))
@@ -102,7 +105,7 @@ def check(files: list[str], max_spread: float, max_model: float) -> tuple[list[s
             if abs(model_error) > max_model:
                 problems.append(f"model off by {model_error:+.1%} (bound {max_model:.0%})")
         elif measured:
-            problems.append("no model figure (no fitted energy model in the file)")
+            problems.append(f"no model figure ({no_model})")
         ok = ok and not problems
         cells = (f"{sum(measured) / len(measured):10.4g} mJ" if measured else f"{'-':>13}",
                  f"spread {spread:6.2%}" if spread is not None else "spread      -",

@@ -15,13 +15,23 @@ from reports.schema import SchemaError, validate
 
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIT = {"status": "ok", "reason": "", "eps_flop16_pj": 0.6, "eps_flop8_pj": 0.35,
-       "eps_byte_pj": 22.0, "idle_w": 160.0, "residual_rms": 0.02, "residual_max": 0.04,
+       "eps_inst_pj": 450.0, "eps_byte_pj": 22.0, "idle_w": 160.0, "f_ref_mhz": 1980.0,
+       "residual_rms": 0.02, "residual_max": 0.04,
        "points": [{"kernel": "sleep 1 ms", "flops16": 0, "flops8": 0, "bytes": 0,
-                   "seconds": 0.001, "energy_j": 0.16, "residual": 0.0}]}
+                   "seconds": 0.001, "energy_j": 0.16, "instructions": 6.9e7,
+                   "sm_clock_mhz": 1980.0, "temperature_c": {"mean": 52.0, "max": 54.0},
+                   "residual": 0.0}]}
+CLOCK = 1960.0  # every synthetic row's mean SM clock in its energy window
+# A file of an fa-bench before the instruction term and the clock factor.
+OLD_FIT = {k: v for k, v in FIT.items() if k not in ("eps_inst_pj", "f_ref_mhz")}
+OLD_FIT["points"] = [{k: v for k, v in FIT["points"][0].items()
+                      if k not in ("instructions", "sm_clock_mhz", "temperature_c")}]
 
 
-def model_parts(result: dict) -> dict:
-    """The fitted model's figure for a row, as fa-bench writes it (bench/runner.cpp)."""
+def model_parts(result: dict, old: bool = False) -> dict:
+    """The fitted model's figure for a row, as fa-bench writes it (bench/result.cpp
+    energy_model_of); `old`: as an fa-bench before the instruction term wrote it. The sweep has
+    no counters: its instructions are taken as one per 2,000 matrix FLOPs."""
     measured = result.get("measured") or {}
     basis = "counters" if measured.get("dram_bytes") else "model"
     nbytes = measured.get("dram_bytes") or (result["model"]["bytes_read"]
@@ -29,30 +39,46 @@ def model_parts(result: dict) -> dict:
     flops = result["model"]["flops_matrix"]
     seconds = result["timing"]["median_ms"] * 1e-3
     eps = FIT["eps_flop8_pj"] if result["algorithm"] == "fp8" else FIT["eps_flop16_pj"]
-    parts = {"flop_mj": eps * 1e-12 * flops * 1e3, "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3,
+    scale = 1.0 if old else (CLOCK / FIT["f_ref_mhz"]) ** 2
+    instructions = flops / 2000
+    parts = {"flop_mj": scale * eps * 1e-12 * flops * 1e3,
+             "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3,
              "idle_mj": FIT["idle_w"] * seconds * 1e3}
+    if not old:
+        parts["inst_mj"] = scale * FIT["eps_inst_pj"] * 1e-12 * instructions * 1e3
+    extra = {} if old else {"instructions": instructions, "sm_clock_mhz": CLOCK,
+                            "clock_scale": scale}
     return {**parts, "total_mj": sum(parts.values()), "bytes_basis": basis, "flops": flops,
-            "bytes": nbytes, "seconds": seconds}
+            "bytes": nbytes, "seconds": seconds, **extra}
 
 
-def energy(result: dict, off: float = 0.0, status: str = "ok", reason: str = "") -> dict:
-    model = model_parts(result)
+def energy(result: dict, off: float = 0.0, status: str = "ok", reason: str = "",
+           old: bool = False) -> dict:
+    model = model_parts(result, old)
     mj = model["total_mj"] / (1 + off)
-    return {"status": status, "reason": reason,
-            "energy_per_launch_mj": mj if status == "ok" else None,
-            "sampled_energy_per_launch_mj": mj * 1.01, "power_w": mj / model["seconds"] * 1e-3,
-            "sampled_power_w": mj / model["seconds"] * 1e-3 * 1.01, "power_samples": 40,
-            "counter_vs_sampled": -0.01, "launches": 500, "busy_s": 500 * model["seconds"],
-            "seconds_per_launch": model["seconds"], "window_s": 1.0, "counter_mj": 1000.0,
-            "counter_updates": 50, "sm_clock_mhz": {"mean": 1960.0, "min": 1905.0, "samples": 150},
-            "clock_event_reasons": ["power cap"], "model": model}
+    e = {"status": status, "reason": reason,
+         "energy_per_launch_mj": mj if status == "ok" else None,
+         "sampled_energy_per_launch_mj": mj * 1.01, "power_w": mj / model["seconds"] * 1e-3,
+         "sampled_power_w": mj / model["seconds"] * 1e-3 * 1.01, "power_samples": 40,
+         "counter_vs_sampled": -0.01, "launches": 500, "busy_s": 500 * model["seconds"],
+         "seconds_per_launch": model["seconds"], "window_s": 1.0, "counter_mj": 1000.0,
+         "counter_updates": 50, "sm_clock_mhz": {"mean": CLOCK, "min": 1905.0, "samples": 150},
+         "clock_event_reasons": ["power cap"], "model": model}
+    if not old:
+        e["temperature_c"] = {"mean": 55.5, "max": 58.0, "samples": 150}
+    return e
 
 
-def with_energy(doc: dict, off=lambda r: 0.02, skip: str = "") -> dict:
+UNCOUNTED = "the energy model needs the counted instructions: counters off (--no-counters)"
+
+
+def with_energy(doc: dict, off=lambda r: 0.02, skip: str = "", old: bool = False,
+                uncounted: str = "") -> dict:
     """The document with energy on every timed row (model / measured = 1 + off(row)); rows of
-    variant `skip` refused."""
+    variant `skip` refused, rows of variant `uncounted` measured without a model figure (their
+    counters off); `old`: as an fa-bench before the instruction term wrote it."""
     doc = copy.deepcopy(doc)
-    doc["ceilings"]["energy_model"] = FIT
+    doc["ceilings"]["energy_model"] = OLD_FIT if old else FIT
     doc["settings"]["energy_window_s"] = 1.0
     for config in doc["configs"]:
         for r in config["results"]:
@@ -60,9 +86,12 @@ def with_energy(doc: dict, off=lambda r: 0.02, skip: str = "") -> dict:
                 continue
             if r["variant"] == skip:
                 r["energy"] = energy(r, status="refused", reason="the energy counter changed 2 "
-                                     "times in the 1.00 s window: too coarse for it")
+                                     "times in the 1.00 s window: too coarse for it", old=old)
             else:
-                r["energy"] = energy(r, off(r))
+                r["energy"] = energy(r, off(r), old=old)
+                if r["variant"] == uncounted:
+                    del r["energy"]["model"]
+                    r["energy"]["model_reason"] = UNCOUNTED
     return doc
 
 
@@ -92,6 +121,21 @@ def test_schema_takes_energy_and_refuses_impossible_values(sweep):
     bad["ceilings"]["energy_model"]["idle_w"] = "lots"
     with pytest.raises(SchemaError, match="idle_w"):
         validate(bad, "bad.json")
+    bad = copy.deepcopy(doc)
+    bad["ceilings"]["energy_model"]["eps_inst_pj"] = -1
+    with pytest.raises(SchemaError, match="eps_inst_pj"):
+        validate(bad, "bad.json")
+    bad = copy.deepcopy(doc)
+    bad["configs"][0]["results"][0]["energy"]["model"]["inst_mj"] = -1
+    with pytest.raises(SchemaError, match="inst_mj"):
+        validate(bad, "bad.json")
+    bad = copy.deepcopy(doc)
+    bad["configs"][0]["results"][0]["energy"]["temperature_c"]["max"] = "hot"
+    with pytest.raises(SchemaError, match="temperature_c"):
+        validate(bad, "bad.json")
+    # Rows without a model figure and their reason; files before the instruction term.
+    validate(with_energy(sweep, uncounted="fa2"), "uncounted.json")
+    validate(with_energy(sweep, old=True), "old.json")
 
 
 def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
@@ -114,13 +158,51 @@ def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
     reading = " ".join(out["energy"])
     assert "N = 16384, d = 64, non-causal: standard attention takes" in reading
     assert "FLOPs" in reading and "DRAM bytes" in reading and "constant power" in reading
+    assert "instructions" in reading
     assert "; fa2 " in reading and "of it DRAM bytes" in reading
+    # The split draws the instruction part; the roofline says what its roofs leave out.
+    legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
+    assert "model: instructions" in legend
+    assert any("ε_inst per warp instruction" in n for n in plots["energy-roofline"].notes)
     md = Path(out["markdown"]).read_text()
     assert "## Where the energy goes" in md
     table = next(t for t in out["tables"] if t.key == "energy")
     assert "model vs measured" in table.columns
     col = table.columns.index("model vs measured")
     assert {row[col] for row in table.rows if row[col] != "-"} == {"+2.0%"}
+    share = table.columns.index("instruction share (model)")
+    assert all(row[share].endswith("%") for row in table.rows if row[col] != "-")
+
+
+def test_report_reads_records_without_the_instruction_part(sweep, tmp_path):
+    """Files of an fa-bench before the instruction term (no inst_mj, no eps_inst_pj), and rows
+    measured without counters (no model figure, its reason): the reports still draw."""
+    pytest.importorskip("matplotlib")
+    from reports.data import Results
+    from reports.report import build
+
+    path = write(tmp_path, "old.json", with_energy(sweep, old=True))
+    out = build(Results.load([path]), tmp_path / "old", log=lambda *_: None)
+    plots = {p.name: p for p in out["plots"]}
+    for name in ("energy", "energy-roofline", "energy-split"):
+        assert plots[name].figure is not None, plots[name].skipped
+    legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
+    assert "model: instructions" not in legend and "model: DRAM bytes" in legend
+    assert any("no instruction part" in n for n in plots["energy-split"].notes)
+    reading = " ".join(out["energy"])
+    assert "standard attention takes" in reading and "instructions" not in reading
+    table = next(t for t in out["tables"] if t.key == "energy")
+    share = table.columns.index("instruction share (model)")
+    assert {row[share] for row in table.rows} == {"-"}
+
+    path = write(tmp_path, "uncounted.json", with_energy(sweep, uncounted="fa2"))
+    out = build(Results.load([path]), tmp_path / "uncounted", log=lambda *_: None)
+    table = next(t for t in out["tables"] if t.key == "energy")
+    reason = table.columns.index("reason")
+    label = table.columns.index("variant")
+    fa2 = [row for row in table.rows if row[label] == "fa2"]
+    assert fa2 and all(row[reason] == UNCOUNTED for row in fa2)
+    assert {p.name: p for p in out["plots"]}["energy-split"].figure is not None
 
 
 def test_report_without_energy_skips_the_energy_plots(sweep, tmp_path):
@@ -184,6 +266,10 @@ def test_energy_check_passes_agreeing_runs_and_names_what_fails(sweep, tmp_path)
     rc, out = run_check(tmp_path, runs)
     assert rc == 1 and "refused: the energy counter changed 2 times" in out
     assert run_check(tmp_path, runs, "--max-spread", "x")[0] == 2
+    # Rows measured without counters have no model figure: they fail, saying why.
+    runs = [with_energy(sweep, uncounted="fa2")] * 3
+    rc, out = run_check(tmp_path, runs)
+    assert rc == 1 and f"no model figure ({UNCOUNTED})" in out
 
 
 def test_energy_check_judges_the_model_on_the_counters_bytes(sweep, tmp_path):
@@ -199,3 +285,54 @@ def test_energy_check_judges_the_model_on_the_counters_bytes(sweep, tmp_path):
     assert rc == 0, out
     rc, out = run_check(tmp_path, [uncounted, uncounted, uncounted])
     assert rc == 1 and "model off by +40.0%" in out
+
+
+def test_calibration_kernels_instruction_counts_match_their_sass():
+    """The energy model's calibration kernels' instructions per launch (profiler/ceilings.cu,
+    SassCounts) against the SASS this build made of them: one loop iteration, everything outside
+    the loop on the path a warp takes, for sm_90a and sm_80. Skipped without cuobjdump or the
+    built object."""
+    import os
+    import re
+    import sys
+
+    root = Path(__file__).resolve().parents[2]
+    sys.path.insert(0, str(root / "scripts"))
+    from sass_check import find_cuobjdump, run
+
+    cuobjdump = find_cuobjdump()
+    if not cuobjdump:
+        pytest.skip("no cuobjdump (scripts/requirements-sass-tools.txt)")
+    build = Path(os.environ["FA_BENCH_BIN"]).resolve().parents[1] if os.environ.get(
+        "FA_BENCH_BIN") else root / "build"
+    obj = build / "CMakeFiles" / "fa_profiler.dir" / "profiler" / "ceilings.cu.o"
+    if not obj.is_file():
+        pytest.skip(f"{obj} not built")
+    source = (root / "profiler" / "ceilings.cu").read_text()
+    declared = {name: tuple(float(x) for x in xs) for name, *xs in
+                re.findall(r"(k\w+Sm(?:90|80))\{(\d+), (\d+), (\d+)\}", source)}
+    line = re.compile(r"/\*([0-9a-f]{4})\*/\s+([^;]*);")
+    kernels = {"Copy": "11copy_kernel", "Ffma": "23ffma_calibration_kernel",
+               "Sleep": "12sleep_kernel"}
+    for arch, suffix in (("sm_90a", "90"), ("sm_80", "80")):
+        dump = run(cuobjdump, ["-sass", "-arch", arch, str(obj)])
+        for name, mangled in kernels.items():
+            body = dump[dump.index(mangled):]
+            body = body[:body.index("..........")]
+            code = []  # (address, instruction) up to the branch to itself that pads the end
+            for addr, text in line.findall(body):
+                if text.strip() == f"BRA 0x{int(addr, 16):x}":
+                    break
+                code.append((int(addr, 16), text.strip()))
+            back = [(a, int(t, 16)) for a, ins in code
+                    for t in re.findall(r"BRA 0x([0-9a-f]+)$", ins) if int(t, 16) < a]
+            assert len(back) == 1, (arch, name, back)
+            end, start = back[0]
+            per_iteration = sum(1 for a, _ in code if start <= a <= end)
+            exits = [a for a, ins in code if ins.endswith("EXIT")]
+            # The copy's and the FFMA's warps leave at the first EXIT after the loop; the sleep
+            # kernel's lane 0 goes on to its atomic add and the last EXIT.
+            leave = exits[-1] if name == "Sleep" else min(a for a in exits if a > end)
+            fixed = sum(1 for a, _ in code if a <= leave) - per_iteration
+            early = sum(1 for a, _ in code if a <= min(exits)) if name == "Copy" else 0
+            assert declared[f"k{name}Sm{suffix}"] == (early, fixed, per_iteration), (arch, name)
