@@ -698,14 +698,10 @@ def _value_axis(ax, decades: float = 10.0) -> None:
 MARKED_POINTS = 40  # a line with more points (a sweep over N) is drawn without markers
 
 
-@_styled
-def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot:
-    plot = Plot(name, "Throughput against N, one panel per head dimension")
-    rows = default_rows(res.ok(device))
-    rows = [r for r in rows if r.get("tflops_convention")]
-    if not rows:
-        plot.skipped = f"no timed rows (status ok) for {device}"
-        return plot
+def _lines_against_n(res: Results, rows: list[dict], value, gid: str, causal_key_always: bool):
+    """One panel per head dimension, a line per variant and mask of value(row) against N (causal
+    dashed with open markers), and the legend: the figure and its panels, for the caller's axes
+    labels, limits and title."""
     ds = sorted({r["d"] for r in rows})
     ns = sorted({r["N"] for r in rows})
     fig = _figure(4.2 * len(ds) + 1.8, 4.0)
@@ -715,7 +711,7 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
         for v in variants:
             colour, marker = res.style(v)
             for causal in (False, True):
-                pts = sorted((r["N"], r["tflops_convention"]) for r in rows
+                pts = sorted((r["N"], value(r)) for r in rows
                              if r["label"] == v and r["d"] == d and r["causal"] == causal)
                 if not pts:
                     continue
@@ -723,18 +719,31 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
                         marker=marker if len(pts) <= MARKED_POINTS else None,
                         ls="--" if causal else "-", ms=5, mec=colour if causal else "black",
                         mew=1.0 if causal else 0.4, mfc="white" if causal else colour, lw=1.3,
-                        gid=f"tput-{v}-{'causal' if causal else 'full'}")
+                        gid=f"{gid}-{v}-{'causal' if causal else 'full'}")
         _n_axis(ax, ns)
         ax.set_title(f"d = {d}", loc="left")
-    axes[0].set_ylim(0, max(r["tflops_convention"] for r in rows) * 1.08)
-    axes[0].set_ylabel("throughput [TFLOP/s]\n(4·B·H·N²·d per second, halved for causal)")
     handles = [Line2D([], [], color=res.style(v)[0], marker=res.style(v)[1], mec="black",
                       mew=0.4, label=res.label(v)) for v in variants]
-    handles += [Line2D([], [], color="#555555", ls="-", label="non-causal"),
-                Line2D([], [], color="#555555", ls="--", marker="o", mfc="white", mew=1.0,
-                       label="causal (open markers)")]
-    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                    frameon=False)
+    if causal_key_always:
+        handles.append(Line2D([], [], color="#555555", ls="-", label="non-causal"))
+    if causal_key_always or any(r["causal"] for r in rows):
+        handles.append(Line2D([], [], color="#555555", ls="--", marker="o", mfc="white",
+                              mew=1.0, label="causal (open markers)"))
+    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
+    return fig, axes
+
+
+@_styled
+def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot:
+    plot = Plot(name, "Throughput against N, one panel per head dimension")
+    rows = default_rows(res.ok(device))
+    rows = [r for r in rows if r.get("tflops_convention")]
+    if not rows:
+        plot.skipped = f"no timed rows (status ok) for {device}"
+        return plot
+    fig, axes = _lines_against_n(res, rows, lambda r: r["tflops_convention"], "tput", True)
+    axes[0].set_ylim(0, max(r["tflops_convention"] for r in rows) * 1.08)
+    axes[0].set_ylabel("throughput [TFLOP/s]\n(4·B·H·N²·d per second, halved for causal)")
     _title(fig, "Throughput against sequence length", rows, device)
     plot.figure = fig
     return plot
@@ -1178,34 +1187,10 @@ def plot_energy(res: Results, device: str, name: str = "energy") -> Plot:
     if not rows:
         plot.skipped = f"no row with energy for {device}"
         return plot
-    ds = sorted({r["d"] for r in rows})
-    ns = sorted({r["N"] for r in rows})
-    fig = _figure(4.2 * len(ds) + 1.8, 4.0)
-    axes = fig.subplots(1, len(ds), squeeze=False, sharey=True)[0]
-    variants = list(dict.fromkeys(r["label"] for r in rows))
-    for ax, d in zip(axes, ds):
-        for v in variants:
-            colour, marker = res.style(v)
-            for causal in (False, True):
-                pts = sorted((r["N"], energy_mj(r)) for r in rows
-                             if r["label"] == v and r["d"] == d and r["causal"] == causal)
-                if not pts:
-                    continue
-                ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour,
-                        marker=marker if len(pts) <= MARKED_POINTS else None,
-                        ls="--" if causal else "-", ms=5, mec=colour if causal else "black",
-                        mew=1.0 if causal else 0.4, mfc="white" if causal else colour, lw=1.3,
-                        gid=f"energy-{v}-{'causal' if causal else 'full'}")
-        _n_axis(ax, ns)
+    fig, axes = _lines_against_n(res, rows, energy_mj, "energy", False)
+    for ax in axes:
         ax.set_yscale("log")
-        ax.set_title(f"d = {d}", loc="left")
     axes[0].set_ylabel("energy per launch [mJ]\n(NVML energy counter, launches back to back)")
-    handles = [Line2D([], [], color=res.style(v)[0], marker=res.style(v)[1], mec="black",
-                      mew=0.4, label=res.label(v)) for v in variants]
-    if any(r["causal"] for r in rows):
-        handles.append(Line2D([], [], color="#555555", ls="--", marker="o", mfc="white",
-                              mew=1.0, label="causal (open markers)"))
-    axes[-1].legend(handles=handles, loc="upper left", bbox_to_anchor=(1.02, 1.0), frameon=False)
     _title(fig, "Energy per attention against sequence length", rows, device)
     plot.figure = fig
     return plot
