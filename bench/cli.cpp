@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <limits>
+#include <map>
 #include <sstream>
 #include <tuple>
 
@@ -14,8 +15,7 @@
 #include "bench/plan.hpp"
 #include "bench/version.hpp"
 #include "kernels/common/fill.hpp"
-#include "kernels/fa3/fa3.hpp"
-#include "kernels/fp8/fp8.hpp"
+#include "kernels/option_flags.hpp"
 #include "kernels/registry.hpp"
 
 namespace fa::bench {
@@ -107,6 +107,11 @@ std::string list_variants_text() {
                        : "none (library GEMMs)",
         dims, types, v.hardware_path);
     if (v.availability) s += fmt::format("  available:     {}\n", v.availability());
+    for (const OptionDecl& decl : v.options) {
+      const OptionFlag* flag = option_flag(decl.name);
+      s += fmt::format("  option:        {}{}: {}\n", decl.name,
+                       flag ? " (--" + flag->name + ")" : "", decl.meaning);
+    }
   }
   return s;
 }
@@ -140,22 +145,10 @@ struct RawFlags {
   std::int64_t batch = 0, heads = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
   bool no_energy = false;
-  bool fa3_schedule_given = false;
+  std::map<std::string, bool> toggles;  // the option toggles' flags (FlagSyntax::toggle), by option
 };
 
 // Everything starting with --benchmark_ belongs to Google Benchmark; the rest is ours.
-// A schedule flag's value: one of `accepted`, a comma list of them, or all (alone).
-void check_schedule_list(const char* flag, const std::string& value,
-                         const std::vector<std::string>& accepted) {
-  const auto values = split(value + ",", ',');  // "a," keeps a trailing empty value
-  for (const std::string& v : values) {
-    if (!(v == "all" && values.size() == 1) &&
-        std::find(accepted.begin(), accepted.end(), v) == accepted.end())
-      throw BadInput{fmt::format("{}: '{}' (accepted: {}, all, or a comma list)", flag, v,
-                                 fmt::join(accepted, ", "))};
-  }
-}
-
 std::vector<std::string> split_arguments(int argc, const char* const* argv, Options& o) {
   std::vector<std::string> ours;
   for (int i = 1; i < argc; ++i) {
@@ -169,6 +162,22 @@ std::vector<std::string> split_arguments(int argc, const char* const* argv, Opti
   }
   o.command_line = "fa-bench" + (o.command_line.empty() ? "" : " " + o.command_line);
   return ours;
+}
+
+// The flags of the options the variants declare, as the registry declares them
+// (kernels/option_flags.hpp): each given value goes to Options::option_text under its option's
+// name (a toggle's after the parse), checked in resolve_option_flags.
+void add_option_flags(CLI::App& app, Options& o, RawFlags& f) {
+  for (const OptionFlag& flag : option_flags()) {
+    const std::string name = "--" + flag.name;
+    if (flag.syntax == FlagSyntax::toggle) {
+      app.add_flag(name, f.toggles[flag.option], flag.help);
+    } else {
+      app.add_option_function<std::string>(
+          name, [&o, option = flag.option](const std::string& v) { o.option_text[option] = v; },
+          flag.help);
+    }
+  }
 }
 
 void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -190,39 +199,11 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--block-q", f.block_q,
                  "query rows per block (Br) for fa1/fa2: a list, e.g. 64,128");
   app.add_option("--block-kv", f.block_kv, "key/value rows per block (Bc) for fa1/fa2: a list");
-  app.add_option(
-      "--fa2-order", o.fa2_order,
-      "fa2 thread-block order: blocks (query blocks of a head together, default) | heads "
-      "(heads interleaved) | both");
+  add_option_flags(app, o, f);
   app.add_option("--seed", o.seed, "seed of the random inputs");
   app.add_option("--inputs", o.inputs,
                  "normal (N(0,1)) | outliers (N(0,1) + N(0,100)*Bernoulli(0.001)) | uniform "
                  "(uniform(-3,3)) | heavy (N(0,1)*exp(N(0,1)))");
-  app.add_flag("--fp8-prequantized", o.fp8_prequantized,
-               "fp8: quantise once, time the attention kernel alone");
-  app.add_option("--fp8-scale", o.fp8_scale,
-                 "fp8 quantisation scales: block (per block of rows, one pass; default) | head "
-                 "(per batch and head: an amax pass first) | both (one row each)");
-  app.add_option_function<std::string>(
-      "--fa3-schedule",
-      [&o, &f](const std::string& v) {
-        o.fa3_schedule = v;
-        f.fa3_schedule_given = true;  // given empty is refused; not given: the shape's default
-      },
-      "fa3 schedule: full | no-pingpong | no-overlap | persistent | "
-      "tma-store | persistent-tma-store | dynamic | dynamic-tma-store | all, or a "
-      "comma list (one row each; --list-variants says what each is); default: the "
-      "fastest measured for the shape (each row records which; docs/performance.md)");
-  app.add_option("--fp8-schedule", o.fp8_schedule,
-                 "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
-                 "dynamic-tma-store | all, or a comma list (one row each); default: the fastest "
-                 "measured for the shape (each row records which; docs/performance.md)");
-  app.add_option("--cudnn-stats", o.cudnn_stats,
-                 "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
-                 "stats: the inference forward PyTorch requests) | both");
-  app.add_option("--fa2-dq", o.fa2_dq,
-                 "fa2 backward's dQ: atomic (fp32 atomics, default) | separate (a second kernel, "
-                 "query blocks outer, no atomics) | both");
 }
 
 void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
@@ -382,6 +363,18 @@ void resolve_variants(const RawFlags& f, Options& o) {
     throw BadInput{fmt::format("--variants: empty (accepted: all, {})", known)};
 }
 
+// Each option flag given: its text in Options::option_text, one of what the flag accepts.
+void resolve_option_flags(const CLI::App& app, const RawFlags& f, Options& o) {
+  for (const OptionFlag& flag : option_flags()) {
+    if (flag.syntax == FlagSyntax::toggle && app.count("--" + flag.name))
+      o.option_text[flag.option] = f.toggles.at(flag.option) ? "true" : "false";
+    const auto given = o.option_text.find(flag.option);
+    if (given == o.option_text.end()) continue;  // not given: the option's default
+    std::vector<OptionValue> values;
+    if (std::string e = flag_values(flag, given->second, &values); !e.empty()) throw BadInput{e};
+  }
+}
+
 // Tiles and options: every head dim must plan (bench/plan.cpp) with what was asked.
 void resolve_rows(const RawFlags& f, Options& o) {
   // Compiled tile shapes are at most a few hundred rows; anything past 65536 is a typo (and
@@ -390,22 +383,6 @@ void resolve_rows(const RawFlags& f, Options& o) {
                                   std::tuple{"--block-kv", &f.block_kv, &o.block_kv}}) {
     if (text->empty()) continue;
     for (auto v : parse_sizes(flag, *text, 65536)) list->push_back(static_cast<int>(v));
-  }
-  if (o.fa2_order != "blocks" && o.fa2_order != "heads" && o.fa2_order != "both") {
-    throw BadInput{fmt::format("--fa2-order: '{}' (accepted: blocks, heads, both)", o.fa2_order)};
-  }
-  // Comma-separated lists of schedules (kernels/fa3/fa3.hpp, kernels/fp8/fp8.hpp), or all.
-  if (f.fa3_schedule_given)  // not given: fa3's default per shape (fa3_default_schedule)
-    check_schedule_list("--fa3-schedule", o.fa3_schedule,
-                        {std::begin(kFa3Schedules), std::end(kFa3Schedules)});
-  if (!o.fp8_schedule.empty())  // empty: fp8's default per shape (fp8_default_schedule)
-    check_schedule_list("--fp8-schedule", o.fp8_schedule,
-                        {std::begin(kFp8Schedules), std::end(kFp8Schedules)});
-  if (o.cudnn_stats != "on" && o.cudnn_stats != "off" && o.cudnn_stats != "both") {
-    throw BadInput{fmt::format("--cudnn-stats: '{}' (accepted: on, off, both)", o.cudnn_stats)};
-  }
-  if (o.fa2_dq != "atomic" && o.fa2_dq != "separate" && o.fa2_dq != "both") {
-    throw BadInput{fmt::format("--fa2-dq: '{}' (accepted: atomic, separate, both)", o.fa2_dq)};
   }
   for (auto d : o.d) {
     std::vector<PlannedRow> rows;
@@ -440,9 +417,6 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
   }
   if (Inputs dist; !parse_inputs(o.inputs, &dist)) {
     throw BadInput{fmt::format("--inputs: '{}' (accepted: {})", o.inputs, inputs_names())};
-  }
-  if (o.fp8_scale != "block" && o.fp8_scale != "head" && o.fp8_scale != "both") {
-    throw BadInput{fmt::format("--fp8-scale: '{}' (accepted: block, head, both)", o.fp8_scale)};
   }
   if (o.warmup < 0) throw BadInput{fmt::format("--warmup: {} (accepted: 0 or more)", o.warmup)};
   if (app.count("--repetitions") && o.repetitions < 1) {
@@ -674,6 +648,7 @@ ParseOutcome parse_cli(int argc, const char* const* argv) {
   try {
     resolve_problem(app, f, o);
     resolve_variants(f, o);
+    resolve_option_flags(app, f, o);
     resolve_rows(f, o);
     resolve_measurement(app, f, o);
     check_indexing(o);

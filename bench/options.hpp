@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,18 +27,13 @@ struct Options {
   std::vector<int> block_kv;  // --block-kv: likewise for Bc
   // --direction: the passes each row runs, forward first (fwd | bwd | both; default fwd).
   std::vector<Direction> directions{Direction::forward};
-  std::string fa2_order = "blocks";  // --fa2-order: blocks | heads | both (thread-block order)
   std::uint64_t seed = 1234;
   std::string inputs = "normal";  // normal | outliers | uniform | heavy (kernels/common/fill.hpp)
-  bool fp8_prequantized = false;
-  std::string fp8_scale = "block";  // --fp8-scale: block | head | both (fp8's quantisation scales)
-  // --fa3-schedule: full|no-pingpong|no-overlap|persistent|...|all, or a list; empty: the
-  // default for each shape (fa3_default_schedule)
-  std::string fa3_schedule;
-  // --fp8-schedule: tiles|persistent-tma-store|...|all; empty: the default per shape
-  std::string fp8_schedule;
-  std::string cudnn_stats = "on";  // --cudnn-stats: on | off | both (the cudnn forward's lse)
-  std::string fa2_dq = "atomic";   // --fa2-dq: atomic | separate | both (fa2 backward's dQ)
+  // The option flags the run gave (--fa2-order, --fa3-schedule, ...: declared in the registry,
+  // kernels/option_flags.hpp), by the option each sets: the text as given ("both",
+  // "persistent,full"; a toggle's "true" or "false"). An option not here takes its default
+  // (bench/plan.cpp, requested_values).
+  std::map<std::string, std::string> option_text;
   int warmup = 10;
   int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;
@@ -90,6 +86,12 @@ struct Options {
   int test_fake_worker_fail = -1;
   std::vector<std::string> benchmark_args;  // --benchmark_* flags, handed to Google Benchmark
   std::string command_line;
+
+  // Whether the run gave --fp8-prequantized (option prequantized true): the record's settings.
+  bool fp8_prequantized() const {
+    const auto it = option_text.find(kOptionPrequantized);
+    return it != option_text.end() && it->second == "true";
+  }
 };
 
 // Documented exit codes (README).

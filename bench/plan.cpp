@@ -36,41 +36,49 @@ OptionValue option_default(const OptionDecl& decl, const Shape* shape) {
   return decl.shape_default && shape ? decl.shape_default(*shape) : decl.accepted.front();
 }
 
+std::string flag_values(const OptionFlag& flag, const std::string& text,
+                        std::vector<OptionValue>* out) {
+  out->clear();
+  if (!flag.every.empty() && text == flag.every) {
+    for (const FlagWord& w : flag.words) out->push_back(w.value);
+    return "";
+  }
+  // One word (choice, toggle) or a comma list of them (list: "a," has an empty second word).
+  std::vector<std::string> given;
+  if (flag.syntax == FlagSyntax::list) {
+    for (std::size_t begin = 0;;) {
+      const std::size_t end = text.find(',', begin);
+      given.push_back(text.substr(begin, end == std::string::npos ? end : end - begin));
+      if (end == std::string::npos) break;
+      begin = end + 1;
+    }
+  } else {
+    given.push_back(text);
+  }
+  for (const std::string& g : given) {
+    const auto w = std::find_if(flag.words.begin(), flag.words.end(),
+                                [&](const FlagWord& fw) { return fw.word == g; });
+    if (w == flag.words.end()) {
+      std::string accepted;
+      for (const FlagWord& fw : flag.words) accepted += (accepted.empty() ? "" : ", ") + fw.word;
+      if (!flag.every.empty()) accepted += ", " + flag.every;
+      if (flag.syntax == FlagSyntax::list) accepted += ", or a comma list";
+      out->clear();
+      return fmt::format("--{}: '{}' (accepted: {})", flag.name, g, accepted);
+    }
+    out->push_back(w->value);
+  }
+  return "";
+}
+
 std::vector<OptionValue> requested_values(const Options& o, const OptionDecl& decl,
                                           const Shape* shape) {
   std::vector<OptionValue> wanted;
-  if (decl.name == kOptionBlockOrder) {
-    if (o.fa2_order != "heads") wanted.emplace_back(std::string("blocks"));
-    if (o.fa2_order != "blocks") wanted.emplace_back(std::string("heads"));
-  } else if (decl.name == kOptionPrequantized) {
-    wanted.emplace_back(o.fp8_prequantized);
-  } else if (decl.name == kOptionFa3Schedule || decl.name == kOptionFp8Schedule) {
-    // all, one value or a comma list (bench/cli.cpp checked each)
-    const std::string& list = decl.name == kOptionFa3Schedule ? o.fa3_schedule : o.fp8_schedule;
-    if (list.empty()) {  // not named: the default (for this shape, where the option has one)
-      wanted.push_back(option_default(decl, shape));
-    } else if (list == "all") {
-      wanted = decl.accepted;
-    } else {
-      std::size_t begin = 0;
-      while (begin <= list.size()) {
-        const std::size_t end = std::min(list.find(',', begin), list.size());
-        wanted.emplace_back(list.substr(begin, end - begin));
-        begin = end + 1;
-      }
-    }
-  } else if (decl.name == kOptionDq) {
-    if (o.fa2_dq != "separate") wanted.emplace_back(std::string(kDqAtomic));
-    if (o.fa2_dq != "atomic") wanted.emplace_back(std::string(kDqSeparate));
-  } else if (decl.name == kOptionFp8Scale) {
-    if (o.fp8_scale != "head") wanted.emplace_back(std::string("block"));
-    if (o.fp8_scale != "block") wanted.emplace_back(std::string("head"));
-  } else if (decl.name == kOptionStats) {
-    if (o.cudnn_stats != "off") wanted.emplace_back(true);
-    if (o.cudnn_stats != "on") wanted.emplace_back(false);
-  } else {
-    wanted.push_back(decl.accepted.front());
-  }
+  const OptionFlag* flag = option_flag(decl.name);
+  const auto given = o.option_text.find(decl.name);
+  // Not given (or text the CLI would have refused): the default for this shape.
+  if (!flag || given == o.option_text.end() || !flag_values(*flag, given->second, &wanted).empty())
+    wanted = {option_default(decl, shape)};
   std::erase_if(wanted, [&](const OptionValue& v) {
     return std::find(decl.accepted.begin(), decl.accepted.end(), v) == decl.accepted.end();
   });

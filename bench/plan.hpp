@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/options.hpp"
+#include "kernels/option_flags.hpp"
 #include "kernels/problem.hpp"
 #include "kernels/variant.hpp"
 
@@ -34,10 +35,15 @@ struct PlannedRow {
 // (the first accepted value).
 OptionValue option_default(const OptionDecl& decl, const Shape* shape);
 
-// The values the run asks for of option `decl` (--fa2-order for block_order, --fp8-prequantized
-// for prequantized; the declared default otherwise), each one among those the option accepts.
-// An option the run does not name takes its default for `shape` where it has one
-// (OptionDecl::shape_default), else the declared default.
+// The values option flag `flag` selects when given `text` (kernels/option_flags.hpp: its syntax and
+// words), in the order their rows are planned. Returns "" or the one-line error naming the flag
+// and what it accepts.
+std::string flag_values(const OptionFlag& flag, const std::string& text,
+                        std::vector<OptionValue>* out);
+
+// The values the run asks for of option `decl`: those its flag's text selects (flag_values; e.g.
+// --fa2-order both for block_order), each one among those the option accepts. An option whose flag
+// the run does not give takes its default for `shape` (option_default).
 std::vector<OptionValue> requested_values(const Options& options, const OptionDecl& decl,
                                           const Shape* shape = nullptr);
 

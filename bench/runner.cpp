@@ -195,7 +195,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.settings.min_time_s = o.min_time_s;
   r.settings.l2 = o.cold_l2 ? "cold" : "warm";
   r.settings.inputs = o.inputs;
-  r.settings.fp8_prequantized = o.fp8_prequantized;
+  r.settings.fp8_prequantized = o.fp8_prequantized();
   r.settings.model_only = o.model_only || !device;
   r.settings.energy_window_s = o.energy && !r.settings.model_only ? o.energy_window_s : 0;
   const std::int64_t smem = o.model_smem_per_sm > 0 ? o.model_smem_per_sm

@@ -7,6 +7,7 @@
 #include "kernels/fa3/fa3_bwd.hpp"
 #include "kernels/fp8/fp8.hpp"
 #include "kernels/fp8/fp8_quant.hpp"
+#include "kernels/option_flags.hpp"
 #include "kernels/standard/standard.hpp"
 
 namespace fa {
@@ -79,10 +80,10 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().options = {{kOptionBlockOrder,
                          {std::string("blocks"), std::string("heads")},
                          "thread-block order: blocks walks the query blocks (backward: the K/V "
-                         "blocks) of one head together, heads walks heads first (--fa2-order)"},
+                         "blocks) of one head together, heads walks heads first"},
                         {kOptionDq,
                          {std::string(kDqAtomic), std::string(kDqSeparate)},
-                         "backward only (--fa2-dq): dq-atomic adds each K/V block's dQ to an fp32 "
+                         "backward only: dq-atomic adds each K/V block's dQ to an fp32 "
                          "accumulator with atomics (then a convert pass); dq-separate computes dQ "
                          "in a second kernel, query blocks outer, recomputing P and dS (no "
                          "atomics, 7 products per block pair instead of 5)",
@@ -127,7 +128,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().options = {
         {kOptionFa3Schedule,
          string_values(kFa3Schedules),
-         "FA3's ablation (--fa3-schedule; kernels/fa3/fa3.hpp): full; no-pingpong (consumer "
+         "FA3's ablation (kernels/fa3/fa3.hpp): full; no-pingpong (consumer "
          "warpgroups do not take turns); no-overlap (no softmax/product overlap inside a "
          "warpgroup); persistent (one thread block per SM walks the tiles, O from registers). "
          "Default: the fastest measured for the shape (fa3_default_schedule)",
@@ -137,10 +138,10 @@ const std::vector<VariantInfo>& variant_registry() {
     const std::vector<OptionDecl> fp8_options = {
         {kOptionPrequantized,
          {false, true},
-         "true: Q, K, V quantised once outside the timed region (--fp8-prequantized)"},
+         "true: Q, K, V quantised once outside the timed region"},
         {kOptionFp8Scale,
          {std::string("block"), std::string("head")},
-         "quantisation scales (--fp8-scale): block (Q per 64 rows, K and V per 128 keys, one pass "
+         "quantisation scales: block (Q per 64 rows, K and V per 128 keys, one pass "
          "over the inputs; the default, chosen by the CPU emulation in docs/accuracy.md) or head "
          "(one per batch and head: an amax pass first)"}};
     r.push_back(VariantInfo{
@@ -175,8 +176,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().options.push_back(
         {kOptionFp8Schedule,
          string_values(kFp8Schedules),
-         "grid and epilogue of the sm_90a kernel (--fp8-schedule; "
-         "kernels/fp8/fp8_sm90_launch.hpp): "
+         "grid and epilogue of the sm_90a kernel (kernels/fp8/fp8_sm90_launch.hpp): "
          "tiles (one thread block per tile, O from registers), persistent-tma-store "
          "(one thread block per SM walks the tiles, O through shared memory and a TMA store), "
          "dynamic-tma-store (the same, fed by an atomic tile counter); default by shape: "
@@ -232,7 +232,7 @@ const std::vector<VariantInfo>& variant_registry() {
          {true, false},
          "true: the forward writes the log-sum-exp (the training forward; default); "
          "false: no stats output (the inference forward PyTorch requests), the "
-         "row's lse is not checked (--cudnn-stats on|off|both)"}};
+         "row's lse is not checked"}};
     r.back().directions = {Direction::forward, Direction::backward};
     // d=256 is fa3's yardstick (forward). cuDNN's backward there has never run in this project's
     // tests (tests/test_backward_gpu.cpp: d 64 and 128), so its rows say so rather than run
@@ -273,6 +273,79 @@ const std::vector<VariantInfo>& variant_registry() {
 const VariantInfo* find_variant(const std::string& name) {
   for (const auto& v : variant_registry()) {
     if (v.name == name) return &v;
+  }
+  return nullptr;
+}
+
+// The flag of each option declared above (kernels/option_flags.hpp): the words a run may give and
+// the option value each selects, in the order their rows are planned.
+const std::vector<OptionFlag>& option_flags() {
+  static const std::vector<OptionFlag> flags = [] {
+    auto word = [](const char* w, const char* value) { return FlagWord{w, std::string(value)}; };
+    auto listed = [](const auto& names) {
+      std::vector<FlagWord> words;
+      for (const char* name : names) words.push_back({name, std::string(name)});
+      return words;
+    };
+    return std::vector<OptionFlag>{
+        {.name = "fa2-order",
+         .option = kOptionBlockOrder,
+         .syntax = FlagSyntax::choice,
+         .words = {word("blocks", "blocks"), word("heads", "heads")},
+         .every = "both",
+         .help = "fa2 thread-block order: blocks (query blocks of a head together, default) | "
+                 "heads (heads interleaved) | both"},
+        {.name = "fa2-dq",
+         .option = kOptionDq,
+         .syntax = FlagSyntax::choice,
+         .words = {word("atomic", kDqAtomic), word("separate", kDqSeparate)},
+         .every = "both",
+         .help = "fa2 backward's dQ: atomic (fp32 atomics, default) | separate (a second kernel, "
+                 "query blocks outer, no atomics) | both"},
+        {.name = "fa3-schedule",
+         .option = kOptionFa3Schedule,
+         .syntax = FlagSyntax::list,
+         .words = listed(kFa3Schedules),
+         .every = "all",
+         .help = "fa3 schedule: full | no-pingpong | no-overlap | persistent | all, or a comma "
+                 "list (one row each; --list-variants says what each is); default: the fastest "
+                 "measured for the shape (each row records which; docs/performance.md)"},
+        {.name = "fp8-prequantized",
+         .option = kOptionPrequantized,
+         .syntax = FlagSyntax::toggle,
+         .words = {{"true", true}, {"false", false}},
+         .every = "",
+         .help = "fp8: quantise once, time the attention kernel alone"},
+        {.name = "fp8-scale",
+         .option = kOptionFp8Scale,
+         .syntax = FlagSyntax::choice,
+         .words = {word("block", "block"), word("head", "head")},
+         .every = "both",
+         .help = "fp8 quantisation scales: block (per block of rows, one pass; default) | head "
+                 "(per batch and head: an amax pass first) | both (one row each)"},
+        {.name = "fp8-schedule",
+         .option = kOptionFp8Schedule,
+         .syntax = FlagSyntax::list,
+         .words = listed(kFp8Schedules),
+         .every = "all",
+         .help = "fp8 (sm_90a) grid and epilogue: tiles | persistent-tma-store | "
+                 "dynamic-tma-store | all, or a comma list (one row each); default: the fastest "
+                 "measured for the shape (each row records which; docs/performance.md)"},
+        {.name = "cudnn-stats",
+         .option = kOptionStats,
+         .syntax = FlagSyntax::choice,
+         .words = {{"on", true}, {"off", false}},
+         .every = "both",
+         .help = "cudnn forward: on (writes the log-sum-exp, as for training; default) | off (no "
+                 "stats: the inference forward PyTorch requests) | both"},
+    };
+  }();
+  return flags;
+}
+
+const OptionFlag* option_flag(const std::string& option) {
+  for (const auto& f : option_flags()) {
+    if (f.option == option) return &f;
   }
   return nullptr;
 }

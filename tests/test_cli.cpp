@@ -173,7 +173,7 @@ TEST(Cli, TileFlagsPickCompiledShapesOrAreRefused) {
 TEST(Plan, RowSpecsArePlannedOnce) {
   Options o;
   o.variants = {"fa2", "fp8", "fa2"};
-  o.fa2_order = "heads";
+  o.option_text[kOptionBlockOrder] = "heads";  // --fa2-order heads
   std::vector<PlannedRow> rows;
   ASSERT_EQ(plan_rows(o, 64, &rows), "");
   ASSERT_EQ(rows.size(), 2u);
@@ -183,7 +183,7 @@ TEST(Plan, RowSpecsArePlannedOnce) {
   EXPECT_EQ(option_of(rows[1], "prequantized"), "false");
   EXPECT_NE(rows[0].spec, rows[1].spec);
   // --fp8-prequantized is fp8's declared option; where its quantisation runs follows from it.
-  o.fp8_prequantized = true;
+  o.option_text[kOptionPrequantized] = "true";
   rows.clear();
   plan_rows(o, 64, &rows);
   EXPECT_EQ(option_of(rows[1], "prequantized"), "true");
@@ -206,7 +206,7 @@ TEST(Plan, RowSpecsArePlannedOnce) {
   ASSERT_EQ(rows.size(), 2u);
   EXPECT_EQ(option_of(rows[0], "fp8_scale"), "block");
   EXPECT_EQ(option_of(rows[1], "fp8_scale"), "block");
-  o.fp8_scale = "both";
+  o.option_text[kOptionFp8Scale] = "both";
   rows.clear();
   plan_rows(o, 64, &rows);
   ASSERT_EQ(rows.size(), 4u);
@@ -546,7 +546,7 @@ TEST(Cli, InputFamiliesAndFp8Scale) {
     const auto out = parse({"--inputs", fam, "--fp8-scale", "head"});
     ASSERT_EQ(out.action, ParseOutcome::Action::run) << fam << ": " << out.output;
     EXPECT_EQ(out.options.inputs, fam);
-    EXPECT_EQ(out.options.fp8_scale, "head");
+    EXPECT_EQ(out.options.option_text.at(kOptionFp8Scale), "head");
   }
   expect_bad({"--inputs", "cauchy"},
              "--inputs: 'cauchy' (accepted: normal, outliers, uniform, heavy)");

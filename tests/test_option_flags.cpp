@@ -3,11 +3,15 @@
 // bad value refused with one line naming it (exit 2).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <set>
 #include <string>
 #include <vector>
 
 #include "bench/options.hpp"
 #include "bench/plan.hpp"
+#include "kernels/option_flags.hpp"
+#include "kernels/registry.hpp"
 
 namespace fa::bench {
 namespace {
@@ -234,6 +238,11 @@ TEST(OptionFlags, BadValuesAreOneLineNamingTheFlag) {
       {{"--fa3-schedule", ""},
        "error: --fa3-schedule: '' (accepted: full, no-pingpong, no-overlap, persistent, all, or "
        "a comma list)\n"},
+      // Given empty, --fp8-schedule is refused as --fa3-schedule always was (it used to mean the
+      // default).
+      {{"--fp8-schedule", ""},
+       "error: --fp8-schedule: '' (accepted: tiles, persistent-tma-store, dynamic-tma-store, "
+       "all, or a comma list)\n"},
       {{"--fp8-schedule", "tiles,"},
        "error: --fp8-schedule: '' (accepted: tiles, persistent-tma-store, dynamic-tma-store, "
        "all, or a comma list)\n"},
@@ -257,6 +266,76 @@ TEST(OptionFlags, BadValuesAreOneLineNamingTheFlag) {
     EXPECT_NE(out.output.find(args[0].substr(0, args[0].find('='))), std::string::npos)
         << out.output;
   }
+}
+
+// Every option a variant declares has its flag in the registry (kernels/option_flags.hpp), whose
+// words select exactly the values the option accepts; each flag sets an option a variant declares,
+// once, and its help line names what it takes.
+TEST(OptionFlags, EveryDeclaredOptionHasAFlag) {
+  for (const VariantInfo& v : variant_registry()) {
+    for (const OptionDecl& decl : v.options) {
+      const OptionFlag* flag = option_flag(decl.name);
+      ASSERT_NE(flag, nullptr) << v.name << "'s option " << decl.name << " has no flag";
+      std::vector<OptionValue> values;
+      for (const FlagWord& w : flag->words) values.push_back(w.value);
+      EXPECT_TRUE(std::is_permutation(values.begin(), values.end(), decl.accepted.begin(),
+                                      decl.accepted.end()))
+          << "--" << flag->name << " selects other values than " << v.name << "'s option "
+          << decl.name << " accepts";
+    }
+  }
+  const std::string help = parse({"--help"}).output;
+  std::set<std::string> names, options;
+  for (const OptionFlag& flag : option_flags()) {
+    EXPECT_TRUE(names.insert(flag.name).second) << "--" << flag.name << " declared twice";
+    EXPECT_TRUE(options.insert(flag.option).second) << flag.option << " has two flags";
+    const bool declared =
+        std::any_of(variant_registry().begin(), variant_registry().end(),
+                    [&](const VariantInfo& v) { return v.declared(flag.option) != nullptr; });
+    EXPECT_TRUE(declared) << "--" << flag.name << " sets " << flag.option << ", declared by none";
+    EXPECT_NE(help.find("--" + flag.name), std::string::npos) << help;
+    EXPECT_FALSE(flag.help.empty()) << flag.name;
+    if (flag.syntax == FlagSyntax::toggle) {  // bench/cli.cpp gives its text as true or false
+      ASSERT_EQ(flag.words.size(), 2u) << flag.name;
+      EXPECT_EQ(flag.words[0].word, "true");
+      EXPECT_EQ(flag.words[1].word, "false");
+      EXPECT_TRUE(flag.every.empty()) << flag.name;
+      continue;
+    }
+    EXPECT_FALSE(flag.every.empty()) << flag.name;
+    for (const FlagWord& w : flag.words) {
+      EXPECT_NE(w.word, flag.every) << flag.name;
+      EXPECT_NE(flag.help.find(w.word), std::string::npos) << "--" << flag.name << ": " << w.word;
+    }
+    EXPECT_NE(flag.help.find(flag.every), std::string::npos) << flag.name;
+  }
+}
+
+// The words a flag's text selects: its syntax's, in the order the rows are planned.
+TEST(OptionFlags, FlagValuesFollowTheSyntax) {
+  const OptionFlag* order = option_flag(kOptionBlockOrder);
+  const OptionFlag* schedule = option_flag(kOptionFa3Schedule);
+  const OptionFlag* stats = option_flag(kOptionStats);
+  ASSERT_TRUE(order && schedule && stats);
+  std::vector<OptionValue> v;
+  EXPECT_EQ(flag_values(*order, "both", &v), "");
+  EXPECT_EQ(v, (std::vector<OptionValue>{std::string("blocks"), std::string("heads")}));
+  EXPECT_EQ(flag_values(*stats, "off", &v), "");
+  EXPECT_EQ(v, std::vector<OptionValue>{false});
+  EXPECT_EQ(flag_values(*schedule, "persistent,full", &v), "");
+  EXPECT_EQ(v, (std::vector<OptionValue>{std::string("persistent"), std::string("full")}));
+  EXPECT_EQ(flag_values(*schedule, "all", &v), "");
+  EXPECT_EQ(v.size(), find_variant("fa3")->declared(kOptionFa3Schedule)->accepted.size());
+  EXPECT_EQ(flag_values(*order, "blocks,heads", &v),
+            "--fa2-order: 'blocks,heads' (accepted: blocks, heads, both)");
+  EXPECT_TRUE(v.empty());
+  // A run that does not give the flag plans the option's default (for the shape, where it has
+  // one); one that does plans what it gave.
+  Options o;
+  const OptionDecl* decl = find_variant("fa2")->declared(kOptionBlockOrder);
+  EXPECT_EQ(requested_values(o, *decl), std::vector<OptionValue>{std::string("blocks")});
+  o.option_text[kOptionBlockOrder] = "heads";
+  EXPECT_EQ(requested_values(o, *decl), std::vector<OptionValue>{std::string("heads")});
 }
 
 }  // namespace
