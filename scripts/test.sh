@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Sets up what the tests need (scripts/setup.sh --test), builds everything, runs ctest (CPU tests
 # always; GPU tests when a GPU is present, else the GPU test binary once, each test skipping with
-# its reason) and, beside it, pytest, then the JSON
+# its reason), pytest, the JSON
 # Schema check of the writers' outputs (scripts/validate_results.py), the C++ formatting
 # (scripts/check_format.sh), ruff and a
 # short fuzz run (scripts/fuzz.sh; FUZZ_SECONDS, default 60, 0 skips it).
@@ -12,21 +12,6 @@ cd "$(dirname "$0")/.."
 build=${FA_BUILD_DIR:-build}
 scripts/setup.sh --test
 FA_BUILD_TESTS=ON scripts/build.sh
-bin=$build; [[ $bin = /* ]] || bin="$PWD/$bin"
-has_gpu=0
-nvidia-smi -L >/dev/null 2>&1 && has_gpu=1
-run_pytest() {
-  FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q -n "$(nproc)" tests/python
-}
-# Without a GPU, pytest runs beside ctest (neither reads what the other writes): on CI's 2 cores
-# each alone leaves a core idle for much of its run (pytest: 177 s of CPU in 131 s; ctest's tail is
-# a few long tests). With a GPU they stay apart, so GPU tests are timed alone.
-pytest_pid=""
-if [ "$has_gpu" = 0 ]; then
-  echo "test: pytest, beside ctest (log: $build/pytest.log)" >&2
-  run_pytest >"$build/pytest.log" 2>&1 &
-  pytest_pid=$!
-fi
 echo "test: ctest (log: $build/ctest.log)" >&2
 rc=0
 # Without a GPU each of the ~1100 GPU tests would start its own process only to skip (0.17 s each,
@@ -35,7 +20,7 @@ rc=0
 ctest_args=()
 gpu_junit=""
 junits=("$build/ctest-junit.xml")
-if [ "$has_gpu" = 0 ]; then
+if ! nvidia-smi -L >/dev/null 2>&1; then
   ctest_args=(-LE gpu)
   gpu_junit="$build/gpu-tests-junit.xml"
   junits+=("$gpu_junit")
@@ -83,18 +68,10 @@ if skipped:
 else:
     print(f"test: none of the {total} tests skipped")
 PY
-prc=0
-if [ -n "$pytest_pid" ]; then
-  wait "$pytest_pid" || prc=$?
-  echo "test: pytest" >&2
-  cat "$build/pytest.log"
-fi
 [ "$rc" -eq 0 ] || { echo "test: ctest FAILED (exit $rc; log: $build/ctest.log)" >&2; exit "$rc"; }
-[ "$prc" -eq 0 ] || { echo "test: pytest FAILED (exit $prc; log: $build/pytest.log)" >&2; exit "$prc"; }
-if [ -z "$pytest_pid" ]; then
-  echo "test: pytest" >&2
-  run_pytest
-fi
+echo "test: pytest" >&2
+bin=$build; [[ $bin = /* ]] || bin="$PWD/$bin"
+FA_BENCH_BIN="$bin/bin/fa-bench" .venv/bin/python -m pytest -q -n "$(nproc)" tests/python
 # The writers' outputs ctest wrote (C++ without a GPU, the C++ full record, the Python writer)
 # against schema/fa-bench-result.schema.json; committed files: tests/python/test_json_schema.py.
 echo "test: JSON Schema" >&2
