@@ -393,7 +393,7 @@ TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
     return r.configs.at(0).results.at(0);
   };
   // cudnn's rows, where the peer is built (a build without the cudnn-frontend headers says that
-  // on every cudnn row instead: the GPU machine's check built so on 2026-11-26).
+  // on every cudnn row instead).
   if (cudnn_library_status().find("not built") == std::string::npos) {
     const auto bwd = only_row({"--variants", "cudnn", "--direction", "bwd"});
     EXPECT_EQ(bwd.status, Status::unsupported);
@@ -409,6 +409,30 @@ TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
   EXPECT_NE(persistent.reason.find("schedules full, no-pingpong and no-overlap run this tile"),
             std::string::npos)
       << persistent.reason;
+}
+
+// fp16 has the head dim's default schedule alone (fa3::schedule_built): its ablation rows say so.
+TEST(Plan, Fp16Fa3AblationRowsSayTheyAreBf16Only) {
+  if (fa3_build_status().find("built for sm_90a") == std::string::npos)
+    GTEST_SKIP() << "fa3 not built: " << fa3_build_status();
+  auto only_row = [](const char* d, const char* schedule) {
+    const auto out = parse({"--variants", "fa3", "--dtype", "fp16", "--N", "1024", "--d", d,
+                            "--fa3-schedule", schedule, "--model-only"});
+    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+    const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+    EXPECT_EQ(r.configs.size(), 1u);
+    EXPECT_EQ(r.configs.at(0).results.size(), 1u);
+    return r.configs.at(0).results.at(0);
+  };
+  for (const char* d : {"64", "128"}) {
+    for (const char* schedule : {"no-overlap", "persistent"}) {
+      const auto row = only_row(d, schedule);
+      EXPECT_EQ(row.status, Status::unsupported) << d << " " << schedule;
+      EXPECT_NE(row.reason.find("compiled for bf16 alone"), std::string::npos) << row.reason;
+    }
+    const char* own = std::string(d) == "64" ? "no-pingpong" : "full";
+    EXPECT_NE(only_row(d, own).status, Status::unsupported) << d << " " << own;
+  }
 }
 
 // A row records whether its option values are the shape's defaults (default_options), so scripts

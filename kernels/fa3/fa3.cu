@@ -153,8 +153,11 @@ std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
   const std::string* name = value ? std::get_if<std::string>(value) : nullptr;
   const NamedSchedule* n = name ? schedule_named(*name) : nullptr;
   if (!n) return "";
-  const Tiles t = row.tiles();
   const int d = static_cast<int>(s.d);
+  if (!fa3::schedule_built(n->schedule, d, s.dtype))
+    return "unsupported: schedule " + *name + " is compiled for bf16 alone (fp16 runs " +
+           fa3::default_schedule(d) + ", the default at d=" + std::to_string(d) + ")";
+  const Tiles t = row.tiles();
   const fa3::Plan plan = fa3::plan_of(n->schedule, d, t.block_kv, s.causal, t.block_q / 64,
                                       fa3::o_buffer_fits(d, t.block_q, t.block_kv));
   if (!fa3::grid_built(plan.grid, t.block_q, t.block_kv, s.causal)) {

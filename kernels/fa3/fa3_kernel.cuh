@@ -58,12 +58,6 @@
 // columns of S).
 #pragma once
 
-// wgmma's n = 80 (d=256's Q K^T) is one of CuTe's "extended" shapes: without this, its selector
-// would cover 80 columns with 5 atoms of n = 16. The selector's choice for n = 64, 128, 192 is
-// the same either way (it tries the widest n that divides the tile first).
-#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#define CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
-#endif
 // clang-format off
 #include <cute/arch/cluster_sm90.hpp>
 #include <cute/tensor.hpp>
@@ -75,6 +69,7 @@
 #include <climits>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
@@ -111,6 +106,9 @@ struct Fa3Traits : hopper::ForwardShape<D_, BR_, BC_, kStages, producer_regs(BR_
   using Shape = typename Fa3Traits::ForwardShape;
   using Shape::D, Shape::BR, Shape::BC, Shape::kStages, Shape::kConsumerWarpgroups;
   static_assert(D % 64 == 0 && BC % 16 == 0);
+#ifndef CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED
+  static_assert(BC % 64 == 0, "Bc = 80 needs CuTe's extended wgmma shapes (fa3_d256.cu)");
+#endif
 
   using T = T_;     // __nv_bfloat16 or __half: what the epilogue stores
   using OutT = T_;  // (hopper::forward's name)
@@ -128,7 +126,7 @@ struct Fa3Traits : hopper::ForwardShape<D_, BR_, BC_, kStages, producer_regs(BR_
       make_ordered_layout(cute::Shape<Int<D>, Int<BC>, Int<kStages>>{}, Step<_2, _1, _3>{})));
 
   // One wgmma atom per consumer warpgroup, stacked along the query rows (n = Bc: with n = 80, an
-  // extended shape, CUTE_SM90_EXTENDED_MMA_SHAPES_ENABLED above).
+  // extended shape, which fa3_d256.cu turns on).
   using AtomLayout = Layout<cute::Shape<Int<kConsumerWarpgroups>, _1, _1>>;
   using MmaS = decltype(make_tiled_mma(
       GMMA::ss_op_selector<E, E, float, cute::Shape<_64, Int<BC>, Int<D>>>(), AtomLayout{}));
@@ -163,7 +161,9 @@ struct Fa3Traits : hopper::ForwardShape<D_, BR_, BC_, kStages, producer_regs(BR_
   using OBuffer = hopper::OBuffer<E, D, kConsumerWarpgroups>;
   using SmemLayoutO = typename OBuffer::SmemLayout;
   using TmaO = typename OBuffer::Tma;
-  static auto tma_o(void* p, int N, int heads) { return OBuffer::tma(p, N, heads); }
+  static auto tma_o(void* p, int N, int heads) {
+    return OBuffer::tma(p, N, heads);
+  }
 
   static constexpr std::uint32_t kBytesQ = BR * D * sizeof(E);
   static constexpr std::uint32_t kBytesKV = BC * D * sizeof(E);
@@ -322,6 +322,12 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
                   kDefault);
     }
     return unbuilt("fault injection is compiled for schedules full and no-pingpong (d=64)");
+  } else if constexpr (std::is_same_v<T, __half>) {
+    if (!schedule_built(schedule, D, DType::fp16))
+      return unbuilt("fp16 runs its default schedule alone (the ablation is compiled for bf16)");
+    constexpr bool kPingPong = default_pingpong(D);
+    return go(fa3_forward_kernel<Traits, CAUSAL, kPingPong, true, kDefault.grid, kDefault.epilogue>,
+              kDefault);
   } else {
     switch (schedule) {
       case Schedule::no_pingpong:

@@ -20,6 +20,18 @@ namespace fa::fa3 {
 // persistent pins the static persistent grid with the register epilogue.
 enum class Schedule { full, no_pingpong, no_overlap, persistent };
 
+// The head dim's default schedule (default_schedule, fa3_tiles.hpp).
+constexpr Schedule default_schedule_of(int d) {
+  return default_pingpong(d) ? Schedule::full : Schedule::no_pingpong;
+}
+
+// The schedules compiled per element type: bf16 has every schedule, fp16 the head dim's default
+// alone. The ablation explains the schedule, which the element type does not change, and every
+// fp16 copy of it cost each tile's translation unit about 6 of its 20 kernels in every build.
+constexpr bool schedule_built(Schedule s, int d, DType dtype) {
+  return dtype != DType::fp16 || s == default_schedule_of(d);
+}
+
 using hopper::Epilogue;
 using hopper::Grid;
 using hopper::kMaxSmemBytes;

@@ -35,8 +35,11 @@ inline Tiles shape_default_tiles(const Shape& s) {
 
 // The default schedule (option fa3_schedule) per head dim: at d=64 the lazy rescale leaves a
 // softmax too short for the warpgroups' ping-pong turns to pay (no-pingpong); full elsewhere.
+constexpr bool default_pingpong(std::int64_t d) {
+  return d != 64;
+}
 inline const char* default_schedule(std::int64_t d) {
-  return d == 64 ? "no-pingpong" : "full";
+  return default_pingpong(d) ? "full" : "no-pingpong";
 }
 
 // The grid and epilogue of the default schedules (full, no-pingpong, no-overlap and the fault
