@@ -27,15 +27,20 @@
 //               P^T = exp2(S^T scale log2e - lse_i)  masked (causal key > query) only on the
 //                                                   query blocks that reach the diagonal
 //               dS^T = P^T o (dP^T - D_i)
-//               dV_w += P^T dO_i, dK_w += dS^T Q_i   wgmma RS: P^T and dS^T, converted to 16
-//                                                   bits, are the A operands from registers; Q_i
-//                                                   and dO_i are read MN-major from their buffers
+//               dV_w += P^T dO_i                     wgmma RS: P^T, converted to 16 bits, is the
+//                                                   A operand from registers; dO_i is read
+//                                                   MN-major from its buffer
 //               dS^T -> shared memory (double-buffered), named barrier of both warpgroups
 //               dQ_i = dS K_j                        wgmma SS (dS MN-major): warpgroup w takes
 //                                                   half of dQ_i's columns
-//               dQ_i -> shared memory in the accumulator's thread order, then one TMA bulk
-//               reduce-add (cp.reduce.async.bulk .add.f32) of the warpgroup's share into the fp32
-//               accumulator, issued and not waited for: it drains while the next block runs.
+//               dK_w += dS^T Q_i                     wgmma RS, as dV's
+//               dQ_i -> shared memory in the accumulator's thread order while dK's product runs
+//               (two buffers: block i waits only for the reads of block i-2's), handed to the
+//               dQ writer
+//     dQ writer producer warp 1: for each query block, once both consumer warpgroups wrote
+//               their dQ shares, TMA bulk reduce-adds (cp.reduce.async.bulk .add.f32) of them
+//               into the fp32 accumulator; when the copies have read the buffer, it is free
+//               again. The consumers never wait on a reduction (FlashAttention-3's dQ warp).
 //             epilogue: dK *= scale; dK, dV written once from registers.
 //   post-pass dQ = scale * accumulator, read back from the thread order, in the input type.
 //
@@ -83,9 +88,10 @@ using hopper::wgmma_issue;
 using FullBarrier = cutlass::arch::ClusterTransactionBarrier;
 using EmptyBarrier = cutlass::arch::ClusterBarrier;
 
-// Named barriers: both consumer warpgroups' dS tile (kDsBarrier), each warpgroup's dQ share
-// (kDqBarrier + w).
-inline constexpr int kDsBarrier = 1, kDqBarrier = 2;
+// Named barriers: both consumer warpgroups' dS tile (kDsBarrier); per dQ buffer b, the consumers'
+// shares written (kDqFull + b) and read by the reductions (kDqEmpty + b), each between the
+// consumers and the dQ writer warp. CUTLASS's NamedBarrier takes ids 0-7 (8 are reserved).
+inline constexpr int kDsBarrier = 1, kDqFull = 2, kDqEmpty = 4;
 
 template <int D_, int BR_, typename T_>
 struct Traits {
@@ -164,7 +170,7 @@ struct Traits {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> d_o;
     array_aligned<E, cosize_v<SmemLayoutDs>, 1024> ds;
-    array_aligned<float, kConsumerWarpgroups * kDqShare, 128> dq;
+    array_aligned<float, 2 * kConsumerWarpgroups * kDqShare, 128> dq;  // [buffer][warpgroup]
     alignas(16) float lse[kStages][BR];
     alignas(16) float delta[kStages][BR];
     std::uint64_t kv_full;
@@ -230,6 +236,33 @@ struct QueryBlocks {
     if constexpr (FAULTS) masked = count;  // the fault hooks move the mask's edge
   }
 };
+
+// Threads at the dQ buffers' barriers: the consumers and the dQ writer warp.
+template <typename Tr>
+inline constexpr int kDqThreads = Tr::kConsumerThreads + 32;
+
+// The dQ writer (one warp): for each of the K/V block's query blocks, the consumers' dQ shares
+// bulk-added into the accumulator (lane 0 issues), then the buffer released once read. The last
+// two blocks' buffers are not released: no consumer waits for them.
+template <typename Tr, bool FAULTS>
+__device__ __forceinline__ void dq_writer(const Params<Tr>& p, const float* dq_buffers, int bh,
+                                          int first_block, int num_blocks) {
+  const bool issuer = threadIdx.x % 32 == 0;
+  const std::int64_t head = static_cast<std::int64_t>(bh) * p.num_q_blocks;
+  for (int i = 0; i < num_blocks; ++i) {
+    const int buffer = i & 1, m = first_block + i;
+    cutlass::arch::NamedBarrier::sync(kDqThreads<Tr>, kDqFull + buffer);
+    if (issuer && !(FAULTS && m == p.fault.drop_dq_block)) {
+      const float* shares = dq_buffers + buffer * Tr::kConsumerWarpgroups * Tr::kDqShare;
+      bulk_reduce_add(p.dq_accum + (head + m) * Tr::kConsumerWarpgroups * Tr::kDqShare, shares,
+                      Tr::kConsumerWarpgroups * Tr::kDqShare * static_cast<int>(sizeof(float)));
+      tma_store_arrive();
+    }
+    if (issuer) tma_store_wait<0>();  // the buffer has been read (and, last, before the exit)
+    __syncwarp();
+    if (i + 2 < num_blocks) cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqEmpty + buffer);
+  }
+}
 
 template <typename Tr, bool CAUSAL, bool FAULTS>
 __global__ void __launch_bounds__(Tr::kThreads, 1)
@@ -309,6 +342,8 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
         SM90_BULK_COPY_G2S::copy(delta_head + static_cast<std::int64_t>(m) * BR, &smem.do_full[s],
                                  smem.delta[s], Tr::kBytesRow);
       }
+    } else if (threadIdx.x / 32 == 1) {
+      dq_writer<Tr, FAULTS>(p, smem.dq.data(), bh, blocks.first, num_blocks);
     }
     return;
   }
@@ -368,10 +403,6 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     for (int e = 0; e < 4; ++e) dv[i][e] = dk[i][e] = 0.0f;
   }
   const int shift = FAULTS ? p.fault.mask_shift : 0;
-  const bool issuer = ct % 128 == 0;  // issues the warpgroup's dQ reductions
-  float* dq_share = smem.dq.data() + cwg * Tr::kDqShare;
-  const std::int64_t dq_head =
-      static_cast<std::int64_t>(bh) * p.num_q_blocks * Tr::kConsumerWarpgroups;
 
   // P^T (in s) from the scores: exp2(s scale log2e - lse), masked where the key is past the query.
   auto probabilities = [&](const float* lse, int q0, auto masked) {
@@ -408,30 +439,24 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       *reinterpret_cast<std::uint32_t*>(&sdSb(q, key_a + 8)) = sm80::pack2<T>(dp[n][2], dp[n][3]);
     }
   };
-  // The warpgroup's dQ share into shared memory (float4 per tile: conflict-free), then one bulk
-  // reduce-add into the accumulator. The previous reduction must have read the share first.
-  auto reduce_dq = [&](int m) {
-    if (issuer) tma_store_wait<0>();
-    cutlass::arch::NamedBarrier::sync(128, kDqBarrier + cwg);
+  // Block i's dQ share into its buffer (float4 per tile: conflict-free), for the dQ writer; the
+  // buffer's previous contents (block i-2) must have been read by their reduction first.
+  auto stage_dq = [&](int i) {
+    const int buffer = i & 1;
+    if (i >= 2) cutlass::arch::NamedBarrier::sync(kDqThreads<Tr>, kDqEmpty + buffer);
+    float* share = smem.dq.data() + (buffer * Tr::kConsumerWarpgroups + cwg) * Tr::kDqShare;
 #pragma unroll
     for (int n = 0; n < QC; ++n)
-      reinterpret_cast<float4*>(dq_share)[n * 128 + ct % 128] =
+      reinterpret_cast<float4*>(share)[n * 128 + ct % 128] =
           make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
-    cutlass::arch::fence_view_async_shared();  // the writes, visible to the bulk copy
-    cutlass::arch::NamedBarrier::sync(128, kDqBarrier + cwg);
-    if (issuer && !(FAULTS && m == p.fault.drop_dq_block)) {
-      bulk_reduce_add(
-          p.dq_accum + (dq_head + static_cast<std::int64_t>(m) * Tr::kConsumerWarpgroups + cwg) *
-                           Tr::kDqShare,
-          dq_share, Tr::kDqShare * static_cast<int>(sizeof(float)));
-      tma_store_arrive();
-    }
+    cutlass::arch::fence_view_async_shared();  // the writes, visible to the bulk copies
+    cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqFull + buffer);
   };
 
   if (num_blocks > 0) wait_barrier(&smem.kv_full, 0, "kv_full", 0);
   // Inlined by force: at d = 64 nvcc kept the masked copy out of line, its accumulators on the
   // stack (a 1.6 KB frame, 30x slower).
-  auto step = [&](int i, auto masked) __attribute__((always_inline)) {
+  auto step = [&](int i, bool masked) __attribute__((always_inline)) {
     const int m = blocks.first + i, s_ = i % kStages, buffer = i & 1;
     const std::uint32_t phase = (i / kStages) & 1;
     const int q0 = m * BR;
@@ -441,31 +466,33 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     wgmma_issue<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, s_), tSrdP);
     warpgroup_wait<1>();  // S^T done
     warpgroup_fence_operand(tSrS);
-    probabilities(smem.lse[s_], q0, masked);
+    if (masked)
+      probabilities(smem.lse[s_], q0, std::true_type{});
+    else
+      probabilities(smem.lse[s_], q0, std::false_type{});
     warpgroup_wait<0>();  // dP^T done
     warpgroup_fence_operand(tSrdP);
     score_gradients(smem.delta[s_]);
     to_operand(s, tVrP);
     wgmma_issue<false, true>(mma_dkv, tVrP, tVrdOt(_, _, _, s_), tVrdV);
     to_operand(dp, tKrdS);
-    wgmma_issue<false, true>(mma_dkv, tKrdS, tKrQt(_, _, _, s_), tKrdK);
     store_ds(buffer);
     cutlass::arch::fence_view_async_shared();  // dS, visible to wgmma
     cutlass::arch::NamedBarrier::sync(Tr::kConsumerThreads, kDsBarrier);
+    // dQ before dK (FlashAttention-3's order): dQ's staging then runs while dK's product does.
     Tensor tQrdSb = tQrdS(_, _, _, buffer);
     wgmma_issue<true, false>(mma_dq, tQrdSb, tQrKt, tQrdQ);
-    warpgroup_wait<0>();
+    wgmma_issue<false, true>(mma_dkv, tKrdS, tKrQt(_, _, _, s_), tKrdK);
+    warpgroup_wait<1>();  // dV and dQ done
+    warpgroup_fence_operand(tQrdQ);
+    stage_dq(i);
+    warpgroup_wait<0>();  // dK done
     warpgroup_fence_operand(tVrdV);
     warpgroup_fence_operand(tKrdK);
-    warpgroup_fence_operand(tQrdQ);
     EmptyBarrier::arrive(&smem.q_empty[s_]);
     EmptyBarrier::arrive(&smem.do_empty[s_]);
-    reduce_dq(m);
   };
-  int i = 0;
-  for (; i < blocks.masked && i < num_blocks; ++i) step(i, std::true_type{});
-  for (; i < num_blocks; ++i) step(i, std::false_type{});
-  if (issuer) tma_store_wait<0>();  // shared memory outlives the last reduction's read
+  for (int i = 0; i < num_blocks; ++i) step(i, i < blocks.masked);
 
   // Epilogue: dK = scale dS^T Q, dV; keys past N are not written.
   T* dk_head = static_cast<T*>(p.dk) + static_cast<std::int64_t>(bh) * N * D;

@@ -314,14 +314,19 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
   };
   constexpr auto unbuilt = [](const char* what) { return std::string("fa3: ") + what; };
   if constexpr (FAULTS) {
-    if (schedule == Schedule::full)
-      return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue>, kDefault);
+    // The fault builds of the schedules the type has (schedule_built): full, d=64's no-pingpong.
+    constexpr DType kType = std::is_same_v<T, __half> ? DType::fp16 : DType::bf16;
+    if constexpr (schedule_built(Schedule::full, D, kType)) {
+      if (schedule == Schedule::full)
+        return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue>, kDefault);
+    }
     if constexpr (D == 64) {  // d=64's default schedule (fa3_default_schedule, fa3.hpp)
       if (schedule == Schedule::no_pingpong)
         return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue, false>,
                   kDefault);
     }
-    return unbuilt("fault injection is compiled for schedules full and no-pingpong (d=64)");
+    return unbuilt(
+        "fault injection is compiled for the type's schedules: full (bf16 at d=64), no-pingpong");
   } else if constexpr (std::is_same_v<T, __half>) {
     if (!schedule_built(schedule, D, DType::fp16))
       return unbuilt("fp16 runs its default schedule alone (the ablation is compiled for bf16)");
