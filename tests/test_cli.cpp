@@ -20,16 +20,12 @@
 #include "kernels/fa3/fa3.hpp"
 #include "kernels/registry.hpp"
 #include "profiler/atomic_file.hpp"
+#include "tests/parse_args.hpp"
 
 namespace fa::bench {
 namespace {
 
-ParseOutcome parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "fa-bench");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  return parse_cli(static_cast<int>(argv.size()), argv.data());
-}
+using test::parse;
 
 void expect_bad(std::vector<std::string> args, const std::string& must_mention) {
   const auto out = parse(args);

@@ -17,16 +17,12 @@
 #include "bench/plan.hpp"
 #include "bench/result_json.hpp"
 #include "bench/runner.hpp"
+#include "tests/parse_args.hpp"
 
 namespace fa::bench {
 namespace {
 
-ParseOutcome parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "fa-bench");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  return parse_cli(static_cast<int>(argv.size()), argv.data());
-}
+using test::parse;
 
 Options options(std::vector<std::string> args) {
   const auto out = parse(std::move(args));

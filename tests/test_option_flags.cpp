@@ -12,16 +12,12 @@
 #include "bench/plan.hpp"
 #include "kernels/option_flags.hpp"
 #include "kernels/registry.hpp"
+#include "tests/parse_args.hpp"
 
 namespace fa::bench {
 namespace {
 
-ParseOutcome parse(std::vector<std::string> args) {
-  args.insert(args.begin(), "fa-bench");
-  std::vector<const char*> argv;
-  for (auto& a : args) argv.push_back(a.c_str());
-  return parse_cli(static_cast<int>(argv.size()), argv.data());
-}
+using test::parse;
 
 // Every row the command line plans, configuration by configuration, as "N d [causal]: spec".
 std::vector<std::string> planned(const std::vector<std::string>& args) {
