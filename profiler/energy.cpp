@@ -30,62 +30,49 @@ class NvmlPowerSource final : public PowerSource {
   using ErrorStringFn = const char* (*)(int);
 
   NvmlPowerSource(Device device, const SymbolLookup& symbol) : device_(device) {
-    energy_ = reinterpret_cast<EnergyFn>(symbol("nvmlDeviceGetTotalEnergyConsumption"));
-    power_ = reinterpret_cast<PowerFn>(symbol("nvmlDeviceGetPowerUsage"));
-    clock_ = reinterpret_cast<ClockFn>(symbol("nvmlDeviceGetClockInfo"));
+    energy_ = reinterpret_cast<EnergyFn>(symbol(kEnergyName));
+    power_ = reinterpret_cast<PowerFn>(symbol(kPowerName));
+    clock_ = reinterpret_cast<ClockFn>(symbol(kClockName));
     // Renamed in driver 535; older drivers have only the old name, with the same bits.
     reasons_ = reinterpret_cast<ReasonsFn>(symbol(kReasonsName));
     if (!reasons_) reasons_ = reinterpret_cast<ReasonsFn>(symbol(kReasonsOldName));
-    temperature_ = reinterpret_cast<TemperatureFn>(symbol("nvmlDeviceGetTemperature"));
-    max_clock_ = reinterpret_cast<ClockFn>(symbol("nvmlDeviceGetMaxClockInfo"));
+    temperature_ = reinterpret_cast<TemperatureFn>(symbol(kTemperatureName));
+    max_clock_ = reinterpret_cast<ClockFn>(symbol(kMaxClockName));
     error_string_ = reinterpret_cast<ErrorStringFn>(symbol("nvmlErrorString"));
   }
 
-  Reading total_energy_mj() override {
-    if (!energy_) return missing("nvmlDeviceGetTotalEnergyConsumption");
-    unsigned long long mj = 0;
-    const int code = energy_(device_, &mj);
-    return checked(code, mj);
-  }
-  Reading power_mw() override {
-    if (!power_) return missing("nvmlDeviceGetPowerUsage");
-    unsigned mw = 0;
-    const int code = power_(device_, &mw);
-    return checked(code, mw);
-  }
-  Reading sm_clock_mhz() override {
-    if (!clock_) return missing("nvmlDeviceGetClockInfo");
-    unsigned mhz = 0;
-    const int code = clock_(device_, kClockSm, &mhz);
-    return checked(code, mhz);
-  }
+  Reading total_energy_mj() override { return read<unsigned long long>(energy_, kEnergyName); }
+  Reading power_mw() override { return read<unsigned>(power_, kPowerName); }
+  Reading sm_clock_mhz() override { return read<unsigned>(clock_, kClockName, kClockSm); }
   Reading clock_event_reasons() override {
-    if (!reasons_) return missing(kReasonsName);
-    unsigned long long bits = 0;
-    const int code = reasons_(device_, &bits);
-    return checked(code, bits);
+    return read<unsigned long long>(reasons_, kReasonsName);
   }
   Reading temperature_c() override {
-    if (!temperature_) return missing("nvmlDeviceGetTemperature");
-    unsigned c = 0;
-    const int code = temperature_(device_, kTemperatureGpu, &c);
-    return checked(code, c);
+    return read<unsigned>(temperature_, kTemperatureName, kTemperatureGpu);
   }
   Reading max_sm_clock_mhz() override {
-    if (!max_clock_) return missing("nvmlDeviceGetMaxClockInfo");
-    unsigned mhz = 0;
-    const int code = max_clock_(device_, kClockSm, &mhz);
-    return checked(code, mhz);
+    return read<unsigned>(max_clock_, kMaxClockName, kClockSm);
   }
 
  private:
+  static constexpr const char* kEnergyName = "nvmlDeviceGetTotalEnergyConsumption";
+  static constexpr const char* kPowerName = "nvmlDeviceGetPowerUsage";
+  static constexpr const char* kClockName = "nvmlDeviceGetClockInfo";
   static constexpr const char* kReasonsName = "nvmlDeviceGetCurrentClocksEventReasons";
   static constexpr const char* kReasonsOldName = "nvmlDeviceGetCurrentClocksThrottleReasons";
+  static constexpr const char* kTemperatureName = "nvmlDeviceGetTemperature";
+  static constexpr const char* kMaxClockName = "nvmlDeviceGetMaxClockInfo";
   static constexpr int kClockSm = 1;         // NVML_CLOCK_SM
   static constexpr int kTemperatureGpu = 0;  // NVML_TEMPERATURE_GPU
 
-  static Reading missing(const char* name) {
-    return Reading::failed(std::string("this driver's NVML has no ") + name);
+  // One NVML getter, fn(device, args..., &value): its value, its error, or that the driver's
+  // NVML lacks it (`name`).
+  template <typename Value, typename Fn, typename... Args>
+  Reading read(Fn fn, const char* name, Args... args) const {
+    if (!fn) return Reading::failed(std::string("this driver's NVML has no ") + name);
+    Value value = 0;
+    const int code = fn(device_, args..., &value);
+    return checked(code, value);
   }
   Reading checked(int code, std::uint64_t value) const {
     if (code == 0) return Reading::of(value);
