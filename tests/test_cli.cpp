@@ -375,18 +375,24 @@ TEST(Plan, Fp8DefaultScheduleFollowsTheShape) {
     EXPECT_EQ(schedule, "tiles") << "d=" << std::get<0>(key) << " N=" << std::get<2>(key);
 }
 
+// The one row a model-only run of `args` plans (one configuration, one variant).
+VariantResult only_planned_row(std::vector<std::string> args) {
+  args.push_back("--model-only");
+  const auto out = parse(args);
+  EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  EXPECT_EQ(r.configs.size(), 1u);
+  EXPECT_EQ(r.configs.at(0).results.size(), 1u);
+  return r.configs.at(0).results.at(0);
+}
+
 // d=256's rows that have not run in this project's checks say so: cudnn's backward (checked at d
 // 64 and 128 only); fa3's causal persistent grid at 128x80 (it spills) names the schedules that
 // run that tile, not a tile d=256 does not have.
 TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
   auto only_row = [](std::vector<std::string> args) {
-    args.insert(args.end(), {"--N", "1024", "--d", "256", "--model-only"});
-    const auto out = parse(args);
-    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
-    const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
-    EXPECT_EQ(r.configs.size(), 1u);
-    EXPECT_EQ(r.configs.at(0).results.size(), 1u);
-    return r.configs.at(0).results.at(0);
+    args.insert(args.end(), {"--N", "1024", "--d", "256"});
+    return only_planned_row(args);
   };
   // cudnn's rows, where the peer is built (a build without the cudnn-frontend headers says that
   // on every cudnn row instead).
@@ -412,13 +418,8 @@ TEST(Plan, Fp16Fa3AblationRowsSayTheyAreBf16Only) {
   if (fa3_build_status().find("built for sm_90a") == std::string::npos)
     GTEST_SKIP() << "fa3 not built: " << fa3_build_status();
   auto only_row = [](const char* d, const char* schedule) {
-    const auto out = parse({"--variants", "fa3", "--dtype", "fp16", "--N", "1024", "--d", d,
-                            "--fa3-schedule", schedule, "--model-only"});
-    EXPECT_EQ(out.action, ParseOutcome::Action::run) << out.output;
-    const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
-    EXPECT_EQ(r.configs.size(), 1u);
-    EXPECT_EQ(r.configs.at(0).results.size(), 1u);
-    return r.configs.at(0).results.at(0);
+    return only_planned_row({"--variants", "fa3", "--dtype", "fp16", "--N", "1024", "--d", d,
+                             "--fa3-schedule", schedule});
   };
   for (const char* d : {"64", "128"}) {
     for (const char* schedule : {"no-overlap", "persistent"}) {

@@ -313,9 +313,9 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
     return hopper::prepare_forward<Traits>(kernel, plan, p, launch, out);
   };
   constexpr auto unbuilt = [](const char* what) { return std::string("fa3: ") + what; };
+  constexpr DType kType = std::is_same_v<T, __half> ? DType::fp16 : DType::bf16;
   if constexpr (FAULTS) {
     // The fault builds of the schedules the type has (schedule_built): full, d=64's no-pingpong.
-    constexpr DType kType = std::is_same_v<T, __half> ? DType::fp16 : DType::bf16;
     if constexpr (schedule_built(Schedule::full, D, kType)) {
       if (schedule == Schedule::full)
         return go(fa3_fault_kernel<Traits, CAUSAL, kDefault.grid, kDefault.epilogue>, kDefault);
@@ -327,8 +327,8 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
     }
     return unbuilt(
         "fault injection is compiled for the type's schedules: full (bf16 at d=64), no-pingpong");
-  } else if constexpr (std::is_same_v<T, __half>) {
-    if (!schedule_built(schedule, D, DType::fp16))
+  } else if constexpr (kType == DType::fp16) {
+    if (!schedule_built(schedule, D, kType))
       return unbuilt("fp16 runs its default schedule alone (the ablation is compiled for bf16)");
     constexpr bool kPingPong = default_pingpong(D);
     return go(fa3_forward_kernel<Traits, CAUSAL, kPingPong, true, kDefault.grid, kDefault.epilogue>,
