@@ -408,28 +408,36 @@ TEST(Plan, D256RowsThatHaveNoCheckSaySo) {
   const auto persistent =
       only_row({"--variants", "fa3", "--causal", "on", "--fa3-schedule", "persistent"});
   EXPECT_EQ(persistent.status, Status::unsupported);
-  EXPECT_NE(persistent.reason.find("schedules full, no-pingpong and no-overlap run this tile"),
-            std::string::npos)
+  EXPECT_NE(persistent.reason.find("compiled for bf16 at d=64 and 128 alone"), std::string::npos)
       << persistent.reason;
 }
 
-// fp16 has the head dim's default schedule alone (fa3::schedule_built): its ablation rows say so.
-TEST(Plan, Fp16Fa3AblationRowsSayTheyAreBf16Only) {
+// fa3's ablation is compiled for bf16 at d=64 and 128 (fa3::ablation_built); fp16, and d=256 in
+// either type, have the head dim's default schedule alone: their ablation rows say so.
+TEST(Plan, Fa3AblationRowsOutsideItsBuildSaySo) {
   if (fa3_build_status().find("built for sm_90a") == std::string::npos)
     GTEST_SKIP() << "fa3 not built: " << fa3_build_status();
-  auto only_row = [](const char* d, const char* schedule) {
-    return only_planned_row({"--variants", "fa3", "--dtype", "fp16", "--N", "1024", "--d", d,
+  auto only_row = [](const char* dtype, const char* d, const char* schedule) {
+    return only_planned_row({"--variants", "fa3", "--dtype", dtype, "--N", "1024", "--d", d,
                              "--fa3-schedule", schedule});
   };
-  for (const char* d : {"64", "128"}) {
+  struct Case {
+    const char* dtype;
+    const char* d;
+    const char* own;  // the head dim's default schedule, which is built
+  };
+  for (const Case& c : {Case{"fp16", "64", "no-pingpong"}, Case{"fp16", "128", "full"},
+                        Case{"fp16", "256", "full"}, Case{"bf16", "256", "full"}}) {
     for (const char* schedule : {"no-overlap", "persistent"}) {
-      const auto row = only_row(d, schedule);
-      EXPECT_EQ(row.status, Status::unsupported) << d << " " << schedule;
-      EXPECT_NE(row.reason.find("compiled for bf16 alone"), std::string::npos) << row.reason;
+      const auto row = only_row(c.dtype, c.d, schedule);
+      EXPECT_EQ(row.status, Status::unsupported) << c.dtype << " " << c.d << " " << schedule;
+      EXPECT_NE(row.reason.find("compiled for bf16 at d=64 and 128 alone"), std::string::npos)
+          << row.reason;
     }
-    const char* own = std::string(d) == "64" ? "no-pingpong" : "full";
-    EXPECT_NE(only_row(d, own).status, Status::unsupported) << d << " " << own;
+    EXPECT_NE(only_row(c.dtype, c.d, c.own).status, Status::unsupported)
+        << c.dtype << " " << c.d << " " << c.own;
   }
+  EXPECT_NE(only_row("bf16", "128", "no-overlap").status, Status::unsupported);
 }
 
 // A row records whether its option values are the shape's defaults (default_options), so scripts

@@ -155,8 +155,9 @@ std::string fa3_row_rule(const Shape& s, const RowSpec& row) {
   if (!n) return "";
   const int d = static_cast<int>(s.d);
   if (!fa3::schedule_built(n->schedule, d, s.dtype))
-    return "unsupported: schedule " + *name + " is compiled for bf16 alone (fp16 runs " +
-           fa3::default_schedule(d) + ", the default at d=" + std::to_string(d) + ")";
+    return "unsupported: schedule " + *name + " is compiled for bf16 at d=64 and 128 alone (" +
+           std::string(to_string(s.dtype)) + " at d=" + std::to_string(d) + " runs " +
+           fa3::default_schedule(d) + ", its default)";
   const Tiles t = row.tiles();
   const fa3::Plan plan = fa3::plan_of(n->schedule, d, t.block_kv, s.causal, t.block_q / 64,
                                       fa3::o_buffer_fits(d, t.block_q, t.block_kv));

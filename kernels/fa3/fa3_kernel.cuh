@@ -327,9 +327,9 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
     }
     return unbuilt(
         "fault injection is compiled for the type's schedules: full (bf16 at d=64), no-pingpong");
-  } else if constexpr (kType == DType::fp16) {
+  } else if constexpr (!ablation_built(D, kType)) {
     if (!schedule_built(schedule, D, kType))
-      return unbuilt("fp16 runs its default schedule alone (the ablation is compiled for bf16)");
+      return unbuilt("the ablation is compiled for bf16 at d=64 and 128 (schedule_built)");
     constexpr bool kPingPong = default_pingpong(D);
     return go(fa3_forward_kernel<Traits, CAUSAL, kPingPong, true, kDefault.grid, kDefault.epilogue>,
               kDefault);

@@ -174,35 +174,43 @@ def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
     assert all(row[share].endswith("%") for row in table.rows if row[col] != "-")
 
 
+def energy_parts(path: Path) -> tuple[dict, list, str]:
+    """The report's energy plots, its tables and its energy reading for one file, without
+    writing the whole report (test_report_draws_energy_and_says_where_it_goes does that)."""
+    from reports.data import Results
+    from reports.plots import plot_energy, plot_energy_roofline, plot_energy_split
+    from reports.report import energy_reading, tables
+
+    res = Results.load([path])
+    device = res.devices()[0]
+    plots = {p.name: p for p in (fn(res, device) for fn in (plot_energy, plot_energy_roofline,
+                                                             plot_energy_split))}
+    return plots, tables(res), " ".join(energy_reading(res))
+
+
 def test_report_reads_records_without_the_instruction_part(sweep, tmp_path):
     """Files of an fa-bench before the instruction term (no inst_mj, no eps_inst_pj), and rows
     measured without counters (no model figure, its reason): the reports still draw."""
     pytest.importorskip("matplotlib")
-    from reports.data import Results
-    from reports.report import build
-
-    path = write(tmp_path, "old.json", with_energy(sweep, old=True))
-    out = build(Results.load([path]), tmp_path / "old", log=lambda *_: None)
-    plots = {p.name: p for p in out["plots"]}
+    plots, tabs, reading = energy_parts(write(tmp_path, "old.json", with_energy(sweep, old=True)))
     for name in ("energy", "energy-roofline", "energy-split"):
         assert plots[name].figure is not None, plots[name].skipped
     legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
     assert "model: instructions" not in legend and "model: DRAM bytes" in legend
     assert any("no instruction part" in n for n in plots["energy-split"].notes)
-    reading = " ".join(out["energy"])
     assert "standard attention takes" in reading and "instructions" not in reading
-    table = next(t for t in out["tables"] if t.key == "energy")
+    table = next(t for t in tabs if t.key == "energy")
     share = table.columns.index("instruction share (model)")
     assert {row[share] for row in table.rows} == {"-"}
 
-    path = write(tmp_path, "uncounted.json", with_energy(sweep, uncounted="fa2"))
-    out = build(Results.load([path]), tmp_path / "uncounted", log=lambda *_: None)
-    table = next(t for t in out["tables"] if t.key == "energy")
+    plots, tabs, _ = energy_parts(
+        write(tmp_path, "uncounted.json", with_energy(sweep, uncounted="fa2")))
+    table = next(t for t in tabs if t.key == "energy")
     reason = table.columns.index("reason")
     label = table.columns.index("variant")
     fa2 = [row for row in table.rows if row[label] == "fa2"]
     assert fa2 and all(row[reason] == UNCOUNTED for row in fa2)
-    assert {p.name: p for p in out["plots"]}["energy-split"].figure is not None
+    assert plots["energy-split"].figure is not None
 
 
 def test_report_without_energy_skips_the_energy_plots(sweep, tmp_path):
