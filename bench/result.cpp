@@ -129,7 +129,7 @@ MeasuredDerived derive_measured(const VariantResult& r, const Ceilings& c, doubl
 }
 
 std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c,
-                                                 std::string* why_not) {
+                                                 bool mma_sync, std::string* why_not) {
   why_not->clear();
   if (!c.energy_model || c.energy_model->status != "ok" || !row.energy ||
       row.energy->seconds_per_launch <= 0) {
@@ -154,6 +154,7 @@ std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const
   }
   energy::Launch launch;
   launch.fp8 = row.algorithm == Algorithm::fp8;
+  launch.mma_sync = mma_sync;
   launch.flops = row.model.flops_matrix;
   const bool counted = row.measured.has_value();
   launch.bytes = counted ? row.measured->dram_bytes : row.model.bytes();

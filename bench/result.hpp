@@ -232,7 +232,8 @@ double tensor_peak_for(const Ceilings& c, Algorithm a, DType dtype);
 // time per launch and mean SM clock. A row without counted instructions (counters off or failed)
 // gets no figure and `why_not` says so: its instructions are never taken as 0. `why_not` stays ""
 // when there is no model (the legend says why) or no window (the energy's reason says why).
+// `mma_sync`: the row's matrix products run on mma.sync (VariantInfo::uses_mma_sync), else wgmma.
 std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const Ceilings& c,
-                                                 std::string* why_not);
+                                                 bool mma_sync, std::string* why_not);
 
 }  // namespace fa::bench

@@ -243,7 +243,8 @@ bool fit_energy_model(const RunResult& r, energy::PowerSource* power, const Opti
                       MeasuredCeilings* m) {
   if (!power || (m->energy_model && m->energy_model->status == "ok")) return false;
   std::fprintf(stderr,
-               "fitting the energy model (copy, FFMA, GEMM, sleep kernels in energy windows)...\n");
+               "fitting the energy model (copy, FFMA, mma.sync, GEMM, sleep kernels in energy "
+               "windows)...\n");
   energy::Settings settings;
   settings.window_s = o.energy_window_s;
   try {
@@ -765,7 +766,9 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   step("after the row (launcher and workspace released)");
   if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
   row.placement = placement_of(row, ctx.r.ceilings, peak);
-  row.energy_model = energy_model_of(row, ctx.r.ceilings, &row.energy_model_reason);
+  row.energy_model =
+      energy_model_of(row, ctx.r.ceilings, run.info->uses_mma_sync(ctx.r.device->cc_major),
+                      &row.energy_model_reason);
   ctx.checkpoint();
   return true;
 }

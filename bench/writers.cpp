@@ -164,12 +164,25 @@ std::string energy_legend(const RunResult& r) {
                    "W constant {}",
                    f->eps_flop16_pj, fp8, f->eps_byte_pj, f->idle_w, residuals);
   }
+  if (f->version < 3) {  // an older fa-bench's: one energy per FLOP, the clock's square
+    return s + fmt::format(
+                   "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per warp instruction "
+                   "(at {:.0f} MHz, scaled by the square of the row's SM clock), {:.3g} pJ per "
+                   "DRAM byte, {:.0f} W constant {}",
+                   f->eps_flop16_pj, fp8, f->eps_inst_pj, f->f_ref_mhz, f->eps_byte_pj, f->idle_w,
+                   residuals);
+  }
+  auto pj = [](const std::optional<double>& x) {
+    return x ? fmt::format("{:.3g}", *x) : std::string("-");
+  };
   return s + fmt::format(
-                 "energy model: {:.3g} pJ per bf16/fp16 FLOP{}, {:.3g} pJ per warp instruction "
-                 "(at {:.0f} MHz, scaled by the square of the row's SM clock), {:.3g} pJ per DRAM "
-                 "byte, {:.0f} W constant {}",
-                 f->eps_flop16_pj, fp8, f->eps_inst_pj, f->f_ref_mhz, f->eps_byte_pj, f->idle_w,
-                 residuals);
+                 "energy model: pJ per FLOP bf16/fp16 {:.3g} (wgmma), {} (mma.sync); fp8 {} "
+                 "(wgmma), {} (mma.sync); {:.3g} pJ per warp instruction; these at {:.0f} MHz, "
+                 "scaled by (row's SM clock / {:.0f} MHz)^{:.2f} ({}); {:.3g} pJ per DRAM byte, "
+                 "{:.0f} W constant {}",
+                 f->eps_flop16_pj, pj(f->eps_mma16_pj), pj(f->eps_flop8_pj), pj(f->eps_mma8_pj),
+                 f->eps_inst_pj, f->f_ref_mhz, f->f_ref_mhz, f->clock_exponent,
+                 f->clock_exponent_basis, f->eps_byte_pj, f->idle_w, residuals);
 }
 
 std::string format_config_header(const ConfigResult& c) {

@@ -44,6 +44,7 @@ const std::vector<VariantInfo>& variant_registry() {
         AccuracyRule::same_precision,
         /*writes_lse=*/true});
     r.back().directions = {Direction::forward, Direction::backward};
+    r.back().tensor_instructions = TensorInstructions::library;  // cuBLAS's or cuDNN's kernels
     r.push_back(VariantInfo{
         "fa1",
         Algorithm::fa1,
@@ -119,6 +120,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 2;          // K/V ring
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
     r.back().row_rule = fa3_row_rule;
+    r.back().tensor_instructions = TensorInstructions::wgmma;
     r.back().shape_default_tiles = fa3_shape_default_tiles;
     // The backward (kernels/fa3/fa3_bwd_kernel.cuh): K/V blocks outer, d = 64 and 128.
     r.back().directions = {Direction::forward, Direction::backward};
@@ -172,6 +174,7 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 2;          // K/V ring
     r.back().warpgroup_rows = 64;          // 1 producer + block_q / 64 consumer warpgroups
     r.back().row_rule = fp8_row_rule;
+    r.back().tensor_instructions = TensorInstructions::wgmma;
     r.back().options = fp8_options;
     r.back().options.push_back(
         {kOptionFp8Schedule,
@@ -234,6 +237,7 @@ const std::vector<VariantInfo>& variant_registry() {
          "false: no stats output (the inference forward PyTorch requests), the "
          "row's lse is not checked"}};
     r.back().directions = {Direction::forward, Direction::backward};
+    r.back().tensor_instructions = TensorInstructions::library;  // cuBLAS's or cuDNN's kernels
     // d=256 is fa3's yardstick (forward). cuDNN's backward there has never run in this project's
     // tests (tests/test_backward_gpu.cpp: d 64 and 128), so its rows say so rather than run
     // unchecked.
@@ -263,7 +267,8 @@ const std::vector<VariantInfo>& variant_registry() {
         cudnn_library_status,
         cudnn_shape_rule,
         /*in_all=*/false});
-    r.back().quantisation = Quantisation::outside_timed;  // kernels/cudnn/cudnn.cpp
+    r.back().quantisation = Quantisation::outside_timed;         // kernels/cudnn/cudnn.cpp
+    r.back().tensor_instructions = TensorInstructions::library;  // cuBLAS's or cuDNN's kernels
     return r;
   }();
   return registry;

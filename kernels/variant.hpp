@@ -42,6 +42,9 @@ enum class DqAccumulation { atomics, bulk_reduce };
 const char* to_string(Direction d);
 bool parse_direction(const std::string& s, Direction* out);
 
+// The tensor-core instructions of a variant's matrix products (VariantInfo::tensor_instructions).
+enum class TensorInstructions { mma_sync, wgmma, library };
+
 // How a variant's output is judged (docs/accuracy.md).
 enum class AccuracyRule {
   same_precision,  // max error <= 2 x a plain same-precision implementation + 1e-3
@@ -249,6 +252,14 @@ struct VariantInfo {
   // The head dims its backward rows run at: backward_head_dims, or head_dims where that is empty.
   const std::vector<int>& backward_dims() const {
     return backward_head_dims.empty() ? head_dims : backward_head_dims;
+  }
+  // Which tensor-core instructions its matrix products use, for the energy model: mma.sync loads
+  // the operands into registers (ldmatrix), wgmma reads them from shared memory; a library picks
+  // its own kernels (wgmma on sm_90, mma.sync before).
+  TensorInstructions tensor_instructions = TensorInstructions::mma_sync;
+  bool uses_mma_sync(int cc_major) const {
+    return tensor_instructions == TensorInstructions::mma_sync ||
+           (tensor_instructions == TensorInstructions::library && cc_major < 9);
   }
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.

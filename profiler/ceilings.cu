@@ -7,6 +7,7 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <cstdint>
 #include <functional>
 #include <stdexcept>
 #include <string>
@@ -15,6 +16,7 @@
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/common/mma_sm80.cuh"
 #include "profiler/ceilings.hpp"
 #include "profiler/energy_queue.hpp"
 #include "profiler/utc_time.hpp"
@@ -122,10 +124,13 @@ __global__ void sleep_kernel(unsigned long long ns, unsigned long long* iteratio
 // The energy model's instruction term: FFMA and nothing else, 8 independent chains per thread
 // (enough to fill the FP32 pipes), 64 FFMA per iteration of a loop the compiler may not unroll,
 // so that its instructions per launch are known exactly (kFfma* below). 1024 threads, two blocks
-// per SM: a grid of 2 blocks per SM fills every SM (64 warps).
+// per SM: a grid of 2 blocks per SM fills every SM (64 warps). b and c differ per thread, so
+// every FFMA reads its three operands from registers as real kernels' do (the parameters
+// themselves would be read from the constant bank: FFMA R, R, c[0x0][..], R).
 constexpr int kFfmaThreads = 1024;
 __global__ void __launch_bounds__(kFfmaThreads, 2)
     ffma_calibration_kernel(float* sink, int iters, float b, float c) {
+  const float bt = b - threadIdx.x * 1e-7f, ct = c + threadIdx.x * 1e-7f;
   float x[8];
 #pragma unroll
   for (int k = 0; k < 8; ++k) x[k] = threadIdx.x * 1e-3f + k;
@@ -134,13 +139,127 @@ __global__ void __launch_bounds__(kFfmaThreads, 2)
 #pragma unroll
     for (int u = 0; u < 8; ++u) {
 #pragma unroll
-      for (int k = 0; k < 8; ++k) x[k] = fmaf(x[k], b, c);
+      for (int k = 0; k < 8; ++k) x[k] = fmaf(x[k], bt, ct);
     }
   }
   float s = 0;
 #pragma unroll
   for (int k = 0; k < 8; ++k) s += x[k];
   if (s == 1234.5f) *sink = s;
+}
+
+// The energy model's mma.sync term: ldmatrix and mma.sync as the attention kernels fa1, fa2 and
+// fp8 (sm_89+) run them, the tensor cores' operands through registers. Per k-step a warp loads
+// one A fragment (m16, ldmatrix.x4) and the fragments of two n8 tiles of B (ldmatrix.x4) from
+// shared memory, and issues mma.sync into independent fp32 accumulators; a fixed number of k-steps
+// per iteration of a loop the compiler may not unroll (kMma* below). Shared memory is filled once
+// (random values in [-1, 1), never zeros) and read by every warp; no global memory in the loop.
+// 1024 threads a block.
+//  - bf16 (m16n8k16): 8 k-steps of 4 mma.sync, A times each n8 tile twice, into 4 accumulators (a
+//    second A fragment in registers, as fa2's Q, needs more than the 32 registers a thread of two
+//    blocks per SM has: ptxas spills). Two blocks per SM: every SM full (64 warps).
+//  - e4m3 (m16n8k32, sm_89+): 4 k-steps of 2 mma.sync (A times each n8 tile), even and odd k-steps
+//    into different accumulators. Hopper has no e4m3 mma.sync: ptxas makes each one 2 HMMA.16816
+//    (f16) after converting the operands (F2FP.F16.E4M3.UNPACK_B), and adds into the accumulator
+//    with 4 FADD, as in the fp8 attention kernel; that needs 62 registers (more k-steps or mma per
+//    step spill), so one block per SM (32 warps). Its code for targets below sm_89 is empty, and
+//    it is launched only where it was built for sm_89 or later (measure_energy_model).
+// An iteration is 131,072 FLOPs per warp (bf16) or 65,536 (e4m3).
+constexpr int kMmaThreads = 1024;
+template <bool kFp8>
+constexpr int kMmaSteps = kFp8 ? 4 : 8;  // k-steps per iteration
+template <bool kFp8>
+constexpr int kMmaPerStep = kFp8 ? 2 : 4;  // mma.sync per k-step
+// A tile row: 8 k-steps of 32 bytes (16 bf16 or 32 e4m3), padded by 16 bytes so the 8 row
+// addresses of an ldmatrix matrix fall in 8 different 4-bank groups (no bank conflicts).
+constexpr int kMmaRowBytes = 8 * 32 + 16;
+
+// A value in [-1, 1) from an index (integer hash), for the mma kernels' operands.
+__device__ __forceinline__ float mma_operand(unsigned i) {
+  i *= 0x9E3779B1u;
+  i ^= i >> 16;
+  i *= 0x85EBCA6Bu;
+  i ^= i >> 13;
+  return static_cast<float>(static_cast<int>(i)) * 0x1p-31f;
+}
+
+// D += A (m16 x k32, row) x B (k32 x n8, col), e4m3, fp32 accumulate (sm_89+).
+__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const std::uint32_t (&a)[4],
+                                               std::uint32_t b0, std::uint32_t b1) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#endif
+}
+
+template <bool kFp8>
+__device__ __forceinline__ void mma_calibration_body(float* sink, int iters) {
+  __shared__ __align__(16) unsigned char tile[32][kMmaRowBytes];  // rows 0-15 A, 16-31 B ([n][k])
+  // Thread t fills the 8 bytes at row t / 32, bytes (t % 32) * 8 (kMmaThreads covers the tile).
+  const unsigned t = threadIdx.x;
+  std::uint32_t w[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    if constexpr (kFp8) {
+      const unsigned i = 8 * t + 4 * j;
+      w[j] = __nv_fp8x4_e4m3(make_float4(mma_operand(i), mma_operand(i + 1), mma_operand(i + 2),
+                                         mma_operand(i + 3)))
+                 .__x;
+    } else {
+      const unsigned i = 4 * t + 2 * j;
+      w[j] = sm80::pack2<__nv_bfloat16>(mma_operand(i), mma_operand(i + 1));
+    }
+  }
+  *reinterpret_cast<uint2*>(&tile[t / 32][(t % 32) * 8]) = make_uint2(w[0], w[1]);
+  __syncthreads();
+  // ldmatrix row addresses (mma_sm80.cuh's "A" and "K" patterns, unswizzled): A's lane l reads
+  // row l & 15 at byte (l >> 4) * 16 of the k-step, and B's row (l & 7) + (l >> 4) * 8 at byte
+  // ((l >> 3) & 1) * 16, so b[0], b[1] are one n8 tile's fragment and b[2], b[3] the other's.
+  const unsigned lane = t % 32;
+  const std::uint32_t a_addr = sm80::smem_u32(&tile[lane & 15][(lane >> 4) * 16]);
+  const std::uint32_t b_addr =
+      sm80::smem_u32(&tile[16 + (lane & 7) + ((lane >> 4) << 3)][((lane >> 3) & 1) * 16]);
+  float acc[4][4] = {};
+#pragma unroll 1
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int s = 0; s < kMmaSteps<kFp8>; ++s) {
+      std::uint32_t a[4], b[4];
+      sm80::ldmatrix_x4(a, a_addr + 32 * s);
+      sm80::ldmatrix_x4(b, b_addr + 32 * s);
+      if constexpr (kFp8) {
+        mma_e4m3_16832(acc[2 * (s & 1)], a, b[0], b[1]);
+        mma_e4m3_16832(acc[2 * (s & 1) + 1], a, b[2], b[3]);
+      } else {
+        sm80::mma_16816<__nv_bfloat16>(acc[0], a, b[0], b[1]);
+        sm80::mma_16816<__nv_bfloat16>(acc[1], a, b[2], b[3]);
+        sm80::mma_16816<__nv_bfloat16>(acc[2], a, b[0], b[1]);
+        sm80::mma_16816<__nv_bfloat16>(acc[3], a, b[2], b[3]);
+      }
+    }
+  }
+  float sum = 0;
+#pragma unroll
+  for (int m = 0; m < 4; ++m) {
+#pragma unroll
+    for (int k = 0; k < 4; ++k) sum += acc[m][k];
+  }
+  if (sum == 1234.5f) *sink = sum;
+}
+
+__global__ void __launch_bounds__(kMmaThreads, 2)
+    mma_bf16_calibration_kernel(float* sink, int iters) {
+  mma_calibration_body<false>(sink, iters);
+}
+
+__global__ void __launch_bounds__(kMmaThreads, 1)
+    mma_e4m3_calibration_kernel(float* sink, int iters) {
+#if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890  // else empty: no e4m3 mma.sync below sm_89
+  mma_calibration_body<true>(sink, iters);
+#endif
 }
 
 __global__ void to_e4m3_kernel(const __nv_bfloat16* in, __nv_fp8_e4m3* out, std::size_t n) {
@@ -158,11 +277,13 @@ void lt_check(cublasStatus_t s, const char* what) {
 }
 
 // An n^3 GEMM D = A^T B in cuBLASLt ("TN", the layout FP8 needs on Hopper), fp32 accumulate.
-// `a_type` for A and B, `d_type` for C and D.
+// `a_type` for A and B, `d_type` for C and D. `sm_count` > 0: cuBLASLt is asked to run it on that
+// many SMs (CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET); 0, on all of them.
 class LtGemm {
  public:
   LtGemm(cublasLtHandle_t lt, cudaDataType_t a_type, cudaDataType_t d_type, const void* A,
-         const void* B, void* D, int n, void* workspace, std::size_t ws_bytes, cudaStream_t stream)
+         const void* B, void* D, int n, void* workspace, std::size_t ws_bytes, cudaStream_t stream,
+         int sm_count = 0)
       : lt_(lt), A_(A), B_(B), D_(D), n_(n), ws_(workspace), ws_bytes_(ws_bytes), stream_(stream) {
     lt_check(cublasLtMatmulDescCreate(&op_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "MatmulDescCreate");
     const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -170,6 +291,12 @@ class LtGemm {
              "TRANSA");
     lt_check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb),
              "TRANSB");
+    if (sm_count > 0) {
+      const std::int32_t target = sm_count;
+      lt_check(cublasLtMatmulDescSetAttribute(op_, CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, &target,
+                                              sizeof target),
+               "SM_COUNT_TARGET");
+    }
     lt_check(cublasLtMatrixLayoutCreate(&la_, a_type, n, n, n), "layout A");
     lt_check(cublasLtMatrixLayoutCreate(&lb_, a_type, n, n, n), "layout B");
     lt_check(cublasLtMatrixLayoutCreate(&ld_, d_type, n, n, n), "layout D");
@@ -328,12 +455,30 @@ struct SassCounts {
 // step and compare, BRA), EXIT. sm_80: 8 + 8 set-up, the same 13, EXIT.
 constexpr SassCounts kCopySm90{10, 20, 13}, kCopySm80{8, 17, 13};
 
-// ffma_calibration_kernel. sm_90a: 15 before the loop (parameters, the chains' 8 start values, the
-// trip test), 3 of loop set-up, 67 per iteration (64 FFMA, UIADD3 and ISETP of the counter, BRA),
-// 10 after it (8 FADD, FSETP, EXIT): 28 + 67 x iters per warp. sm_80: 26 + 68 x iters (the
-// counter in a register and a MOV of b re-issued each iteration).
-constexpr SassCounts kFfmaSm90{0, 28, 67}, kFfmaSm80{0, 26, 68};
+// ffma_calibration_kernel. sm_90a: 20 before the loop (parameters, the per-thread b and c, the
+// chains' 8 start values, the trip test, the loop's set-up), 67 per iteration (64 FFMA R, R, R, R,
+// UIADD3 and ISETP of the counter, BRA), 10 after it (8 FADD, FSETP, EXIT): 30 + 67 x iters per
+// warp. sm_80: 29 + 67 x iters (the counter in a register).
+constexpr SassCounts kFfmaSm90{0, 30, 67}, kFfmaSm80{0, 29, 67};
 constexpr int kFfmaIters = 4096;  // a full launch about 2 ms on an H200 at 1980 MHz
+
+// mma_bf16_calibration_kernel. sm_90a: 78 before the loop (the operands' hash and conversion, the
+// shared store, the barrier, the two ldmatrix addresses, the accumulators' zeros, the trip test),
+// 52 per iteration (16 LDSM.16.M88.4, 32 HMMA.16816.F32.BF16, UIADD3 and ISETP of the counter, a
+// NOP, BRA), 18 after it (16 FADD, FSETP, EXIT): 96 + 52 x iters per warp. sm_80: 91 + 51 x iters
+// (72 before the loop, 19 after it; no NOP in the loop).
+constexpr SassCounts kMmaBf16Sm90{0, 96, 52}, kMmaBf16Sm80{0, 91, 51};
+// mma_e4m3_calibration_kernel. sm_90a: 106 before the loop, 125 per iteration (8 LDSM.16.M88.4,
+// 64 F2FP.F16.E4M3.UNPACK_B, 16 HMMA.16816.F32, 32 FADD, 2 NOP, UIADD3, ISETP, BRA: Hopper's
+// emulation of 8 mma.sync e4m3), 18 after it: 124 + 125 x iters per warp. sm_80: the kernel is
+// empty (MOV of the stack pointer, EXIT; never launched there: measure_energy_model checks the
+// PTX version it was built from).
+constexpr SassCounts kMmaFp8Sm90{0, 124, 125}, kMmaFp8Sm80{0, 2, 0};
+// Iterations for about 2 ms a full launch on an H200: bf16 ran at 474 TFLOP/s (its 2 ldmatrix.x4
+// per 4 mma bound by shared memory's 128 bytes per clock, not by the tensor cores), so
+// 264 x 32 x 864 x 131,072 = 9.6e11 FLOPs, 2.0 ms; e4m3 (emulated) at 327 TFLOP/s, one block per
+// SM, 132 x 32 x 2304 x 65,536 = 6.4e11 FLOPs, 1.95 ms.
+constexpr int kMmaBf16Iters = 864, kMmaFp8Iters = 2304;
 
 // sleep_kernel. Both: 9 per iteration (UIADD3 of the counter, NANOSLEEP, NOP, the timer read, the
 // 64-bit subtract and compare, BRA); 22 outside the loop (sm_90a: 4 before it; the lane test and
@@ -358,11 +503,14 @@ double copy_instructions(const SassCounts& c, int blocks, int threads, std::size
   return total;
 }
 
-// An ffma_calibration_kernel launch: every warp runs every iteration. On an H200 (132 SMs, sm_90a)
-// the full grid (264 blocks) issues 264 x 32 x (28 + 67 x 4096) = 2,318,638,080 warp instructions
-// per launch, the quarter (33 blocks) 289,829,760.
-double ffma_instructions(const SassCounts& c, int blocks, int iters) {
-  return double(blocks) * (kFfmaThreads / 32) * (c.fixed + c.per_iteration * iters);
+// An ffma_calibration_kernel or mma_*_calibration_kernel launch of blocks x threads: every warp
+// runs every iteration. On an H200 (132 SMs, sm_90a) the FFMA kernel's full grid (264 blocks)
+// issues 264 x 32 x (30 + 67 x 4096) = 2,318,654,976 warp instructions per launch, the quarter
+// (33 blocks) 289,831,872; the bf16 mma kernel's 264 x 32 x (96 + 52 x 864) = 380,362,752 and
+// 47,545,344; the e4m3 one's (132 blocks) 132 x 32 x (124 + 125 x 2304) = 1,217,035,776 and
+// 304,258,944.
+double loop_instructions(const SassCounts& c, int blocks, int threads, int iters) {
+  return double(blocks) * (threads / 32) * (c.fixed + c.per_iteration * iters);
 }
 
 // Warp instructions of an n^3 cuBLASLt GEMM: an estimate, since cuBLAS picks its kernel. Hopper
@@ -456,13 +604,48 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
           },
           {"FFMA, " + std::to_string(blocks) + " blocks of " + std::to_string(kFfmaThreads)}};
       c.point.instructions =
-          ffma_instructions(sass(device, kFfmaSm90, kFfmaSm80), blocks, kFfmaIters);
+          loop_instructions(sass(device, kFfmaSm90, kFfmaSm80), blocks, kFfmaThreads, kFfmaIters);
       point(c);
     }
   }
-  {  // FLOPs: bf16 GEMMs of two sizes, fp8 ones where the device has FP8 tensor cores. Their
-     // bytes are the compulsory ones (A, B read once, D written once), their instructions an
-     // estimate (gemm_instructions).
+  {  // mma.sync FLOPs (bf16, and e4m3 where the device and this build have them), their operands
+     // through registers, on every SM at full occupancy (as many blocks as fit) and on about a
+     // quarter of the SMs (one block each): two rates against time. Their instructions (ldmatrix,
+     // mma.sync, the loop's) are counted from the SASS; no DRAM bytes.
+    DeviceAllocation sink(sizeof(float));
+    cudaFuncAttributes e4m3{};
+    FA_CUDA_CHECK(cudaFuncGetAttributes(&e4m3, mma_e4m3_calibration_kernel));
+    const bool fp8 = device.cc_major * 10 + device.cc_minor >= 89 && e4m3.ptxVersion >= 89;
+    for (const bool is_fp8 : {false, true}) {
+      if (is_fp8 && !fp8) continue;
+      void (*const kernel)(float*, int) =
+          is_fp8 ? mma_e4m3_calibration_kernel : mma_bf16_calibration_kernel;
+      const int iters = is_fp8 ? kMmaFp8Iters : kMmaBf16Iters;
+      const SassCounts& counts = is_fp8 ? sass(device, kMmaFp8Sm90, kMmaFp8Sm80)
+                                        : sass(device, kMmaBf16Sm90, kMmaBf16Sm80);
+      // FLOPs per warp and iteration: mma m16n8k16 2 x 16 x 8 x 16 = 4,096, m16n8k32 8,192.
+      const double per_iteration = is_fp8 ? kMmaSteps<true> * kMmaPerStep<true> * 8192.0
+                                          : kMmaSteps<false> * kMmaPerStep<false> * 4096.0;
+      int per_sm = 0;
+      FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kMmaThreads, 0));
+      for (const int blocks :
+           {device.sm_count * std::max(1, per_sm), std::max(1, device.sm_count / 4)}) {
+        Calibration c{
+            [&, blocks, kernel, iters] {
+              kernel<<<blocks, kMmaThreads, 0, stream>>>(static_cast<float*>(sink.ptr), iters);
+            },
+            {std::string(is_fp8 ? "mma.sync e4m3, " : "mma.sync bf16, ") + std::to_string(blocks) +
+             " blocks of " + std::to_string(kMmaThreads)}};
+        const double flops = double(blocks) * (kMmaThreads / 32) * iters * per_iteration;
+        (is_fp8 ? c.point.flops8_mma : c.point.flops16_mma) = flops;
+        c.point.instructions = loop_instructions(counts, blocks, kMmaThreads, iters);
+        point(c);
+      }
+    }
+  }
+  {  // FLOPs: bf16 GEMMs of two sizes, and the larger on a quarter of the SMs; fp8 ones where the
+     // device has FP8 tensor cores. Their bytes are the compulsory ones (A, B read once, D written
+     // once), their instructions an estimate (gemm_instructions).
     const std::size_t ws_bytes = std::size_t{64} << 20, max_elems = std::size_t{8192} * 8192;
     DeviceAllocation a(max_elems * 2), b(max_elems * 2), d(max_elems * 2), a8(max_elems),
         b8(max_elems), ws(ws_bytes);
@@ -480,24 +663,31 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
     }
     cublasLtHandle_t lt;
     lt_check(cublasLtCreate(&lt), "Create");
-    for (const int n : {8192, 4096}) {
+    // The bf16 GEMM and the fp8 one of size n, on `sms` SMs (0: all of them).
+    const auto gemms = [&](int n, int sms) {
       const double elems = double(n) * n;
+      const std::string on = sms > 0 ? " on " + std::to_string(sms) + " SMs" : "";
       const LtGemm g16(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes,
-                       stream);
-      Calibration c{[&] { g16.launch(); }, {"bf16 GEMM " + std::to_string(n)}};
+                       stream, sms);
+      Calibration c{[&] { g16.launch(); }, {"bf16 GEMM " + std::to_string(n) + on}};
       c.point.flops16 = g16.flops();
       c.point.bytes = 3 * elems * 2;
       c.point.instructions = gemm_instructions(device, g16.flops(), false);
       point(c);
-      if (!fp8) continue;
+      if (!fp8) return;
       const LtGemm g8(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n, ws.ptr, ws_bytes,
-                      stream);
-      Calibration q{[&] { g8.launch(); }, {"fp8 GEMM " + std::to_string(n)}};
+                      stream, sms);
+      Calibration q{[&] { g8.launch(); }, {"fp8 GEMM " + std::to_string(n) + on}};
       q.point.flops8 = g8.flops();
       q.point.bytes = 2 * elems + elems * 2;
       q.point.instructions = gemm_instructions(device, g8.flops(), true);
       point(q);
-    }
+    };
+    // On every SM they run power-capped, their SM clock well below its maximum (1300 to 1480 MHz
+    // on the H200); on a quarter of the SMs the device draws far less and the clock stays near
+    // its maximum: the same FLOPs at two clocks pin how the energy per FLOP scales with the clock.
+    for (const int n : {8192, 4096}) gemms(n, 0);
+    gemms(8192, std::max(1, device.sm_count / 4));
     cublasLtDestroy(lt);
   }
   {  // Constant power: a kernel that sleeps for 1 ms on every SM. Last, after the GEMMs have

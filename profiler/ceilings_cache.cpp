@@ -51,9 +51,9 @@ std::optional<MeasuredCeilings> load_ceilings(const std::string& path, const std
     c.fp8_flops_per_s = j.at("fp8_flops_per_s").get<double>();
     if (j.contains("energy_model"))
       c.energy_model = energy::energy_fit_from_json(j["energy_model"]);
-    // A fit of the model before the instruction term and the clock factor (no eps_inst_pj) is
-    // missing, not used: the run fits the model again and caches it with the roofs.
-    if (c.energy_model && c.energy_model->version < 2) c.energy_model.reset();
+    // A fit of an older model (before the mma.sync kernels and the fitted clock exponent) is
+    // missing, not used: the run measures the calibration again and caches it with the roofs.
+    if (c.energy_model && c.energy_model->version < 3) c.energy_model.reset();
     return c;
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is remeasured, not trusted

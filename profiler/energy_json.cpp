@@ -81,6 +81,10 @@ json energy_fit_to_json(const Fit& f) {
     const CalibrationPoint& p = f.points[i];
     json pj{{"kernel", p.kernel}, {"flops16", p.flops16}, {"flops8", p.flops8},
             {"bytes", p.bytes},   {"seconds", p.seconds}, {"energy_j", p.energy_j}};
+    if (f.version >= 3) {
+      pj["flops16_mma"] = p.flops16_mma;
+      pj["flops8_mma"] = p.flops8_mma;
+    }
     if (f.version >= 2) {
       pj["instructions"] = p.instructions;
       pj["sm_clock_mhz"] = p.sm_clock_mhz;
@@ -102,6 +106,12 @@ json energy_fit_to_json(const Fit& f) {
     j["eps_inst_pj"] = f.eps_inst_pj;
     j["f_ref_mhz"] = f.f_ref_mhz;
   }
+  if (f.version >= 3) {  // as is a version-2 fit (no mma.sync terms, the exponent 2)
+    j["eps_mma16_pj"] = opt(f.eps_mma16_pj);
+    j["eps_mma8_pj"] = opt(f.eps_mma8_pj);
+    j["clock_exponent"] = f.clock_exponent;
+    j["clock_exponent_basis"] = f.clock_exponent_basis;
+  }
   return j;
 }
 
@@ -116,8 +126,15 @@ Fit energy_fit_from_json(const json& j) {
   f.residual_rms = figure(j, "residual_rms");
   f.residual_max = figure(j, "residual_max");
   const std::optional<double> eps_inst = optional_figure(j, "eps_inst_pj");
-  f.version = eps_inst ? 2 : 1;
+  const std::optional<double> exponent = optional_figure(j, "clock_exponent");
+  f.version = exponent ? 3 : eps_inst ? 2 : 1;
   f.eps_inst_pj = eps_inst.value_or(0);
+  f.clock_exponent = exponent.value_or(2);
+  if (exponent) {
+    f.eps_mma16_pj = optional_figure(j, "eps_mma16_pj");
+    f.eps_mma8_pj = optional_figure(j, "eps_mma8_pj");
+    f.clock_exponent_basis = text(j, "clock_exponent_basis");
+  }
   f.f_ref_mhz = optional_figure(j, "f_ref_mhz").value_or(0);
   const json& points = at(j, "points");
   if (!points.is_array()) throw std::invalid_argument("points: expected an array");
@@ -129,6 +146,8 @@ Fit energy_fit_from_json(const json& j) {
     p.bytes = figure(pj, "bytes");
     p.seconds = figure(pj, "seconds");
     p.energy_j = figure(pj, "energy_j");
+    p.flops16_mma = optional_figure(pj, "flops16_mma").value_or(0);
+    p.flops8_mma = optional_figure(pj, "flops8_mma").value_or(0);
     p.instructions = optional_figure(pj, "instructions").value_or(0);
     p.sm_clock_mhz = optional_figure(pj, "sm_clock_mhz").value_or(0);
     if (pj.contains("temperature_c") && !pj["temperature_c"].is_null()) {

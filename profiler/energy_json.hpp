@@ -11,8 +11,9 @@
 
 namespace fa::energy {
 
-// A fit read from a file without eps_inst_pj is of version 1 (an fa-bench before the instruction
-// term and the clock factor): read for the record, never used to predict.
+// A fit read from a file without clock_exponent is of version 2 (an fa-bench before the mma.sync
+// terms and the fitted exponent), without eps_inst_pj of version 1 (before the instruction term
+// and the clock factor: read for the record, never used to predict).
 nlohmann::json energy_fit_to_json(const Fit& f);
 Fit energy_fit_from_json(const nlohmann::json& j);
 

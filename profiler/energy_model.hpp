@@ -1,15 +1,20 @@
 // The energy model beside the IO model, after the energy roofline of Choi, Bedard, Fowler and
-// Vuduc ("A roofline model of energy", IPDPS 2013), with two terms the attention kernels need
+// Vuduc ("A roofline model of energy", IPDPS 2013), with the terms the attention kernels need
 // (docs/energy.md says why, with the H200's figures): a launch costs
-//   E = s * (eps16 * F16 + eps8 * F8 + eps_inst * I) + eps_byte * B + P0 * t,   s = (f / f_ref)^2,
-// with eps16 per bf16/fp16 tensor FLOP, eps8 per fp8 tensor FLOP, eps_inst per warp instruction
-// issued (what sm__inst_executed.sum counts: the work on CUDA cores and the register file),
-// eps_byte per byte moved to or from HBM and P0 the power the device draws while a kernel runs
-// whatever it does (the paper's pi_0; called idle power in the outputs). The dynamic energies scale
-// with the square of the SM clock f (CMOS: C V^2, and under DVFS V follows f), quoted at f_ref, the
-// device's highest SM clock. The five are fitted once per device, by non-negative least squares on
-// relative errors, from calibration kernels whose FLOPs, instructions, bytes, times and clocks are
-// known (profiler/ceilings.cu); never from the attention rows themselves.
+//   E = s * (eps16 * F16 + eps8 * F8 + mma16 * M16 + mma8 * M8 + eps_inst * I)
+//       + eps_byte * B + P0 * t,                                     s = (f / f_ref)^alpha,
+// with eps16/eps8 per bf16/fp16 and fp8 tensor FLOP by wgmma (operands from shared memory),
+// mma16/mma8 per tensor FLOP by warp-level mma.sync (operands loaded into registers first:
+// ldmatrix and register-file traffic per FLOP), eps_inst per warp instruction issued (what
+// sm__inst_executed.sum counts: the work on CUDA cores and the register file), eps_byte per byte
+// moved to or from HBM and P0 the power the device draws while a kernel runs whatever it does (the
+// paper's pi_0; called idle power in the outputs). The dynamic energies scale with the SM clock f
+// as (f / f_ref)^alpha (CMOS: C V^2 per operation, V rising with f under DVFS), quoted at f_ref,
+// the device's highest SM clock; alpha is fitted where the calibration windows ran at clocks far
+// enough apart (power-capped GEMMs beside GEMMs on a quarter of the SMs), else 2. Everything is
+// fitted once per device, by non-negative least squares on relative errors, from calibration
+// kernels whose FLOPs, instructions, bytes, times and clocks are known (profiler/ceilings.cu);
+// never from the attention rows themselves.
 #pragma once
 
 #include <optional>
@@ -20,27 +25,36 @@ namespace fa::energy {
 
 // One calibration kernel's window: what it did per launch and what that cost.
 struct CalibrationPoint {
-  std::string kernel;       // "sleep 1 ms", "copy 1 GiB, 132 blocks", "bf16 GEMM 8192", ...
-  double flops16 = 0;       // bf16/fp16 tensor FLOPs per launch
-  double flops8 = 0;        // fp8 tensor FLOPs per launch
-  double bytes = 0;         // DRAM bytes per launch
-  double seconds = 0;       // per launch
-  double energy_j = 0;      // measured, per launch
+  std::string kernel;   // "sleep 1 ms", "copy 1 GiB, 132 blocks", "bf16 GEMM 8192", ...
+  double flops16 = 0;   // bf16/fp16 tensor FLOPs per launch by wgmma (operands from shared memory)
+  double flops8 = 0;    // fp8 tensor FLOPs per launch by wgmma
+  double bytes = 0;     // DRAM bytes per launch
+  double seconds = 0;   // per launch
+  double energy_j = 0;  // measured, per launch
   double instructions = 0;  // warp instructions per launch (as sm__inst_executed.sum counts them)
   double sm_clock_mhz = 0;  // the window's mean SM clock; 0: not read
   double temperature_c = 0, temperature_max_c = 0;  // the window's mean and max; 0: not read
+  // Tensor FLOPs per launch by warp-level mma.sync, whose operands reach the tensor cores through
+  // registers (ldmatrix from shared memory first): bf16/fp16 and fp8.
+  double flops16_mma = 0, flops8_mma = 0;
 };
 
 struct Fit {
   std::string status = "ok";  // ok | refused (degenerate or too few points) | unavailable
   std::string reason;
-  // 2: this model. 1: a fit read from a file of an fa-bench before the instruction term and the
-  // clock factor (no eps_inst_pj): kept for the record, never used to predict (the cache refits
-  // it).
-  int version = 2;
-  double eps_flop16_pj = 0;                   // pJ per bf16/fp16 FLOP at f_ref
-  std::optional<double> eps_flop8_pj;         // pJ per fp8 FLOP at f_ref; none without fp8 points
-  double eps_inst_pj = 0;                     // pJ per warp instruction at f_ref
+  // 3: this model. 2: a fit of an fa-bench before the mma.sync terms and the fitted clock
+  // exponent (alpha = 2, one energy per FLOP whatever the instruction). 1: before the instruction
+  // term and the clock factor (no eps_inst_pj): kept for the record, never used to predict. The
+  // ceilings cache measures the calibration again for any fit older than 3.
+  int version = 3;
+  double eps_flop16_pj = 0;            // pJ per bf16/fp16 wgmma FLOP at f_ref
+  std::optional<double> eps_flop8_pj;  // pJ per fp8 wgmma FLOP at f_ref; none without fp8 points
+  // pJ per mma.sync FLOP at f_ref (bf16/fp16, fp8); none without an mma.sync calibration point.
+  std::optional<double> eps_mma16_pj, eps_mma8_pj;
+  double eps_inst_pj = 0;  // pJ per warp instruction at f_ref
+  // alpha in s = (f / f_ref)^alpha, and how it was set: "fitted over A-B MHz" or why it is 2.
+  double clock_exponent = 2;
+  std::string clock_exponent_basis;
   double eps_byte_pj = 0;                     // pJ per DRAM byte
   double idle_w = 0;                          // W while a kernel runs (the paper's constant power)
   double f_ref_mhz = 0;                       // the SM clock the dynamic energies are quoted at
@@ -56,8 +70,8 @@ struct Fit {
 // others in every point.
 Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz = 0);
 
-// (f / f_ref)^2: how the dynamic energies scale at the SM clock f.
-double clock_scale(double sm_clock_mhz, double f_ref_mhz);
+// (f / f_ref)^exponent: how the dynamic energies scale at the SM clock f.
+double clock_scale(double sm_clock_mhz, double f_ref_mhz, double exponent);
 
 // What one launch did, for its model figure.
 struct Launch {
@@ -68,6 +82,7 @@ struct Launch {
   double seconds = 0;
   double sm_clock_mhz = 0;  // the mean SM clock of its energy window
   std::string bytes_basis;  // "counters" | "model"
+  bool mma_sync = false;    // its matrix products run on mma.sync (else wgmma)
 };
 
 // The model's energy for one launch, in parts.
@@ -75,7 +90,7 @@ struct Breakdown {
   double flop_mj = 0, inst_mj = 0, byte_mj = 0, idle_mj = 0;
   double total_mj() const { return flop_mj + inst_mj + byte_mj + idle_mj; }
   std::string bytes_basis;  // "counters" (measured DRAM bytes) | "model" (the IO model's)
-  // What it was computed from; clock_scale = (sm_clock_mhz / f_ref)^2.
+  // What it was computed from; clock_scale = (sm_clock_mhz / f_ref)^alpha.
   double flops = 0, bytes = 0, instructions = 0, seconds = 0;
   double sm_clock_mhz = 0, clock_scale = 1;
   // 1: read from a file of an fa-bench before the instruction term and the clock factor (no
@@ -84,7 +99,7 @@ struct Breakdown {
 };
 
 // The launch's figure, or nullopt with `why_not` (one line): the fit not ok or of version 1, no
-// fp8 energy per FLOP for an fp8 launch, no SM clock reading.
+// energy per FLOP for the launch's precision and tensor instruction, no SM clock reading.
 std::optional<Breakdown> predict(const Fit& f, const Launch& launch,
                                  std::string* why_not = nullptr);
 

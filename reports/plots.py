@@ -1279,7 +1279,15 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
             f"clock ({fit.get('f_ref_mhz') or 0:.0f} MHz); the energy of the instructions a kernel "
             f"issues (ε_inst per warp instruction){median} is its own and not in them: it is part "
             "of a point's distance below the roofs, as is a clock held below the highest (the "
-            "dynamic energies scale with its square).")
+            f"dynamic energies scale with its power {fit.get('clock_exponent', 2):.2f}).")
+    if fit.get("eps_mma16_pj") is not None:
+        mma8 = fit.get("eps_mma8_pj")
+        plot.notes.append(
+            f"The roofs are wgmma's energy per FLOP; mma.sync costs "
+            f"{fit['eps_mma16_pj']:.3g} pJ per bf16/fp16 FLOP"
+            + (f" and {mma8:.3g} per fp8 FLOP" if mma8 is not None else "")
+            + " (its operands pass through registers): the rows of mma.sync kernels (fa1, fa2, "
+            "fp8-sm89) sit below the roofs by that much more.")
     _title(fig, "Energy roofline (Choi et al., IPDPS 2013), fitted on this device", rows, device)
     plot.figure = fig
     return plot

@@ -497,12 +497,16 @@ TEST(EnergyNvml, FakeNvmlDrivesAWindowEndToEnd) {
 // ---- the energy model's fit ----
 
 // The H200's figures from the offline fit over 70 attention rows (docs/energy.md).
+// The mma.sync energies and the clock exponent: of the size the H200's calibration suggests.
 struct Truth {
   double eps16_pj = 1.05, eps8_pj = 0.52, eps_inst_pj = 460, eps_byte_pj = 103, idle_w = 146;
+  double mma16_pj = 1.9, mma8_pj = 1.1;
+  double exponent = 1.35;  // on the fit's grid of exponents (steps of 0.05)
   double f_ref_mhz = 1980;
   double energy_j(const CalibrationPoint& p) const {
-    const double s = (p.sm_clock_mhz / f_ref_mhz) * (p.sm_clock_mhz / f_ref_mhz);
-    return 1e-12 * (s * (eps16_pj * p.flops16 + eps8_pj * p.flops8 + eps_inst_pj * p.instructions) +
+    const double s = std::pow(p.sm_clock_mhz / f_ref_mhz, exponent);
+    return 1e-12 * (s * (eps16_pj * p.flops16 + eps8_pj * p.flops8 + mma16_pj * p.flops16_mma +
+                         mma8_pj * p.flops8_mma + eps_inst_pj * p.instructions) +
                     eps_byte_pj * p.bytes) +
            idle_w * p.seconds;
   }
@@ -521,21 +525,37 @@ CalibrationPoint point(const char* name, double f16, double f8, double bytes, do
   return p;
 }
 
+CalibrationPoint mma_point(const char* name, double m16, double m8, double seconds,
+                           double instructions) {
+  CalibrationPoint p = point(name, 0, 0, 0, seconds, instructions);
+  p.flops16_mma = m16;
+  p.flops8_mma = m8;
+  return p;
+}
+
 // What profiler/ceilings.cu runs, with an H200's rates and instruction counts: the copy at three
-// rates, the FFMA kernel at two occupancies, GEMMs (power-capped: lower clocks), sleep last.
+// rates, the FFMA kernel at two occupancies, the mma.sync kernels at two each, GEMMs
+// (power-capped: lower clocks; on a quarter of the SMs: the highest), sleep last.
 std::vector<CalibrationPoint> calibration(const Truth& t, double noise = 0) {
   const double gib2 = 2.0 * (1 << 30), f8192 = 2.0 * 8192 * 8192 * 8192,
-               f4096 = 2.0 * 4096 * 4096 * 4096;
+               f4096 = 2.0 * 4096 * 4096 * 4096, mma = 4.5e11;
   std::vector<CalibrationPoint> pts{
       point("copy full grid", 0, 0, gib2, gib2 / 4.2e12, 27.4e6),
       point("copy 132 blocks", 0, 0, gib2, gib2 / 2.1e12, 27.3e6),
       point("copy 33 blocks", 0, 0, gib2, gib2 / 0.6e12, 27.3e6),
       point("FFMA, 264 blocks", 0, 0, 0, 2.1e-3, 2318638080.0, 1935),
       point("FFMA, 33 blocks", 0, 0, 0, 1.06e-3, 289829760.0),
+      mma_point("mma.sync bf16, 264 blocks", mma, 0, mma / 420e12, mma / 4096 * 2.2),
+      mma_point("mma.sync bf16, 33 blocks", mma / 8, 0, mma / 8 / 70e12, mma / 8 / 4096 * 2.2),
+      mma_point("mma.sync fp8, 264 blocks", 0, 2 * mma, 2 * mma / 800e12, mma / 4096 * 2.2),
+      mma_point("mma.sync fp8, 33 blocks", 0, mma / 4, mma / 4 / 130e12, mma / 32768 * 2.2),
       point("bf16 GEMM 8192", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 720e12, f8192 / 2e4, 1755),
       point("bf16 GEMM 4096", f4096, 0, 3 * 4096.0 * 4096 * 2, f4096 / 600e12, f4096 / 2e4, 1830),
+      point("bf16 GEMM 8192 on 33 SMs", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 200e12,
+            f8192 / 2e4),
       point("fp8 GEMM 8192", 0, f8192, 8192.0 * 8192 * 4, f8192 / 1300e12, f8192 / 4e4, 1650),
       point("fp8 GEMM 4096", 0, f4096, 4096.0 * 4096 * 4, f4096 / 1000e12, f4096 / 4e4, 1800),
+      point("fp8 GEMM 8192 on 33 SMs", 0, f8192, 8192.0 * 8192 * 4, f8192 / 380e12, f8192 / 4e4),
       point("sleep 1 ms", 0, 0, 0, 1e-3, 8448 * (22 + 9 * 900.0))};
   for (std::size_t i = 0; i < pts.size(); ++i) {
     // A fixed pattern of +-noise: reproducible, and not a multiple of any column.
@@ -553,13 +573,20 @@ void expect_recovers(const Fit& f, const Truth& t, double tolerance) {
   EXPECT_NEAR(f.eps_inst_pj, t.eps_inst_pj, tolerance * t.eps_inst_pj);
   EXPECT_NEAR(f.eps_byte_pj, t.eps_byte_pj, tolerance * t.eps_byte_pj);
   EXPECT_NEAR(f.idle_w, t.idle_w, tolerance * t.idle_w);
+  ASSERT_TRUE(f.eps_mma16_pj && f.eps_mma8_pj);
+  EXPECT_NEAR(*f.eps_mma16_pj, t.mma16_pj, tolerance * t.mma16_pj);
+  EXPECT_NEAR(*f.eps_mma8_pj, t.mma8_pj, tolerance * t.mma8_pj);
+  EXPECT_NEAR(f.clock_exponent, t.exponent, 1e-9);
+  EXPECT_NE(f.clock_exponent_basis.find("fitted over calibration clocks 1650-1980 MHz"),
+            std::string::npos)
+      << f.clock_exponent_basis;
 }
 
 TEST(EnergyFit, RecoversKnownEnergiesPerOperationAtVariedClocks) {
   const Truth t;
   const Fit f = fit(calibration(t), t.f_ref_mhz);
   expect_recovers(f, t, 1e-6);
-  EXPECT_EQ(f.version, 2);
+  EXPECT_EQ(f.version, 3);
   EXPECT_EQ(f.f_ref_mhz, 1980);
   EXPECT_LT(f.residual_max, 1e-9);
   EXPECT_EQ(f.residuals.size(), f.points.size());
@@ -581,6 +608,43 @@ TEST(EnergyFit, TheClockFactorIsNeeded) {
   const Fit f = fit(pts, t.f_ref_mhz);
   ASSERT_EQ(f.status, "ok") << f.reason;
   EXPECT_GT(f.residual_max, 0.03);
+  // One clock cannot tell how energy moves with it: the exponent is the CMOS default, and says so.
+  EXPECT_EQ(f.clock_exponent, 2);
+  EXPECT_NE(f.clock_exponent_basis.find("not fitted"), std::string::npos) << f.clock_exponent_basis;
+}
+
+TEST(EnergyFit, MmaSyncLaunchesCostTheirOwnEnergyPerFlop) {
+  const Truth t;
+  const Fit f = fit(calibration(t), t.f_ref_mhz);
+  ASSERT_EQ(f.status, "ok") << f.reason;
+  Launch wgmma{false, 1e12, 0, 0, 1e-3, 1980, "counters"};
+  Launch mma = wgmma;
+  mma.mma_sync = true;
+  const auto a = predict(f, wgmma), b = predict(f, mma);
+  ASSERT_TRUE(a && b);
+  EXPECT_NEAR(a->flop_mj, t.eps16_pj * 1e-9 * 1e12, 1e-6);
+  EXPECT_NEAR(b->flop_mj, t.mma16_pj * 1e-9 * 1e12, 1e-6);
+  // At a lower clock the dynamic part scales with the fitted exponent.
+  mma.sm_clock_mhz = 990;
+  EXPECT_NEAR(predict(f, mma)->clock_scale, std::pow(0.5, t.exponent), 1e-9);
+  // A calibration without mma.sync kernels: an mma.sync launch gets no figure, and the reason.
+  std::vector<CalibrationPoint> no_mma;
+  for (const auto& p : calibration(t))
+    if (p.flops16_mma == 0 && p.flops8_mma == 0) no_mma.push_back(p);
+  const Fit g = fit(no_mma, t.f_ref_mhz);
+  ASSERT_EQ(g.status, "ok") << g.reason;
+  EXPECT_FALSE(g.eps_mma16_pj);
+  std::string why;
+  EXPECT_FALSE(predict(g, mma, &why));
+  EXPECT_NE(why.find("no energy per bf16 mma.sync FLOP"), std::string::npos) << why;
+  // A version-2 fit (an older fa-bench's): one energy per FLOP whatever the instruction.
+  Fit old = g;
+  old.version = 2;
+  old.clock_exponent = 2;
+  const auto c = predict(old, mma);
+  ASSERT_TRUE(c);
+  EXPECT_NEAR(c->clock_scale, 0.25, 1e-12);
+  EXPECT_NEAR(c->flop_mj, 0.25 * old.eps_flop16_pj * 1e-9 * 1e12, 1e-9);
 }
 
 TEST(EnergyFit, NoisyCalibrationStaysCloseAndShowsItsResiduals) {
@@ -652,7 +716,7 @@ TEST(EnergyFit, TooFewOrImpossiblePointsAreRefused) {
   EXPECT_EQ(f.status, "refused");
   EXPECT_NE(f.reason.find("copy 33 blocks"), std::string::npos) << f.reason;
   auto unclocked = calibration(t);
-  unclocked[5].sm_clock_mhz = 0;  // the driver gave no SM clock in that window
+  unclocked[9].sm_clock_mhz = 0;  // the driver gave no SM clock in that window
   f = fit(unclocked, t.f_ref_mhz);
   EXPECT_EQ(f.status, "refused");
   EXPECT_NE(f.reason.find("'bf16 GEMM 8192' has no SM clock reading"), std::string::npos)
@@ -670,7 +734,7 @@ TEST(EnergyFit, WithoutFp8PointsFp8IsUnknown) {
   Launch l{true, 1e12, 1e9, 1e8, 1e-3, 1980, "counters"};
   std::string why;
   EXPECT_FALSE(predict(f, l, &why));
-  EXPECT_NE(why.find("no energy per fp8 FLOP"), std::string::npos) << why;
+  EXPECT_NE(why.find("no energy per fp8 wgmma FLOP"), std::string::npos) << why;
   l.fp8 = false;
   EXPECT_TRUE(predict(f, l));
 }
@@ -732,7 +796,13 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   const Fit f = fit(pts, 1980);
   ASSERT_EQ(f.status, "ok") << f.reason;
   const Fit back = energy_fit_from_json(energy_fit_to_json(f));
-  EXPECT_EQ(back.version, 2);
+  EXPECT_EQ(back.version, 3);
+  EXPECT_EQ(back.eps_mma16_pj, f.eps_mma16_pj);
+  EXPECT_EQ(back.eps_mma8_pj, f.eps_mma8_pj);
+  EXPECT_DOUBLE_EQ(back.clock_exponent, f.clock_exponent);
+  EXPECT_EQ(back.clock_exponent_basis, f.clock_exponent_basis);
+  EXPECT_DOUBLE_EQ(back.points[5].flops16_mma, f.points[5].flops16_mma);
+  EXPECT_DOUBLE_EQ(back.points[7].flops8_mma, f.points[7].flops8_mma);
   EXPECT_DOUBLE_EQ(back.eps_byte_pj, f.eps_byte_pj);
   EXPECT_DOUBLE_EQ(back.eps_inst_pj, f.eps_inst_pj);
   EXPECT_DOUBLE_EQ(back.f_ref_mhz, 1980);
@@ -745,9 +815,19 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_DOUBLE_EQ(back.points[0].temperature_max_c, 55);
   EXPECT_TRUE(energy_fit_to_json(f)["points"][1]["temperature_c"].is_null());  // not read
 
-  // A fit written by an fa-bench before the instruction term reads as version 1, and is written
-  // back as it was.
+  // A fit written by an fa-bench before the mma.sync terms reads as version 2 (the exponent 2),
+  // one before the instruction term as version 1; each is written back as it was.
   auto old = energy_fit_to_json(f);
+  for (const char* key : {"eps_mma16_pj", "eps_mma8_pj", "clock_exponent", "clock_exponent_basis"})
+    old.erase(key);
+  for (auto& p : old["points"]) {
+    p.erase("flops16_mma");
+    p.erase("flops8_mma");
+  }
+  const Fit v2 = energy_fit_from_json(old);
+  EXPECT_EQ(v2.version, 2);
+  EXPECT_EQ(v2.clock_exponent, 2);
+  EXPECT_EQ(energy_fit_to_json(v2), old);
   old.erase("eps_inst_pj");
   old.erase("f_ref_mhz");
   for (auto& p : old["points"]) {

@@ -86,21 +86,27 @@ TEST(EnergyGpu, ModelFitsTheCalibrationKernels) {
   const Fit f = measure_energy_model(g->device, *g->power, Settings{});
   ASSERT_EQ(f.status, "ok") << f.reason;
   std::printf(
-      "energy model: %.3f pJ/FLOP bf16, %.3f pJ/FLOP fp8, %.1f pJ/warp instruction (at %.0f MHz), "
-      "%.2f pJ/byte, %.1f W constant; residuals rms %.1f%%, max %.1f%%\n",
-      f.eps_flop16_pj, f.eps_flop8_pj.value_or(NAN), f.eps_inst_pj, f.f_ref_mhz, f.eps_byte_pj,
-      f.idle_w, 100 * f.residual_rms, 100 * f.residual_max);
+      "energy model: pJ/FLOP bf16 %.3f (wgmma) %.3f (mma.sync), fp8 %.3f (wgmma) %.3f "
+      "(mma.sync), %.1f pJ/warp instruction (at %.0f MHz, clock exponent %.2f: %s), %.2f pJ/byte, "
+      "%.1f W constant; residuals rms %.1f%%, max %.1f%%\n",
+      f.eps_flop16_pj, f.eps_mma16_pj.value_or(NAN), f.eps_flop8_pj.value_or(NAN),
+      f.eps_mma8_pj.value_or(NAN), f.eps_inst_pj, f.f_ref_mhz, f.clock_exponent,
+      f.clock_exponent_basis.c_str(), f.eps_byte_pj, f.idle_w, 100 * f.residual_rms,
+      100 * f.residual_max);
   for (std::size_t i = 0; i < f.points.size(); ++i) {
     const CalibrationPoint& p = f.points[i];
-    std::printf("  %-28s %8.3f ms %9.2f mJ %10.4g inst %5.0f MHz %4.0f/%4.0f C  residual %+.1f%%\n",
-                p.kernel.c_str(), p.seconds * 1e3, p.energy_j * 1e3, p.instructions, p.sm_clock_mhz,
-                p.temperature_c, p.temperature_max_c, 100 * f.residuals[i]);
+    std::printf(
+        "  %-32s %8.3f ms %9.2f mJ %7.1f W %10.4g inst %5.0f MHz %4.0f/%4.0f C  residual "
+        "%+.1f%%\n",
+        p.kernel.c_str(), p.seconds * 1e3, p.energy_j * 1e3, p.energy_j / p.seconds, p.instructions,
+        p.sm_clock_mhz, p.temperature_c, p.temperature_max_c, 100 * f.residuals[i]);
   }
   EXPECT_GT(f.idle_w, 10);
   EXPECT_GT(f.eps_byte_pj, 0);
   EXPECT_GT(f.eps_flop16_pj, 0);
   EXPECT_GT(f.eps_inst_pj, 0);
   EXPECT_GT(f.f_ref_mhz, 0);
+  EXPECT_TRUE(f.eps_mma16_pj) << "no mma.sync calibration point";
   // The sleep kernel runs last, on a GPU the GEMMs warmed (docs/energy.md).
   EXPECT_EQ(f.points.back().kernel, "sleep 1 ms");
   // The rows' model is held to 15%: the calibration it rests on must fit better than that.

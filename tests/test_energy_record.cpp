@@ -101,7 +101,7 @@ RunResult record() {
   row.counters = counted();
   row.measured = MeasuredDerived{};
   row.measured->dram_bytes = 3e8;
-  row.energy_model = energy_model_of(row, r.ceilings, &row.energy_model_reason);
+  row.energy_model = energy_model_of(row, r.ceilings, false, &row.energy_model_reason);
   VariantResult refused = row;
   refused.spec.variant = "standard";
   refused.algorithm = Algorithm::standard;
@@ -117,7 +117,8 @@ RunResult record() {
   uncounted.spec.variant = "fa3";
   uncounted.counters = CounterResult{"skipped", "--no-counters", {}, 0, {}, ""};
   uncounted.measured.reset();
-  uncounted.energy_model = energy_model_of(uncounted, r.ceilings, &uncounted.energy_model_reason);
+  uncounted.energy_model =
+      energy_model_of(uncounted, r.ceilings, false, &uncounted.energy_model_reason);
   c.results = {row, refused, skipped, uncounted};
   r.configs.push_back(c);
   return r;
@@ -275,7 +276,7 @@ TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {
   const Ceilings& c = a.ceilings;
   VariantResult row = a.configs[0].results[0];
   std::string why;
-  auto b = energy_model_of(row, c, &why);
+  auto b = energy_model_of(row, c, false, &why);
   ASSERT_TRUE(b) << why;
   EXPECT_EQ(why, "");
   const double scale = (1960.0 / 1980) * (1960.0 / 1980);
@@ -283,38 +284,47 @@ TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {
   EXPECT_DOUBLE_EQ(b->flop_mj, scale * 0.6e-9 * row.model.flops_matrix);
   EXPECT_DOUBLE_EQ(b->inst_mj, scale * 450e-9 * 2e8);
   EXPECT_DOUBLE_EQ(b->byte_mj, 22e-9 * 3e8);
+  // An mma.sync row (VariantInfo::uses_mma_sync) is priced at the mma.sync energy per FLOP, and
+  // gets no figure, with the reason, from a model calibrated without mma.sync kernels.
+  EXPECT_FALSE(energy_model_of(row, c, true, &why));
+  EXPECT_NE(why.find("no energy per bf16 mma.sync FLOP"), std::string::npos) << why;
+  Ceilings with_mma = c;
+  with_mma.energy_model->eps_mma16_pj = 1.5;
+  b = energy_model_of(row, with_mma, true, &why);
+  ASSERT_TRUE(b) << why;
+  EXPECT_DOUBLE_EQ(b->flop_mj, scale * 1.5e-9 * row.model.flops_matrix);
   // Counters that failed: their reason, never instructions taken as 0.
   row.counters =
       CounterResult{"error", "cuptiRangeProfilerStop: not all passes submitted", {}, 0, {}, ""};
   row.measured.reset();
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_EQ(why,
             "the energy model needs the counted instructions: counters error: "
             "cuptiRangeProfilerStop: not all passes submitted");
   row.counters = CounterResult{"unavailable", "cuptiProfilerInitialize failed", {}, 0, {}, ""};
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_NE(why.find("counters unavailable: cuptiProfilerInitialize failed"), std::string::npos);
   row.counters.reset();  // a file without counters at all
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_EQ(why, "the energy model needs the counted instructions: counters off (--no-counters)");
   // Counted, without the instruction metric (a metric list of its own).
   row.counters = counted();
   row.counters->values.erase("sm__inst_executed.sum");
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_NE(why.find("sm__inst_executed.sum was not collected"), std::string::npos) << why;
   // No clock in the window: no figure, said.
   row.counters = counted();
   row.energy->sm_clock_mean_mhz = 0;
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_NE(why.find("no SM clock reading"), std::string::npos) << why;
   // Nothing said where there is no model or no window: the legend and the energy say it.
   row = a.configs[0].results[0];
   Ceilings none = c;
   none.energy_model->status = "refused";
-  EXPECT_FALSE(energy_model_of(row, none, &why));
+  EXPECT_FALSE(energy_model_of(row, none, false, &why));
   EXPECT_EQ(why, "");
   row.energy = energy::not_measured("unavailable", "NVML not found");
-  EXPECT_FALSE(energy_model_of(row, c, &why));
+  EXPECT_FALSE(energy_model_of(row, c, false, &why));
   EXPECT_EQ(why, "");
 }
 
@@ -338,11 +348,11 @@ TEST(EnergyRecord, CacheRefitsAnOlderEnergyModel) {
   EXPECT_DOUBLE_EQ(back->energy_model->eps_inst_pj, 450);
   EXPECT_DOUBLE_EQ(back->energy_model->f_ref_mhz, 1980);
   EXPECT_DOUBLE_EQ(back->energy_model->points[0].sm_clock_mhz, 1980);
-  // The same file as an fa-bench before the instruction term wrote it: the roofs stay, the
-  // model is missing (the run fits it again), never used.
+  // The same file as an fa-bench before the mma.sync terms and the fitted exponent wrote it: the
+  // roofs stay, the model is missing (the run measures it again), never used.
   auto j = nlohmann::json::parse(std::ifstream(path));
-  j["energy_model"].erase("eps_inst_pj");
-  j["energy_model"].erase("f_ref_mhz");
+  for (const char* key : {"eps_mma16_pj", "eps_mma8_pj", "clock_exponent", "clock_exponent_basis"})
+    j["energy_model"].erase(key);
   std::ofstream(path) << j.dump();
   back = load_ceilings(path, m.key);
   ASSERT_TRUE(back);
@@ -356,6 +366,17 @@ TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
   RunResult a = record();
   a.settings.energy_window_s = 1;
   EXPECT_NE(energy_legend(a).find("over 1 s of launches"), std::string::npos) << energy_legend(a);
+  a.ceilings.energy_model->eps_mma16_pj = 1.2;
+  a.ceilings.energy_model->clock_exponent = 1.35;
+  a.ceilings.energy_model->clock_exponent_basis = "fitted over calibration clocks 1305-1980 MHz";
+  EXPECT_NE(energy_legend(a).find(
+                "pJ per FLOP bf16/fp16 0.6 (wgmma), 1.2 (mma.sync); fp8 0.35 (wgmma), - "
+                "(mma.sync); 450 pJ per warp instruction; these at 1980 MHz, scaled by (row's SM "
+                "clock / 1980 MHz)^1.35 (fitted over calibration clocks 1305-1980 MHz); 22 pJ per "
+                "DRAM byte, 160 W constant"),
+            std::string::npos)
+      << energy_legend(a);
+  a.ceilings.energy_model->version = 2;  // a file of an fa-bench before the mma.sync terms
   EXPECT_NE(energy_legend(a).find("0.6 pJ per bf16/fp16 FLOP, 0.35 per fp8 FLOP, 450 pJ per warp "
                                   "instruction (at 1980 MHz, scaled by the square of the row's SM "
                                   "clock), 22 pJ per DRAM byte, 160 W constant"),

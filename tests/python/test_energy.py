@@ -321,7 +321,13 @@ def test_calibration_kernels_instruction_counts_match_their_sass():
                 re.findall(r"(k\w+Sm(?:90|80))\{(\d+), (\d+), (\d+)\}", source)}
     line = re.compile(r"/\*([0-9a-f]{4})\*/\s+([^;]*);")
     kernels = {"Copy": "11copy_kernel", "Ffma": "23ffma_calibration_kernel",
-               "Sleep": "12sleep_kernel"}
+               "MmaBf16": "27mma_bf16_calibration_kernel",
+               "MmaFp8": "27mma_e4m3_calibration_kernel", "Sleep": "12sleep_kernel"}
+    # The e4m3 mma.sync kernel's sm_80 code is empty (no e4m3 mma.sync below sm_89): no loop.
+    # Tensor FLOPs per warp and loop iteration (ceilings.cu: kMmaSteps x kMmaPerStep mma.sync):
+    # on sm_90a each m16n8k32 e4m3 is two HMMA.16816 (f16), the same FLOPs.
+    loopless = {("sm_80", "MmaFp8")}
+    mma_flops = {"MmaBf16": 8 * 4 * 4096, "MmaFp8": 4 * 2 * 8192}
     built = set(re.findall(r"arch = (sm_\w+)", run(cuobjdump, ["-sass", str(obj)])))
     assert "sm_90a" in built, f"{obj} has no sm_90a code ({sorted(built)})"
     for arch, suffix in (("sm_90a", "90"), ("sm_80", "80")):
@@ -338,10 +344,22 @@ def test_calibration_kernels_instruction_counts_match_their_sass():
                 code.append((int(addr, 16), text.strip()))
             back = [(a, int(t, 16)) for a, ins in code
                     for t in re.findall(r"BRA 0x([0-9a-f]+)$", ins) if int(t, 16) < a]
+            exits = [a for a, ins in code if ins.endswith("EXIT")]
+            if (arch, name) in loopless:
+                assert not back and "HMMA" not in body and "QMMA" not in body, (arch, name, back)
+                fixed = sum(1 for a, _ in code if a <= min(exits))
+                assert declared[f"k{name}Sm{suffix}"] == (0, fixed, 0), (arch, name)
+                continue
             assert len(back) == 1, (arch, name, back)
             end, start = back[0]
-            per_iteration = sum(1 for a, _ in code if start <= a <= end)
-            exits = [a for a, ins in code if ins.endswith("EXIT")]
+            loop = [ins for a, ins in code if start <= a <= end]
+            per_iteration = len(loop)
+            if name == "Ffma":  # every FFMA's operands in registers, none from the constant bank
+                assert all("c[" not in ins for ins in loop if "FFMA" in ins), (arch, loop)
+            if name.startswith("Mma"):  # the tensor FLOPs per iteration the points count
+                shapes = [re.match(r"[HQ]MMA\.168(\d+)\.", ins) for ins in loop]  # m16n8kK
+                flops = sum(2 * 16 * 8 * int(m[1]) for m in shapes if m)
+                assert flops == mma_flops[name], (arch, name, flops)
             # The copy's and the FFMA's warps leave at the first EXIT after the loop; the sleep
             # kernel's lane 0 goes on to its atomic add and the last EXIT.
             leave = exits[-1] if name == "Sleep" else min(a for a in exits if a > end)
