@@ -133,7 +133,8 @@ Fit energy_fit_from_json(const json& j) {
   if (exponent) {
     f.eps_mma16_pj = optional_figure(j, "eps_mma16_pj");
     f.eps_mma8_pj = optional_figure(j, "eps_mma8_pj");
-    f.clock_exponent_basis = text(j, "clock_exponent_basis");
+    if (j.contains("clock_exponent_basis"))
+      f.clock_exponent_basis = text(j, "clock_exponent_basis");
   }
   f.f_ref_mhz = optional_figure(j, "f_ref_mhz").value_or(0);
   const json& points = at(j, "points");

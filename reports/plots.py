@@ -1283,11 +1283,10 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
     if fit.get("eps_mma16_pj") is not None:
         mma8 = fit.get("eps_mma8_pj")
         plot.notes.append(
-            f"The roofs are wgmma's energy per FLOP; mma.sync costs "
-            f"{fit['eps_mma16_pj']:.3g} pJ per bf16/fp16 FLOP"
+            f"The roofs use the GEMMs' energy per FLOP (cuBLASLt: wgmma on Hopper); the ldmatrix + "
+            f"mma.sync calibration loop costs {fit['eps_mma16_pj']:.3g} pJ per bf16/fp16 FLOP"
             + (f" and {mma8:.3g} per fp8 FLOP" if mma8 is not None else "")
-            + " (its operands pass through registers): the rows of mma.sync kernels (fa1, fa2, "
-            "fp8-sm89) sit below the roofs by that much more.")
+            + ", the figure the model gives the rows of mma.sync kernels (fa1, fa2, fp8-sm89).")
     _title(fig, "Energy roofline (Choi et al., IPDPS 2013), fitted on this device", rows, device)
     plot.figure = fig
     return plot

@@ -801,6 +801,10 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_EQ(back.eps_mma8_pj, f.eps_mma8_pj);
   EXPECT_DOUBLE_EQ(back.clock_exponent, f.clock_exponent);
   EXPECT_EQ(back.clock_exponent_basis, f.clock_exponent_basis);
+  auto no_basis = energy_fit_to_json(f);  // the basis is optional (the schema says so)
+  no_basis.erase("clock_exponent_basis");
+  EXPECT_EQ(energy_fit_from_json(no_basis).version, 3);
+  EXPECT_EQ(energy_fit_from_json(no_basis).clock_exponent_basis, "");
   EXPECT_DOUBLE_EQ(back.points[5].flops16_mma, f.points[5].flops16_mma);
   EXPECT_DOUBLE_EQ(back.points[7].flops8_mma, f.points[7].flops8_mma);
   EXPECT_DOUBLE_EQ(back.eps_byte_pj, f.eps_byte_pj);
