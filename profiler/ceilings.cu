@@ -16,6 +16,7 @@
 #include "kernels/common/cuda_check.hpp"
 #include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fill.hpp"
+#include "kernels/common/mma_e4m3.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "profiler/ceilings.hpp"
 #include "profiler/energy_queue.hpp"
@@ -183,18 +184,6 @@ __device__ __forceinline__ float mma_operand(unsigned i) {
   return static_cast<float>(static_cast<int>(i)) * 0x1p-31f;
 }
 
-// D += A (m16 x k32, row) x B (k32 x n8, col), e4m3, fp32 accumulate (sm_89+).
-__device__ __forceinline__ void mma_e4m3_16832(float (&d)[4], const std::uint32_t (&a)[4],
-                                               std::uint32_t b0, std::uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#endif
-}
-
 template <bool kFp8>
 __device__ __forceinline__ void mma_calibration_body(float* sink, int iters) {
   __shared__ __align__(16) unsigned char tile[32][kMmaRowBytes];  // rows 0-15 A, 16-31 B ([n][k])
@@ -231,8 +220,8 @@ __device__ __forceinline__ void mma_calibration_body(float* sink, int iters) {
       sm80::ldmatrix_x4(a, a_addr + 32 * s);
       sm80::ldmatrix_x4(b, b_addr + 32 * s);
       if constexpr (kFp8) {
-        mma_e4m3_16832(acc[2 * (s & 1)], a, b[0], b[1]);
-        mma_e4m3_16832(acc[2 * (s & 1) + 1], a, b[2], b[3]);
+        sm80::mma_e4m3(acc[2 * (s & 1)], a, b[0], b[1]);
+        sm80::mma_e4m3(acc[2 * (s & 1) + 1], a, b[2], b[3]);
       } else {
         sm80::mma_16816<__nv_bfloat16>(acc[0], a, b[0], b[1]);
         sm80::mma_16816<__nv_bfloat16>(acc[1], a, b[2], b[3]);

@@ -31,6 +31,7 @@
 
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
+#include "kernels/common/mma_e4m3.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/per_device.hpp"
@@ -86,19 +87,6 @@ __device__ inline void load_tile_bytes(std::uint8_t* smem, const std::uint8_t* g
     cp_async_16(smem_u32(smem + swz_bytes<ROW_BYTES>(r, ch * 16)),
                 g + (valid ? (row0 + r) * stride + ch * 16 : 0), valid);
   }
-}
-
-__device__ inline void mma_e4m3(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0,
-                                std::uint32_t b1) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-      "{%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-#else
-  __trap();  // never launched below compute capability 8.9 (the launcher checks)
-#endif
 }
 
 template <int D, int BR, int BC, bool CAUSAL, bool FAULTS>
@@ -184,8 +172,8 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
         std::uint32_t b[4];
         ldmatrix_x4(b, smem_u32(sKj + swz_bytes<D>(np * 16 + (lane & 7) + ((lane >> 4) << 3),
                                                    kk * 32 + ((lane >> 3) & 1) * 16)));
-        mma_e4m3(s[2 * np], qf[kk], b[0], b[1]);
-        mma_e4m3(s[2 * np + 1], qf[kk], b[2], b[3]);
+        sm80::mma_e4m3(s[2 * np], qf[kk], b[0], b[1]);
+        sm80::mma_e4m3(s[2 * np + 1], qf[kk], b[2], b[3]);
       }
     }
 
@@ -226,8 +214,8 @@ __global__ void __launch_bounds__(BR / 16 * 32) fp8_forward_kernel(const Fp8Para
         std::uint32_t b[4];
         ldmatrix_x4(b, smem_u32(sVj + swz_bytes<BC>(dp * 16 + (lane & 7) + ((lane >> 4) << 3),
                                                     kc * 32 + ((lane >> 3) & 1) * 16)));
-        mma_e4m3(o[2 * dp], a, b[0], b[1]);
-        mma_e4m3(o[2 * dp + 1], a, b[2], b[3]);
+        sm80::mma_e4m3(o[2 * dp], a, b[0], b[1]);
+        sm80::mma_e4m3(o[2 * dp + 1], a, b[2], b[3]);
       }
     }
     __syncthreads();
