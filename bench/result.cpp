@@ -159,7 +159,9 @@ std::optional<energy::Breakdown> energy_model_of(const VariantResult& row, const
   const bool counted = row.measured.has_value();
   launch.bytes = counted ? row.measured->dram_bytes : row.model.bytes();
   launch.bytes_basis = counted ? "counters" : "model";
-  launch.instructions = counters::interpret(values).instructions;
+  const counters::Measured counted_values = counters::interpret(values);
+  launch.instructions = counted_values.instructions;
+  launch.l2_bytes = counted_values.l2_bytes();
   launch.seconds = row.energy->seconds_per_launch;
   launch.sm_clock_mhz = row.energy->sm_clock_mean_mhz;
   return energy::predict(*c.energy_model, launch, why_not);

@@ -414,6 +414,7 @@ struct RunContext {
   std::unique_ptr<L2Flusher> flusher;
   std::unique_ptr<energy::PowerSource> power;  // NVML; none with --no-energy or without NVML
   std::string energy_off_reason = "--no-energy";
+  mutable bool energy_settled = false;  // a window has run: the GPU is at its running state
 
   void checkpoint() const {
     if (hooks.checkpoint) hooks.checkpoint(r);
@@ -663,6 +664,8 @@ std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run
   return err;
 }
 
+constexpr double kFirstWindowPrerollS = 3.0;
+
 // Energy: the row's launches back to back, after and apart from the timed samples (which it leaves
 // unchanged), in a window bounded by the energy counter's updates (profiler/energy.hpp).
 energy::Measurement energy_row(const RunContext& ctx, RowRun& run, double median_ms) {
@@ -671,6 +674,11 @@ energy::Measurement energy_row(const RunContext& ctx, RowRun& run, double median
   }
   energy::Settings settings;
   settings.window_s = ctx.o.energy_window_s;
+  // The run's first window follows the setup's idle and light work: a longer preroll brings the
+  // board to the power and temperature of launches back to back (H200: the first row of three
+  // same-build runs drew 563, 577 and 581 W with 0.25 s).
+  if (!ctx.energy_settled) settings.preroll_s = kFirstWindowPrerollS;
+  ctx.energy_settled = true;
   energy::StreamLaunchQueue queue(ctx.stream, run.launch);
   return energy::measure(*ctx.power, queue, energy::steady_clock(), median_ms * 1e-3, settings);
 }
@@ -767,8 +775,7 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   if (row.counters->status == "ok") row.measured = derive_measured(row, ctx.r.ceilings, peak);
   row.placement = placement_of(row, ctx.r.ceilings, peak);
   row.energy_model =
-      energy_model_of(row, ctx.r.ceilings, run.info->uses_mma_sync(ctx.r.device->cc_major),
-                      &row.energy_model_reason);
+      energy_model_of(row, ctx.r.ceilings, run.info->uses_mma_sync(), &row.energy_model_reason);
   ctx.checkpoint();
   return true;
 }

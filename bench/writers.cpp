@@ -175,14 +175,22 @@ std::string energy_legend(const RunResult& r) {
   auto pj = [](const std::optional<double>& x) {
     return x ? fmt::format("{:.3g}", *x) : std::string("-");
   };
+  // Files before the L2 term (version 3): no L2 energy, no busy power, no clock floor.
+  const bool v4 = f->version >= 4;
+  const std::string floor = v4 && f->clock_knee_mhz > 0
+                                ? fmt::format("max(row's SM clock, {:.0f} MHz)", f->clock_knee_mhz)
+                                : std::string("row's SM clock");
+  const std::string l2 = v4 ? pj(f->eps_l2_byte_pj) + " pJ per SM<->L2 byte, " : std::string();
+  const std::string busy =
+      v4 ? fmt::format(" + {:.0f} W with every SM busy", f->busy_w) : std::string();
   return s + fmt::format(
                  "energy model: pJ per FLOP bf16/fp16 {:.3g} (wgmma), {} (mma.sync); fp8 {} "
                  "(wgmma), {} (mma.sync); {:.3g} pJ per warp instruction; these at {:.0f} MHz, "
-                 "scaled by (row's SM clock / {:.0f} MHz)^{:.2f} ({}); {:.3g} pJ per DRAM byte, "
-                 "{:.0f} W constant {}",
+                 "scaled by ({} / {:.0f} MHz)^{:.2f} ({}); {}{:.3g} pJ per DRAM byte, {:.0f} W "
+                 "constant{} {}",
                  f->eps_flop16_pj, pj(f->eps_mma16_pj), pj(f->eps_flop8_pj), pj(f->eps_mma8_pj),
-                 f->eps_inst_pj, f->f_ref_mhz, f->f_ref_mhz, f->clock_exponent,
-                 f->clock_exponent_basis, f->eps_byte_pj, f->idle_w, residuals);
+                 f->eps_inst_pj, f->f_ref_mhz, floor, f->f_ref_mhz, f->clock_exponent,
+                 f->clock_exponent_basis, l2, f->eps_byte_pj, f->idle_w, busy, residuals);
 }
 
 std::string format_config_header(const ConfigResult& c) {
@@ -226,7 +234,7 @@ std::string to_csv(const RunResult& r) {
       "sampled_energy_per_launch_mj,power_w,sm_clock_mean_mhz,sm_clock_min_mhz,clock_event_reasons,"
       "energy_seconds_per_launch,model_energy_mj,model_flop_mj,model_byte_mj,model_idle_mj,"
       "model_energy_bytes_basis,energy_temperature_mean_c,energy_temperature_max_c,model_inst_mj,"
-      "model_instructions,model_clock_scale,model_energy_reason\n";
+      "model_instructions,model_clock_scale,model_energy_reason,model_l2_mj,model_l2_bytes\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -290,9 +298,12 @@ std::string to_csv(const RunResult& r) {
         const energy::Breakdown& b = *v.energy_model;
         model = fmt::format("{},{},{},{},{}", b.total_mj(), b.flop_mj, b.byte_mj, b.idle_mj,
                             b.bytes_basis);
-        later = fmt::format("{},{},{},{},", temperature, b.inst_mj, b.instructions, b.clock_scale);
+        const std::string l2 =
+            b.version >= 3 ? fmt::format("{},{}", b.l2_mj, b.l2_bytes) : std::string(",");
+        later = fmt::format("{},{},{},{},,{}", temperature, b.inst_mj, b.instructions,
+                            b.clock_scale, l2);
       } else {
-        later = fmt::format("{},,,,{}", temperature, quote(v.energy_model_reason));
+        later = fmt::format("{},,,,{},,", temperature, quote(v.energy_model_reason));
       }
       out += fmt::format(
           "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B, s.H,

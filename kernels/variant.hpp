@@ -255,12 +255,10 @@ struct VariantInfo {
   }
   // Which tensor-core instructions its matrix products use, for the energy model: mma.sync loads
   // the operands into registers (ldmatrix), wgmma reads them from shared memory; a library picks
-  // its own kernels (wgmma on sm_90, mma.sync before).
+  // its own kernels, and its rows are priced as the calibration's cuBLASLt GEMMs are, whatever
+  // instruction the device gives both.
   TensorInstructions tensor_instructions = TensorInstructions::mma_sync;
-  bool uses_mma_sync(int cc_major) const {
-    return tensor_instructions == TensorInstructions::mma_sync ||
-           (tensor_instructions == TensorInstructions::library && cc_major < 9);
-  }
+  bool uses_mma_sync() const { return tensor_instructions == TensorInstructions::mma_sync; }
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
   Tiles (*shape_default_tiles)(const Shape& s) = nullptr;

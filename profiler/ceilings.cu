@@ -7,8 +7,10 @@
 #include <cuda_fp8.h>
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -19,6 +21,8 @@
 #include "kernels/common/mma_e4m3.cuh"
 #include "kernels/common/mma_sm80.cuh"
 #include "profiler/ceilings.hpp"
+#include "profiler/counters.hpp"
+#include "profiler/cupti_range.hpp"
 #include "profiler/energy_queue.hpp"
 #include "profiler/utc_time.hpp"
 
@@ -122,12 +126,14 @@ __global__ void sleep_kernel(unsigned long long ns, unsigned long long* iteratio
   if (threadIdx.x % 32 == 0) atomicAdd(iterations, static_cast<unsigned long long>(n));
 }
 
-// The energy model's instruction term: FFMA and nothing else, 8 independent chains per thread
-// (enough to fill the FP32 pipes), 64 FFMA per iteration of a loop the compiler may not unroll,
-// so that its instructions per launch are known exactly (kFfma* below). 1024 threads, two blocks
-// per SM: a grid of 2 blocks per SM fills every SM (64 warps). b and c differ per thread, so
-// every FFMA reads its three operands from registers as real kernels' do (the parameters
-// themselves would be read from the constant bank: FFMA R, R, c[0x0][..], R).
+// The energy model's instruction term where the counters cannot count the softmax step: FFMA and
+// nothing else, 8 independent chains per thread (enough to fill the FP32 pipes), 64 FFMA per
+// iteration of a loop the compiler may not unroll, so that its instructions per launch are known
+// exactly from its SASS (kFfma* below). 1024 threads, two blocks per SM: a grid of 2 blocks per SM
+// fills every SM (64 warps). b and c differ per thread, so every FFMA reads its operands from
+// registers (the parameters themselves would be read from the constant bank), but the same two
+// in every instruction: the operand reuse cache serves them, and an FFMA here costs less than the
+// mixes real kernels issue (H200: 220 pJ per warp instruction against the softmax step's 317).
 constexpr int kFfmaThreads = 1024;
 __global__ void __launch_bounds__(kFfmaThreads, 2)
     ffma_calibration_kernel(float* sink, int iters, float b, float c) {
@@ -147,6 +153,55 @@ __global__ void __launch_bounds__(kFfmaThreads, 2)
 #pragma unroll
   for (int k = 0; k < 8; ++k) s += x[k];
   if (s == 1234.5f) *sink = s;
+}
+
+// The energy model's instruction term where the counters can count it: the element-wise step an
+// attention kernel runs around its matrix products (the online softmax of a score tile), on the
+// CUDA cores alone. Per iteration a thread holds 32 scores of two rows, as an mma fragment does:
+// each row's maximum (FMNMX, then across the row's 4 lanes: SHFL.BFLY), the exponent's argument
+// (FFMA), MUFU.EX2, the row sum (FADD), pairs packed to bf16 (F2FP; folded into a word, LOP3, as
+// the next product would take them), and the next tile's scores from these (FFMA). The operands
+// are distinct registers, unlike the FFMA kernel's (one x times the same two b and c, which the
+// operand reuse cache serves). Instructions counted (CUPTI); without the counters the FFMA kernel
+// sets the term.
+constexpr int kSoftmaxThreads = 512, kSoftmaxIters = 2048;
+__global__ void __launch_bounds__(kSoftmaxThreads)
+    softmax_calibration_kernel(float* sink, int iters, float scale) {
+  float s[2][16];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+#pragma unroll
+    for (int k = 0; k < 16; ++k) s[r][k] = ((threadIdx.x * 7 + r * 16 + k) % 29) * (1.0f / 29);
+  }
+  float row_sum[2] = {0, 0};
+  std::uint32_t packed = 0;
+#pragma unroll 1
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float m = s[r][0];
+#pragma unroll
+      for (int k = 1; k < 16; ++k) m = fmaxf(m, s[r][k]);
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 1));
+      m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, 2));
+      const float shift = m * scale;
+#pragma unroll
+      for (int k = 0; k < 16; ++k) {
+        float p;
+        asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(p) : "f"(fmaf(s[r][k], scale, -shift)));
+        row_sum[r] += p;
+        s[r][k] = p;
+      }
+#pragma unroll
+      for (int k = 0; k < 16; k += 2) {
+        const __nv_bfloat162 two = __floats2bfloat162_rn(s[r][k], s[r][k + 1]);
+        packed ^= *reinterpret_cast<const std::uint32_t*>(&two);
+      }
+#pragma unroll
+      for (int k = 0; k < 16; ++k) s[r][k] = fmaf(s[r][k], 0.75f, 0.125f * (k & 3));
+    }
+  }
+  if (row_sum[0] + row_sum[1] == 1234.5f || packed == 0x12345678u) *sink = row_sum[0] + packed;
 }
 
 // The energy model's mma.sync term: ldmatrix and mma.sync as the attention kernels fa1, fa2 and
@@ -249,6 +304,51 @@ __global__ void __launch_bounds__(kMmaThreads, 1)
 #if !defined(__CUDA_ARCH__) || __CUDA_ARCH__ >= 890  // else empty: no e4m3 mma.sync below sm_89
   mma_calibration_body<true>(sink, iters);
 #endif
+}
+
+// The energy model's L2 term: each thread copies 16-byte chunks of a buffer that stays in the L2
+// into shared memory with cp.async, as fa2 loads its K/V tiles (the L2 read, the crossbar, the
+// shared-memory write), two stages in flight, and nothing else. `mask`: the buffer's float4s
+// less one (a power of two). Its instructions and bytes are counted (CUPTI), not derived.
+constexpr int kL2StreamThreads = 256, kL2StreamChunks = 4, kL2StreamIters = 1024;
+__global__ void __launch_bounds__(kL2StreamThreads)
+    l2_stream_kernel(const float4* __restrict__ in, unsigned mask, int iters, float* sink) {
+  __shared__ __align__(16) float4 ring[2][kL2StreamChunks][kL2StreamThreads];
+  const unsigned stride = gridDim.x * kL2StreamThreads;
+  unsigned i = blockIdx.x * kL2StreamThreads + threadIdx.x;
+#pragma unroll 1
+  for (int it = 0; it < iters; ++it) {
+#pragma unroll
+    for (int c = 0; c < kL2StreamChunks; ++c) {
+      sm80::cp_async_16(sm80::smem_u32(&ring[it & 1][c][threadIdx.x]), in + (i & mask), true);
+      i += stride;
+    }
+    sm80::cp_async_commit();
+    sm80::cp_async_wait<1>();  // the stage written next iteration has landed
+  }
+  sm80::cp_async_wait<0>();
+  if (ring[0][0][threadIdx.x].x == 1234.5f) *sink = 1;
+}
+
+// The energy model's busy-SM power: one warp per scheduler on every SM, the first lane of each
+// following a chain of dependent loads through the L2 (ld.global.cg: no L1 hits), so the SMs hold
+// running warps that issue almost nothing (one load per L2 latency): what the window draws above
+// the sleep kernel's warps, which sleep, is the SMs' own. `next`: a permutation with one cycle.
+constexpr int kChaseThreads = 128, kChaseSteps = 8192;
+__global__ void __launch_bounds__(kChaseThreads)
+    l2_chase_kernel(const unsigned* __restrict__ next, unsigned mask, int steps, unsigned* sink) {
+  if (threadIdx.x % 32 != 0) return;
+  unsigned j = ((blockIdx.x * kChaseThreads + threadIdx.x) * 7919u) & mask;
+#pragma unroll 1
+  for (int s = 0; s < steps; ++s) j = __ldcg(next + j);
+  if (j == 0xFFFFFFFFu) *sink = j;
+}
+
+// next[k] = k + stride (mod n, a power of two; an odd stride makes one cycle through every entry),
+// the stride far more than a 128-byte line.
+__global__ void chase_chain_kernel(unsigned* next, unsigned mask, unsigned stride) {
+  for (unsigned k = blockIdx.x * blockDim.x + threadIdx.x; k <= mask; k += gridDim.x * blockDim.x)
+    next[k] = (k + stride) & mask;
 }
 
 __global__ void to_e4m3_kernel(const __nv_bfloat16* in, __nv_fp8_e4m3* out, std::size_t n) {
@@ -525,13 +625,28 @@ struct Calibration {
   energy::CalibrationPoint point;
   std::function<void()> before_window = {};               // optional
   std::function<double(int launches)> instructions = {};  // optional: else point.instructions
+  // What the counters replace (CUPTI, one launch after the window): its SM <-> L2 bytes always
+  // (but for the sleep kernel: none), its instructions and DRAM bytes where they are not known
+  // from its code (the GEMMs, the L2 kernels). `needs_counts`: without them the point is left out.
+  bool count_l2 = true, count_instructions = false, count_dram = false, needs_counts = false;
 };
 
+// The counters a calibration point reads: SM <-> L2 sectors, instructions, DRAM bytes.
+std::vector<std::string> calibration_metrics() {
+  return {counters::kSmFromL2Sectors, counters::kSmToL2Sectors, "sm__inst_executed.sum",
+          "dram__bytes_read.sum", "dram__bytes_write.sum"};
+}
+
 // One calibration kernel in an energy window: what it did per launch, what that cost, at which
-// clock and temperature; the window's reason when it could not be measured.
+// clock and temperature; the window's reason when it could not be measured. `session`: the
+// counters (none: the L2 bytes go uncounted, the point keeps its derived figures); a counting
+// failure ends the session for the points after it and is said in `count_error`.
 std::string calibration_point(energy::PowerSource& power, const energy::Settings& settings,
-                              cudaStream_t stream, const Calibration& c,
+                              cudaStream_t stream, const Calibration& c, CounterSession* session,
+                              std::string* count_error,
                               std::vector<energy::CalibrationPoint>* points) {
+  const bool counting = session && count_error->empty();
+  if (c.needs_counts && !counting) return "";  // its figures exist only as counts
   const double launch_s = median_ms(c.launch, stream) * 1e-3;
   if (c.before_window) c.before_window();
   energy::StreamLaunchQueue queue(stream, [&] {
@@ -548,8 +663,34 @@ std::string calibration_point(energy::PowerSource& power, const energy::Settings
   p.temperature_c = m.temperature_mean_c;
   p.temperature_max_c = m.temperature_max_c;
   if (c.instructions) p.instructions = c.instructions(m.launches);
+  if (counting && c.count_l2) {
+    try {
+      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+      auto v = session->measure(c.point.kernel,
+                                [&] {
+                                  c.launch();
+                                  FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+                                },
+                                {});
+      p.l2_bytes = 32.0 * (v[counters::kSmFromL2Sectors] + v[counters::kSmToL2Sectors]);
+      if (c.count_instructions) p.instructions = v["sm__inst_executed.sum"];
+      if (c.count_dram) p.bytes = v["dram__bytes_read.sum"] + v["dram__bytes_write.sum"];
+    } catch (const CounterFailure& e) {
+      *count_error = c.point.kernel + ": " + e.error.message;
+      if (c.needs_counts) return "";
+    }
+  }
   points->push_back(p);
   return "";
+}
+
+// The two grids a calibration kernel runs on: every SM at full occupancy (as many blocks as fit)
+// and about a quarter of the SMs (one block each): two rates of the same work against time.
+template <typename Kernel>
+std::array<int, 2> two_rates(const DeviceInfo& device, Kernel kernel, int threads) {
+  int per_sm = 0;
+  FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, threads, 0));
+  return {device.sm_count * std::max(1, per_sm), std::max(1, device.sm_count / 4)};
 }
 
 }  // namespace
@@ -560,9 +701,24 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   cudaStream_t stream;
   FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<energy::CalibrationPoint> points;
-  std::string why_not;
+  std::string why_not, count_error;
+  // The counters, for the SM <-> L2 bytes (and the instructions and DRAM bytes of the kernels not
+  // written here); without them the model has no L2 term.
+  std::optional<CounterSession> session;
+  {
+    CounterSession s = CounterSession::create(device.index, calibration_metrics());
+    if (s.ok()) {
+      session.emplace(std::move(s));
+    } else {
+      count_error = s.error().message;
+    }
+  }
+  const double sms = device.sm_count;
   auto point = [&](const Calibration& c) {
-    if (why_not.empty()) why_not = calibration_point(power, settings, stream, c, &points);
+    if (why_not.empty()) {
+      why_not = calibration_point(power, settings, stream, c, session ? &*session : nullptr,
+                                  &count_error, &points);
+    }
   };
   {  // Bytes: the copy at three grid sizes, so its rate (and power) varies while FLOPs stay 0:
      // the byte term and the constant power are told apart by the slope and the intercept.
@@ -578,14 +734,31 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
                     {"copy 1 GiB, " + std::to_string(blocks) + " blocks"}};
       c.point.bytes = 2.0 * bytes;
       c.point.instructions = copy_instructions(sass(device, kCopySm90, kCopySm80), blocks, 256, n);
+      c.point.active_sm_fraction = std::min(1.0, blocks / sms);
       point(c);
     }
   }
-  {  // Instructions: FFMA alone on every SM at full occupancy and on about a quarter of the SMs
-     // (one block of 32 warps each): two rates of instructions against time, no FLOPs the model
-     // counts (FP32 is not a tensor FLOP) and no DRAM bytes.
+  {  // Instructions: the softmax step on every SM at full occupancy and on about a quarter of the
+     // SMs (one block each): two rates of instructions against time, no FLOPs the model counts
+     // (FP32 is not a tensor FLOP) and no DRAM bytes. Counted; without the counters, the FFMA
+     // kernel, whose instructions its SASS gives (the same two rates).
     DeviceAllocation sink(sizeof(float));
+    for (const int blocks : two_rates(device, softmax_calibration_kernel, kSoftmaxThreads)) {
+      Calibration c{[&, blocks] {
+                      softmax_calibration_kernel<<<blocks, kSoftmaxThreads, 0, stream>>>(
+                          static_cast<float*>(sink.ptr), kSoftmaxIters, 1.4427f);
+                    },
+                    {"softmax step, " + std::to_string(blocks) + " blocks of " +
+                     std::to_string(kSoftmaxThreads)}};
+      c.point.active_sm_fraction = std::min(1.0, blocks / sms);
+      c.count_instructions = c.needs_counts = true;
+      point(c);
+    }
+    const bool counted = std::any_of(points.begin(), points.end(), [](const auto& p) {
+      return p.kernel.rfind("softmax step", 0) == 0;
+    });
     for (const int blocks : {device.sm_count * 2, std::max(1, device.sm_count / 4)}) {
+      if (counted) break;
       Calibration c{
           [&, blocks] {
             ffma_calibration_kernel<<<blocks, kFfmaThreads, 0, stream>>>(
@@ -594,6 +767,7 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
           {"FFMA, " + std::to_string(blocks) + " blocks of " + std::to_string(kFfmaThreads)}};
       c.point.instructions =
           loop_instructions(sass(device, kFfmaSm90, kFfmaSm80), blocks, kFfmaThreads, kFfmaIters);
+      c.point.active_sm_fraction = std::min(1.0, blocks / sms);
       point(c);
     }
   }
@@ -616,10 +790,7 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
       // FLOPs per warp and iteration: mma m16n8k16 2 x 16 x 8 x 16 = 4,096, m16n8k32 8,192.
       const double per_iteration = is_fp8 ? kMmaSteps<true> * kMmaPerStep<true> * 8192.0
                                           : kMmaSteps<false> * kMmaPerStep<false> * 4096.0;
-      int per_sm = 0;
-      FA_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, kMmaThreads, 0));
-      for (const int blocks :
-           {device.sm_count * std::max(1, per_sm), std::max(1, device.sm_count / 4)}) {
+      for (const int blocks : two_rates(device, kernel, kMmaThreads)) {
         Calibration c{
             [&, blocks, kernel, iters] {
               kernel<<<blocks, kMmaThreads, 0, stream>>>(static_cast<float*>(sink.ptr), iters);
@@ -629,13 +800,51 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
         const double flops = double(blocks) * (kMmaThreads / 32) * iters * per_iteration;
         (is_fp8 ? c.point.flops8_mma : c.point.flops16_mma) = flops;
         c.point.instructions = loop_instructions(counts, blocks, kMmaThreads, iters);
+        c.point.active_sm_fraction = std::min(1.0, blocks / sms);
         point(c);
       }
     }
   }
-  {  // FLOPs: bf16 GEMMs of two sizes, and the larger on a quarter of the SMs; fp8 ones where the
-     // device has FP8 tensor cores. Their bytes are the compulsory ones (A, B read once, D written
-     // once), their instructions an estimate (gemm_instructions).
+  {  // SM <-> L2 bytes: cp.async from a buffer that stays in the L2 into shared memory, on every
+     // SM at full occupancy and on a quarter of the SMs (one block each): two rates against time.
+     // Counted (instructions and bytes); left out without the counters.
+    std::size_t n = 1;  // float4s: the largest power of two within a quarter of the L2
+    while (n * 2 * 16 <= static_cast<std::size_t>(device.l2_bytes) / 4) n *= 2;
+    DeviceAllocation buffer(n * 16), sink(sizeof(float));
+    FA_CUDA_CHECK(
+        fill_normal(buffer.ptr, static_cast<std::int64_t>(n * 8), DType::bf16, 14, stream));
+    for (const int blocks : two_rates(device, l2_stream_kernel, kL2StreamThreads)) {
+      Calibration c{[&, blocks] {
+                      l2_stream_kernel<<<blocks, kL2StreamThreads, 0, stream>>>(
+                          static_cast<const float4*>(buffer.ptr), static_cast<unsigned>(n - 1),
+                          kL2StreamIters, static_cast<float*>(sink.ptr));
+                    },
+                    {"L2 to shared memory, " + std::to_string(blocks) + " blocks"}};
+      c.point.active_sm_fraction = std::min(1.0, blocks / sms);
+      c.count_instructions = c.needs_counts = true;
+      point(c);
+    }
+  }
+  {  // Busy SMs: one warp per scheduler on every SM, one lane each chasing pointers through the
+     // L2 (4 MiB of chain). Counted; left out without the counters.
+    constexpr unsigned kEntries = 1u << 20;
+    DeviceAllocation chain(kEntries * sizeof(unsigned)), sink(sizeof(unsigned));
+    chase_chain_kernel<<<device.sm_count * 4, 256, 0, stream>>>(static_cast<unsigned*>(chain.ptr),
+                                                                kEntries - 1, 40503u);
+    FA_CUDA_CHECK(cudaGetLastError());
+    Calibration c{[&] {
+                    l2_chase_kernel<<<device.sm_count, kChaseThreads, 0, stream>>>(
+                        static_cast<const unsigned*>(chain.ptr), kEntries - 1, kChaseSteps,
+                        static_cast<unsigned*>(sink.ptr));
+                  },
+                  {"L2 pointer chase, one lane per scheduler"}};
+    c.count_instructions = c.needs_counts = true;
+    point(c);
+  }
+  {  // FLOPs: bf16 GEMMs of two sizes, and the larger on three quarters, half and a quarter of
+     // the SMs; fp8 ones where the device has FP8 tensor cores. Their instructions and DRAM bytes
+     // are counted; without the counters an estimate (gemm_instructions) and the compulsory bytes
+     // (A, B read once, D written once).
     const std::size_t ws_bytes = std::size_t{64} << 20, max_elems = std::size_t{8192} * 8192;
     DeviceAllocation a(max_elems * 2), b(max_elems * 2), d(max_elems * 2), a8(max_elems),
         b8(max_elems), ws(ws_bytes);
@@ -653,31 +862,40 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
     }
     cublasLtHandle_t lt;
     lt_check(cublasLtCreate(&lt), "Create");
-    // The bf16 GEMM and the fp8 one of size n, on `sms` SMs (0: all of them).
-    const auto gemms = [&](int n, int sms) {
+    // The bf16 GEMM of size n, and the fp8 one where `with_fp8`, on `target` SMs (0: all).
+    const auto gemms = [&](int n, int target, bool with_fp8) {
       const double elems = double(n) * n;
-      const std::string on = sms > 0 ? " on " + std::to_string(sms) + " SMs" : "";
+      const std::string on = target > 0 ? " on " + std::to_string(target) + " SMs" : "";
+      const double active = target > 0 ? std::min(1.0, target / sms) : 1.0;
       const LtGemm g16(lt, CUDA_R_16BF, CUDA_R_16BF, a.ptr, b.ptr, d.ptr, n, ws.ptr, ws_bytes,
-                       stream, sms);
+                       stream, target);
       Calibration c{[&] { g16.launch(); }, {"bf16 GEMM " + std::to_string(n) + on}};
       c.point.flops16 = g16.flops();
       c.point.bytes = 3 * elems * 2;
       c.point.instructions = gemm_instructions(device, g16.flops(), false);
+      c.point.active_sm_fraction = active;
+      c.count_instructions = c.count_dram = true;
       point(c);
-      if (!fp8) return;
+      if (!fp8 || !with_fp8) return;
       const LtGemm g8(lt, CUDA_R_8F_E4M3, CUDA_R_16BF, a8.ptr, b8.ptr, d.ptr, n, ws.ptr, ws_bytes,
-                      stream, sms);
+                      stream, target);
       Calibration q{[&] { g8.launch(); }, {"fp8 GEMM " + std::to_string(n) + on}};
       q.point.flops8 = g8.flops();
       q.point.bytes = 2 * elems + elems * 2;
       q.point.instructions = gemm_instructions(device, g8.flops(), true);
+      q.point.active_sm_fraction = active;
+      q.count_instructions = q.count_dram = true;
       point(q);
     };
-    // On every SM they run power-capped, their SM clock well below its maximum (1300 to 1480 MHz
-    // on the H200); on a quarter of the SMs the device draws far less and the clock stays near
-    // its maximum: the same FLOPs at two clocks pin how the energy per FLOP scales with the clock.
-    for (const int n : {8192, 4096}) gemms(n, 0);
-    gemms(8192, std::max(1, device.sm_count / 4));
+    // On every SM they run power-capped, their SM clock well below its maximum (1300 to 1510 MHz
+    // on the H200); on a quarter of the SMs the device draws far less and the clock stays at its
+    // maximum, and on half and three quarters of them (bf16) it lands between: the same FLOPs at
+    // several clocks pin how the energy per FLOP scales with the clock, and where it stops
+    // falling (the voltage's floor).
+    for (const int n : {8192, 4096}) gemms(n, 0, true);
+    gemms(8192, std::max(1, device.sm_count / 4), true);
+    gemms(8192, std::max(1, device.sm_count / 2), false);
+    gemms(8192, std::max(1, device.sm_count * 3 / 4), false);
     cublasLtDestroy(lt);
   }
   {  // Constant power: a kernel that sleeps for 1 ms on every SM. Last, after the GEMMs have
@@ -688,6 +906,8 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
     const int blocks = device.sm_count * 8, warps = blocks * (256 / 32);
     Calibration c{[&] { sleep_kernel<<<blocks, 256, 0, stream>>>(1000000ull, counter); },
                   {"sleep 1 ms"}};
+    c.point.active_sm_fraction = 0;  // its warps sleep
+    c.count_l2 = false;
     c.before_window = [&] { FA_CUDA_CHECK(cudaMemsetAsync(counter, 0, sizeof *counter, stream)); };
     const SassCounts& counts = sass(device, kSleepSm90, kSleepSm80);
     c.instructions = [&](int launches) {  // the window's launches added up their iterations
@@ -700,6 +920,11 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   }
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaStreamDestroy(stream);
+  session.reset();
+  // L2 bytes counted in some windows and not in others would bias the fit: all or none.
+  if (!count_error.empty()) {
+    for (auto& p : points) p.l2_bytes = 0;
+  }
   if (!why_not.empty()) {
     energy::Fit f;
     f.status = "unavailable";
@@ -710,7 +935,14 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   // The dynamic energies are quoted at the device's highest SM clock (NVML's maximum clock; the
   // fastest calibration window's where the driver does not say).
   const energy::Reading max_clock = power.max_sm_clock_mhz();
-  return energy::fit(points, max_clock.ok ? double(max_clock.value) : 0.0);
+  energy::Fit f = energy::fit(points, max_clock.ok ? double(max_clock.value) : 0.0);
+  if (f.status == "ok" && !count_error.empty()) {
+    f.reason =
+        "no L2 term, busy-SM power from the sleep kernel alone, GEMM instructions "
+        "estimated: the calibration's counters failed (" +
+        count_error + ")";
+  }
+  return f;
 }
 
 }  // namespace fa

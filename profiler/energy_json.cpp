@@ -85,6 +85,10 @@ json energy_fit_to_json(const Fit& f) {
       pj["flops16_mma"] = p.flops16_mma;
       pj["flops8_mma"] = p.flops8_mma;
     }
+    if (f.version >= 4) {
+      pj["l2_bytes"] = p.l2_bytes;
+      pj["active_sm_fraction"] = p.active_sm_fraction;
+    }
     if (f.version >= 2) {
       pj["instructions"] = p.instructions;
       pj["sm_clock_mhz"] = p.sm_clock_mhz;
@@ -112,6 +116,11 @@ json energy_fit_to_json(const Fit& f) {
     j["clock_exponent"] = f.clock_exponent;
     j["clock_exponent_basis"] = f.clock_exponent_basis;
   }
+  if (f.version >= 4) {  // and a version-3 one (no L2 term, no busy power, no clock floor)
+    j["eps_l2_byte_pj"] = opt(f.eps_l2_byte_pj);
+    j["busy_w"] = f.busy_w;
+    j["clock_knee_mhz"] = f.clock_knee_mhz;
+  }
   return j;
 }
 
@@ -127,7 +136,8 @@ Fit energy_fit_from_json(const json& j) {
   f.residual_max = figure(j, "residual_max");
   const std::optional<double> eps_inst = optional_figure(j, "eps_inst_pj");
   const std::optional<double> exponent = optional_figure(j, "clock_exponent");
-  f.version = exponent ? 3 : eps_inst ? 2 : 1;
+  const std::optional<double> knee = optional_figure(j, "clock_knee_mhz");
+  f.version = knee && exponent ? 4 : exponent ? 3 : eps_inst ? 2 : 1;
   f.eps_inst_pj = eps_inst.value_or(0);
   f.clock_exponent = exponent.value_or(2);
   if (exponent) {
@@ -135,6 +145,11 @@ Fit energy_fit_from_json(const json& j) {
     f.eps_mma8_pj = optional_figure(j, "eps_mma8_pj");
     if (j.contains("clock_exponent_basis"))
       f.clock_exponent_basis = text(j, "clock_exponent_basis");
+  }
+  if (f.version >= 4) {
+    f.clock_knee_mhz = *knee;
+    f.eps_l2_byte_pj = optional_figure(j, "eps_l2_byte_pj");
+    f.busy_w = figure(j, "busy_w");
   }
   f.f_ref_mhz = optional_figure(j, "f_ref_mhz").value_or(0);
   const json& points = at(j, "points");
@@ -150,6 +165,11 @@ Fit energy_fit_from_json(const json& j) {
     p.flops16_mma = optional_figure(pj, "flops16_mma").value_or(0);
     p.flops8_mma = optional_figure(pj, "flops8_mma").value_or(0);
     p.instructions = optional_figure(pj, "instructions").value_or(0);
+    p.l2_bytes = optional_figure(pj, "l2_bytes").value_or(0);
+    if (const auto a = optional_figure(pj, "active_sm_fraction")) {
+      if (*a > 1) throw std::invalid_argument("active_sm_fraction: above 1 (accepted: 0 to 1)");
+      p.active_sm_fraction = *a;
+    }
     p.sm_clock_mhz = optional_figure(pj, "sm_clock_mhz").value_or(0);
     if (pj.contains("temperature_c") && !pj["temperature_c"].is_null()) {
       p.temperature_c = figure(pj["temperature_c"], "mean");
@@ -199,6 +219,11 @@ json row_energy_to_json(const Measurement& m, const std::optional<Breakdown>& mo
       mj["instructions"] = b.instructions;
       mj["sm_clock_mhz"] = b.sm_clock_mhz;
       mj["clock_scale"] = b.clock_scale;
+    }
+    if (b.version >= 3) {
+      mj["l2_mj"] = b.l2_mj;
+      mj["l2_bytes"] = b.l2_bytes;
+      mj["flop_instruction"] = b.flop_instruction;
     }
     if (m.energy_per_launch_mj && *m.energy_per_launch_mj > 0)
       mj["model_over_measured"] = b.total_mj() / *m.energy_per_launch_mj;
@@ -264,7 +289,11 @@ void row_energy_from_json(const json& j, Measurement* m, std::optional<Breakdown
     // Files before the instruction term and the clock factor have none of these: their model had
     // no instruction part, and quoted its energies at whatever clock the row ran.
     const std::optional<double> inst_mj = optional_figure(mj, "inst_mj");
-    b.version = inst_mj ? 2 : 1;
+    const std::optional<double> l2_mj = optional_figure(mj, "l2_mj");
+    b.version = l2_mj ? 3 : inst_mj ? 2 : 1;
+    b.l2_mj = l2_mj.value_or(0);
+    b.l2_bytes = optional_figure(mj, "l2_bytes").value_or(0);
+    if (l2_mj) b.flop_instruction = one_of(mj, "flop_instruction", {"wgmma", "mma.sync"});
     b.inst_mj = inst_mj.value_or(0);
     b.instructions = optional_figure(mj, "instructions").value_or(0);
     b.sm_clock_mhz = optional_figure(mj, "sm_clock_mhz").value_or(0);

@@ -9,54 +9,89 @@
 namespace fa::energy {
 namespace {
 
-constexpr int kMaxTerms = 7;
+constexpr int kMaxTerms = 9;
 using Vec = std::array<double, kMaxTerms>;
-enum Term { kFlops16, kFlops8, kMma16, kMma8, kInstructions, kBytes, kTime };
+using Mat = std::array<Vec, kMaxTerms>;
+enum Term { kFlops16, kFlops8, kMma16, kMma8, kInstructions, kL2Bytes, kBytes, kBusyTime, kTime };
 constexpr std::array<const char*, kMaxTerms> kTermNames{"bf16/fp16 wgmma FLOPs",
                                                         "fp8 wgmma FLOPs",
                                                         "bf16/fp16 mma.sync FLOPs",
                                                         "fp8 mma.sync FLOPs",
                                                         "warp instructions",
+                                                        "SM <-> L2 bytes",
                                                         "DRAM bytes",
+                                                        "busy SM time",
                                                         "time"};
 
 // The clock exponents tried (0, 0.05, ..., 3), and the spread of the calibration's clocks that
-// lets the fit choose among them: below it, the CMOS default 2.
+// lets the fit choose among them (below it, the CMOS default 2 and no floor). The floors tried:
+// every kKneeStepMhz above the slowest calibration clock, while the clocks above the floor still
+// span that spread (the exponent needs them).
 constexpr int kExponentSteps = 60;
 constexpr double kExponentMax = 3.0, kDefaultExponent = 2.0, kClockSpreadForExponent = 1.10;
+constexpr double kKneeStepMhz = 10;
 
 // A term's column for one point, in units that keep the columns of a similar size: GFLOP,
 // G instructions, GB, s; the dynamic terms at the point's clock, scaled to f_ref.
-Vec row_of(const CalibrationPoint& p, double f_ref_mhz, double exponent) {
-  const double s = clock_scale(p.sm_clock_mhz, f_ref_mhz, exponent);
+Vec row_of(const CalibrationPoint& p, double f_ref_mhz, double exponent, double knee_mhz) {
+  const double s = clock_scale(p.sm_clock_mhz, f_ref_mhz, exponent, knee_mhz);
   return {s * p.flops16 * 1e-9,
           s * p.flops8 * 1e-9,
           s * p.flops16_mma * 1e-9,
           s * p.flops8_mma * 1e-9,
           s * p.instructions * 1e-9,
+          p.l2_bytes * 1e-9,
           p.bytes * 1e-9,
+          p.seconds * p.active_sm_fraction,
           p.seconds};
 }
 
-// Least squares over the terms in `use` (the others held at 0), on relative errors: each point's
-// row divided by its measured energy. Returns false when the normal equations are singular.
-bool solve(const std::vector<Vec>& rows, const std::vector<double>& energy,
-           const std::array<bool, kMaxTerms>& use, Vec* x) {
+// The least-squares problem on relative errors (each point's row divided by its measured energy,
+// against 1), as its normal equations: g = A^T A, b = A^T 1, and n = the number of points, so
+// that the sum of squared relative errors of x is x^T g x - 2 x^T b + n.
+struct Normal {
+  Mat g{};
+  Vec b{};
+  double n = 0;
+};
+
+Normal normal_of(const std::vector<Vec>& rows, const std::vector<double>& energy) {
+  Normal ne;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    for (int r = 0; r < kMaxTerms; ++r) {
+      const double ur = rows[i][r] / energy[i];
+      for (int c = 0; c < kMaxTerms; ++c) ne.g[r][c] += ur * rows[i][c] / energy[i];
+      ne.b[r] += ur;
+    }
+  }
+  ne.n = static_cast<double>(rows.size());
+  return ne;
+}
+
+double relative_sse(const Normal& ne, const Vec& x) {
+  double sse = ne.n;
+  for (int r = 0; r < kMaxTerms; ++r) {
+    sse -= 2 * x[r] * ne.b[r];
+    for (int c = 0; c < kMaxTerms; ++c) sse += x[r] * ne.g[r][c] * x[c];
+  }
+  return std::max(sse, 0.0);
+}
+
+// Solves the normal equations over the terms in `use` (the others held at 0). Returns false when
+// they are singular: a pivot is the squared distance of its column from the span of the columns
+// before it; tiny against the column's own squared length, the column moves with the others in
+// every point.
+bool solve(const Normal& ne, const std::array<bool, kMaxTerms>& use, Vec* x) {
   std::array<int, kMaxTerms> idx{};
   int n = 0;
   for (int k = 0; k < kMaxTerms; ++k)
     if (use[k]) idx[n++] = k;
   double a[kMaxTerms][kMaxTerms + 1] = {};
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    for (int r = 0; r < n; ++r) {
-      const double ur = rows[i][idx[r]] / energy[i];
-      for (int c = 0; c < n; ++c) a[r][c] += ur * rows[i][idx[c]] / energy[i];
-      a[r][n] += ur;  // right-hand side: energy / energy
-    }
+  for (int r = 0; r < n; ++r) {
+    for (int c = 0; c < n; ++c) a[r][c] = ne.g[idx[r]][idx[c]];
+    a[r][n] = ne.b[idx[r]];
   }
-  // Gauss-Jordan on the normal equations (symmetric positive semi-definite: no pivoting needed).
-  // A pivot is the squared distance of its column from the span of the columns before it; tiny
-  // against the column's own squared length, the column moves with the others in every point.
+  // Gauss-Jordan (symmetric positive semi-definite: no pivoting needed).
   double length[kMaxTerms] = {};
   for (int c = 0; c < n; ++c) length[c] = a[c][c];
   for (int c = 0; c < n; ++c) {
@@ -72,14 +107,56 @@ bool solve(const std::vector<Vec>& rows, const std::vector<double>& energy,
   return true;
 }
 
-double relative_sse(const std::vector<Vec>& rows, const std::vector<double>& energy, const Vec& x) {
-  double sse = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    double e = 0;
-    for (int k = 0; k < kMaxTerms; ++k) e += rows[i][k] * x[k];
-    sse += (e / energy[i] - 1) * (e / energy[i] - 1);
+// Non-negative least squares over the terms in `allowed` (Lawson and Hanson's active set): terms
+// enter in the order of their gradient and leave when their coefficient would turn negative.
+// False when no positive combination reduces the error at all.
+bool solve_nonnegative(const Normal& ne, const std::array<bool, kMaxTerms>& allowed, Vec* out) {
+  Vec x{};
+  std::array<bool, kMaxTerms> in{};
+  for (int outer = 0; outer < 4 * kMaxTerms; ++outer) {
+    // The gradient of -sse/2: b - g x.
+    int enter = -1;
+    double best = 0;
+    for (int k = 0; k < kMaxTerms; ++k) {
+      if (!allowed[k] || in[k]) continue;
+      double w = ne.b[k];
+      for (int c = 0; c < kMaxTerms; ++c) w -= ne.g[k][c] * x[c];
+      if (w > best * (1 + 1e-12) && w > 1e-12 * std::sqrt(ne.g[k][k] * ne.n)) {
+        best = w;
+        enter = k;
+      }
+    }
+    if (enter < 0) break;
+    in[enter] = true;
+    for (int inner = 0; inner < 4 * kMaxTerms; ++inner) {
+      Vec z{};
+      if (!solve(ne, in, &z)) {  // the entering term moves with the others: it stays out
+        in[enter] = false;
+        break;
+      }
+      bool positive = true;
+      for (int k = 0; k < kMaxTerms; ++k) positive = positive && (!in[k] || z[k] > 0);
+      if (positive) {
+        x = z;
+        break;
+      }
+      // Step from x towards z as far as every coefficient stays >= 0; those that reach 0 leave.
+      double step = 1;
+      for (int k = 0; k < kMaxTerms; ++k) {
+        if (in[k] && z[k] <= 0) step = std::min(step, x[k] / (x[k] - z[k]));
+      }
+      for (int k = 0; k < kMaxTerms; ++k) {
+        if (!in[k]) continue;
+        x[k] += step * (z[k] - x[k]);
+        if (x[k] <= 1e-15) {
+          x[k] = 0;
+          in[k] = false;
+        }
+      }
+    }
   }
-  return sse;
+  *out = x;
+  return std::any_of(x.begin(), x.end(), [](double v) { return v > 0; });
 }
 
 Fit refused(Fit f, std::string why) {
@@ -94,12 +171,12 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   Fit f;
   f.points = points;
   for (const auto& p : points) {
-    const std::array<double, 9> figures{p.flops16,    p.flops8,       p.flops16_mma,
-                                        p.flops8_mma, p.bytes,        p.seconds,
-                                        p.energy_j,   p.instructions, p.sm_clock_mhz};
+    const std::array<double, 10> figures{p.flops16,      p.flops8,  p.flops16_mma, p.flops8_mma,
+                                         p.bytes,        p.seconds, p.energy_j,    p.instructions,
+                                         p.sm_clock_mhz, p.l2_bytes};
     const bool finite = std::all_of(figures.begin(), figures.end(),
                                     [](double v) { return std::isfinite(v) && v >= 0; });
-    if (!finite || p.energy_j <= 0) {
+    if (!finite || p.energy_j <= 0 || !(p.active_sm_fraction >= 0 && p.active_sm_fraction <= 1)) {
       return refused(
           f, "calibration point '" + p.kernel + "' has a negative, zero or non-finite figure");
     }
@@ -114,15 +191,19 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
     for (const auto& p : points) f_ref_mhz = std::max(f_ref_mhz, p.sm_clock_mhz);
   }
   f.f_ref_mhz = f_ref_mhz;
-  std::vector<Vec> rows;
   std::vector<double> energy;
+  std::vector<Vec> rows;
   std::array<bool, kMaxTerms> present{};
   for (const auto& p : points) {
-    const Vec r = row_of(p, f_ref_mhz, kDefaultExponent);
-    rows.push_back(r);
     energy.push_back(p.energy_j);
-    for (int k = 0; k < kMaxTerms; ++k) present[k] = present[k] || r[k] > 0;
+    rows.push_back(row_of(p, f_ref_mhz, kDefaultExponent, 0));
+    for (int k = 0; k < kMaxTerms; ++k) present[k] = present[k] || rows.back()[k] > 0;
   }
+  // Busy SM time is a term of its own only where the points ran on different fractions of the
+  // SMs (the sleep kernel's none beside the others' all): else it is part of the constant power.
+  present[kBusyTime] = std::any_of(points.begin(), points.end(), [&](const CalibrationPoint& p) {
+    return p.active_sm_fraction != points.front().active_sm_fraction;
+  });
   if (!present[kTime]) return refused(f, "no calibration point has a duration");
   if (!present[kFlops16]) return refused(f, "no bf16/fp16 calibration point (a GEMM)");
   if (!present[kBytes]) return refused(f, "no calibration point moves DRAM bytes (a copy)");
@@ -136,36 +217,77 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
                   points.size(), unknowns);
     return refused(f, buf);
   }
-  Vec full{};
-  if (!solve(rows, energy, present, &full)) {
-    // Name a term that cannot be told apart: the first whose removal makes the rest solvable.
-    std::string which = "the terms";
-    for (int k = 0; k < kMaxTerms; ++k) {
-      auto fewer = present;
-      if (!fewer[k]) continue;
-      fewer[k] = false;
-      Vec x{};
-      if (solve(rows, energy, fewer, &x)) {
-        which = kTermNames[k];
-        break;
+  {
+    Vec full{};
+    const Normal ne = normal_of(rows, energy);
+    if (!solve(ne, present, &full)) {
+      // Name a term that cannot be told apart: the first whose removal makes the rest solvable.
+      std::string which = "the terms";
+      for (int k = 0; k < kMaxTerms; ++k) {
+        auto fewer = present;
+        if (!fewer[k]) continue;
+        fewer[k] = false;
+        Vec x{};
+        if (solve(ne, fewer, &x)) {
+          which = kTermNames[k];
+          break;
+        }
       }
+      return refused(f, "degenerate calibration: " + which +
+                            " move in proportion with the others in every point (runs at one "
+                            "rate cannot separate energy per operation from constant power)");
     }
-    return refused(f, "degenerate calibration: " + which +
-                          " move in proportion with the others in every point (runs at one rate "
-                          "cannot separate energy per operation from constant power)");
   }
-  // The clock exponent: fitted where the windows with dynamic energy ran at clocks at least 10%
-  // apart (one clock cannot tell how energy per operation moves with it), else the CMOS default.
+  // The clock law: fitted where the windows with dynamic energy ran at clocks at least 10% apart
+  // (one clock cannot tell how energy per operation moves with it), else the CMOS default.
   double f_lo = 0, f_hi = 0;
   for (const auto& p : points) {
     if (p.flops16 + p.flops8 + p.flops16_mma + p.flops8_mma + p.instructions <= 0) continue;
     f_lo = f_lo == 0 ? p.sm_clock_mhz : std::min(f_lo, p.sm_clock_mhz);
     f_hi = std::max(f_hi, p.sm_clock_mhz);
   }
-  const bool fit_exponent = f_lo > 0 && f_hi >= kClockSpreadForExponent * f_lo;
-  char basis[160];
-  if (fit_exponent) {
-    std::snprintf(basis, sizeof basis, "fitted over calibration clocks %.0f-%.0f MHz", f_lo, f_hi);
+  const bool fit_clock = f_lo > 0 && f_hi >= kClockSpreadForExponent * f_lo;
+  std::vector<double> exponents{kDefaultExponent}, knees{0};
+  if (fit_clock) {
+    exponents.clear();
+    for (int step = 0; step <= kExponentSteps; ++step)
+      exponents.push_back(kExponentMax * step / kExponentSteps);
+    for (int i = 1;; ++i) {
+      const double k = f_lo + i * kKneeStepMhz;
+      if (k * kClockSpreadForExponent > f_hi * (1 + 1e-12)) break;
+      knees.push_back(k);
+    }
+  }
+  // The least error over the clock laws tried; a floor or another exponent wins only by more than
+  // rounding, so that data without a floor keep none.
+  double best = std::numeric_limits<double>::infinity();
+  Vec best_x{};
+  for (const double knee : knees) {
+    for (const double exponent : exponents) {
+      std::vector<Vec> at;
+      for (const auto& p : points) at.push_back(row_of(p, f_ref_mhz, exponent, knee));
+      const Normal ne = normal_of(at, energy);
+      Vec x{};
+      if (!solve_nonnegative(ne, present, &x)) continue;
+      const double sse = relative_sse(ne, x);
+      if (sse < best * (1 - 1e-9) - 1e-18) {
+        best = sse;
+        best_x = x;
+        f.clock_exponent = exponent;
+        f.clock_knee_mhz = knee;
+        rows = at;
+      }
+    }
+  }
+  if (!std::isfinite(best)) return refused(f, "no non-negative fit exists for these points");
+  char basis[200];
+  if (fit_clock && f.clock_knee_mhz > 0) {
+    std::snprintf(basis, sizeof basis,
+                  "fitted over calibration clocks %.0f-%.0f MHz, with a floor at %.0f MHz", f_lo,
+                  f_hi, f.clock_knee_mhz);
+  } else if (fit_clock) {
+    std::snprintf(basis, sizeof basis, "fitted over calibration clocks %.0f-%.0f MHz, no floor",
+                  f_lo, f_hi);
   } else {
     std::snprintf(basis, sizeof basis,
                   "2 (CMOS), not fitted: the calibration's clocks (%.0f-%.0f MHz) are less than "
@@ -173,42 +295,15 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
                   f_lo, f_hi);
   }
   f.clock_exponent_basis = basis;
-  // Non-negativity: every subset of the present terms solved unconstrained; the best one whose
-  // solution is >= 0 wins (seven terms: at most 127 small systems per exponent).
-  double best = std::numeric_limits<double>::infinity();
-  Vec best_x{};
-  for (int step = 0; step <= kExponentSteps; ++step) {
-    const double exponent = fit_exponent ? kExponentMax * step / kExponentSteps : kDefaultExponent;
-    if (!fit_exponent && step > 0) break;
-    std::vector<Vec> at;
-    for (const auto& p : points) at.push_back(row_of(p, f_ref_mhz, exponent));
-    for (int mask = 1; mask < 1 << kMaxTerms; ++mask) {
-      std::array<bool, kMaxTerms> use{};
-      bool valid = true;
-      for (int k = 0; k < kMaxTerms; ++k) {
-        use[k] = mask >> k & 1;
-        if (use[k] && !present[k]) valid = false;
-      }
-      Vec x{};
-      if (!valid || !solve(at, energy, use, &x)) continue;
-      if (std::any_of(x.begin(), x.end(), [](double v) { return v < 0; })) continue;
-      const double sse = relative_sse(at, energy, x);
-      if (sse < best) {
-        best = sse;
-        best_x = x;
-        f.clock_exponent = exponent;
-        rows = at;
-      }
-    }
-  }
-  if (!std::isfinite(best)) return refused(f, "no non-negative fit exists for these points");
   // Columns in GFLOP, G instructions and GB: x is J per G (= nJ each = 1e3 pJ each).
   f.eps_flop16_pj = best_x[kFlops16] * 1e3;
   if (present[kFlops8]) f.eps_flop8_pj = best_x[kFlops8] * 1e3;
   if (present[kMma16]) f.eps_mma16_pj = best_x[kMma16] * 1e3;
   if (present[kMma8]) f.eps_mma8_pj = best_x[kMma8] * 1e3;
+  if (present[kL2Bytes]) f.eps_l2_byte_pj = best_x[kL2Bytes] * 1e3;
   f.eps_inst_pj = best_x[kInstructions] * 1e3;
   f.eps_byte_pj = best_x[kBytes] * 1e3;
+  f.busy_w = best_x[kBusyTime];
   f.idle_w = best_x[kTime];
   double sq = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -223,9 +318,9 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   return f;
 }
 
-double clock_scale(double sm_clock_mhz, double f_ref_mhz, double exponent) {
+double clock_scale(double sm_clock_mhz, double f_ref_mhz, double exponent, double knee_mhz) {
   if (!(sm_clock_mhz > 0) || !(f_ref_mhz > 0)) return 0;
-  return std::pow(sm_clock_mhz / f_ref_mhz, exponent);
+  return std::pow(std::max(sm_clock_mhz, knee_mhz) / f_ref_mhz, exponent);
 }
 
 std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why_not) {
@@ -247,6 +342,9 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
                 (l.mma_sync ? " mma.sync" : " wgmma") +
                 " FLOP (no such kernel in its calibration)");
   }
+  if (f.eps_l2_byte_pj && !(l.l2_bytes > 0)) {
+    return none("the energy model prices SM <-> L2 bytes, and none were counted for this launch");
+  }
   if (!(l.sm_clock_mhz > 0)) {
     return none(
         "no SM clock reading in the energy window: the model's dynamic energies scale "
@@ -255,16 +353,19 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
   Breakdown b;
   b.flops = l.flops;
   b.bytes = l.bytes;
+  b.l2_bytes = f.eps_l2_byte_pj ? l.l2_bytes : 0;
+  b.flop_instruction = l.mma_sync && f.version >= 3 ? "mma.sync" : "wgmma";
   b.instructions = l.instructions;
   b.seconds = l.seconds;
   b.bytes_basis = l.bytes_basis;
   b.sm_clock_mhz = l.sm_clock_mhz;
-  b.clock_scale = clock_scale(l.sm_clock_mhz, f.f_ref_mhz, f.clock_exponent);
+  b.clock_scale = clock_scale(l.sm_clock_mhz, f.f_ref_mhz, f.clock_exponent, f.clock_knee_mhz);
   // pJ x count x 1e-12 = J; x 1e3 = mJ.
   b.flop_mj = b.clock_scale * eps_flop.value_or(0) * 1e-9 * l.flops;
   b.inst_mj = b.clock_scale * f.eps_inst_pj * 1e-9 * l.instructions;
+  b.l2_mj = f.eps_l2_byte_pj.value_or(0) * 1e-9 * b.l2_bytes;
   b.byte_mj = f.eps_byte_pj * 1e-9 * l.bytes;
-  b.idle_mj = f.idle_w * l.seconds * 1e3;
+  b.idle_mj = (f.idle_w + f.busy_w) * l.seconds * 1e3;
   return b;
 }
 

@@ -1200,13 +1200,15 @@ def energy_roof(fit: dict, prec: str, intensity: float, peak: float = 0.0,
                 bandwidth: float = 0.0) -> float | None:
     """FLOPs per joule the fitted model allows at an arithmetic intensity (FLOP per DRAM byte):
     1 / (eps_flop + eps_byte / I), and with the constant power paid for the time roofline's
-    time when peak and bandwidth are given: + P · max(1 / peak, 1 / (I · bandwidth))."""
+    time when peak and bandwidth are given: + P · max(1 / peak, 1 / (I · bandwidth)), P the
+    constant power and what busy SMs add to it (busy_w, absent in files before it)."""
     eps_flop = fit["eps_flop8_pj"] if prec == "fp8" else fit["eps_flop16_pj"]
     if eps_flop is None:
         return None
     joules = (eps_flop + fit["eps_byte_pj"] / intensity) * 1e-12
     if peak > 0 and bandwidth > 0:
-        joules += fit["idle_w"] * max(1.0 / peak, 1.0 / (intensity * bandwidth))
+        power = fit["idle_w"] + (fit.get("busy_w") or 0.0)
+        joules += power * max(1.0 / peak, 1.0 / (intensity * bandwidth))
     return 1.0 / joules if joules > 0 else None
 
 
@@ -1255,8 +1257,9 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
         eps = fit["eps_flop8_pj"] if key == "fp8" else fit["eps_flop16_pj"]
         inst = (f", ε_inst {fit['eps_inst_pj']:.3g} pJ" if fit.get("eps_inst_pj") is not None
                 else "")
+        busy = f" + {fit['busy_w']:.0f} W busy" if fit.get("busy_w") else ""
         ax.set_title(f"{prec}: ε_flop {eps:.3g} pJ{inst}, ε_byte {fit['eps_byte_pj']:.3g} pJ, "
-                     f"constant {fit['idle_w']:.0f} W", loc="left", fontsize=9)
+                     f"constant {fit['idle_w']:.0f} W{busy}", loc="left", fontsize=9)
     axes[0].set_ylabel("energy efficiency [matrix FLOP per joule]")
     # Every panel's series in the one legend (each panel holds its own precision's variants).
     entries = {}
@@ -1287,14 +1290,24 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
             f"mma.sync calibration loop costs {fit['eps_mma16_pj']:.3g} pJ per bf16/fp16 FLOP"
             + (f" and {mma8:.3g} per fp8 FLOP" if mma8 is not None else "")
             + ", the figure the model gives the rows of mma.sync kernels (fa1, fa2, fp8-sm89).")
+    if fit.get("eps_l2_byte_pj") is not None:
+        knee = fit.get("clock_knee_mhz") or 0
+        plot.notes.append(
+            f"Bytes between the SMs and the L2 cost {fit['eps_l2_byte_pj']:.3g} pJ each (a "
+            f"cp.async stream from the L2 into shared memory), the SMs' running warps "
+            f"{fit.get('busy_w', 0):.0f} W above the constant power (a pointer chase)"
+            + (f", and the dynamic energies stop falling below {knee:.0f} MHz (the voltage's "
+               "floor)" if knee > 0 else "")
+            + ": a point's distance below the roofs includes them.")
     _title(fig, "Energy roofline (Choi et al., IPDPS 2013), fitted on this device", rows, device)
     plot.figure = fig
     return plot
 
 
-# The model's parts, bottom to top. inst_mj is absent in files before the instruction term: such
-# a record's parts are the other three (energy_parts).
+# The model's parts, bottom to top. l2_mj is absent in files before the L2 term and inst_mj in
+# files before the instruction term: such a record's parts are the others (energy_parts).
 ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("inst_mj", "instructions", "#55a868"),
+                ("l2_mj", "SM ↔ L2 bytes", "#c44e52"),
                 ("byte_mj", "DRAM bytes", "#dd8452"),
                 ("idle_mj", "constant power × time", "#8c8c8c"))
 

@@ -429,6 +429,7 @@ def energy_table(res: Results) -> Table:
             f"{total:.4g}" if total else "-",
             f"{total / measured - 1:+.1%}" if total and measured else "-",
             f"{m['byte_mj'] / total:.0%}" if total else "-",
+            f"{m['l2_mj'] / total:.0%}" if total and m.get("l2_mj") is not None else "-",
             f"{m['inst_mj'] / total:.0%}" if total and m.get("inst_mj") is not None else "-",
             m.get("bytes_basis", "-"),
             "; ".join(x for x in (e.get("reason"), e.get("model_reason")) if x) or "-"])
@@ -436,15 +437,17 @@ def energy_table(res: Results) -> Table:
     return Table("energy", "Energy per launch: measured and modelled", config_columns(res) + [
         "variant", "status", "measured [mJ]", "power [W]", "SM clock mean / min [MHz]",
         "clock held by", "model [mJ]", "model vs measured", "DRAM share (model)",
-        "instruction share (model)", "bytes from", "reason"], out,
+        "L2 share (model)", "instruction share (model)", "bytes from", "reason"], out,
         "Measured: NVML's energy counter across a window of launches back to back, between two of "
         "its updates, divided by the launches (docs/energy.md). Model: s·(ε_flop·FLOPs + "
-        "ε_inst·warp instructions) + ε_byte·DRAM bytes + constant power × time per launch, "
-        "s = (SM clock / the device's highest)², fitted on the device's calibration kernels; "
-        "instructions counted (a row without counters has no model figure), bytes from the "
-        "counters when they ran, else the IO model. Files before the instruction term: "
-        "ε_flop·FLOPs + ε_byte·DRAM bytes + constant power × time, no instruction share.",
-        left=set(range(n + 2)) | {n + 5, n + 10, n + 11}, config_cols=n)
+        "ε_inst·warp instructions) + ε_L2·SM↔L2 bytes + ε_byte·DRAM bytes + (constant + busy-SM "
+        "power) × time per launch, s = (max(SM clock, the fitted floor) / the device's "
+        "highest)^α, fitted on the device's calibration kernels; instructions and L2 bytes "
+        "counted (a row without counters has no model figure), DRAM bytes from the counters when "
+        "they ran, else the IO model. Files before the L2 term have no L2 share (and s = (SM "
+        "clock / highest)^α); files before the instruction term: ε_flop·FLOPs + ε_byte·DRAM "
+        "bytes + constant power × time, no instruction share.",
+        left=set(range(n + 2)) | {n + 5, n + 11, n + 12}, config_cols=n)
 
 
 def energy_reading(res: Results) -> list[str]:
@@ -470,6 +473,8 @@ def energy_reading(res: Results) -> list[str]:
                 text += (f"; {o['label']} {energy_mj(o):.4g} mJ, {om['byte_mj'] / om['total_mj']:.0%}"
                          f" of it DRAM bytes ({om['byte_mj']:.3g} mJ against standard's "
                          f"{m['byte_mj']:.3g})")
+                if om.get("l2_mj") is not None:
+                    text += f", {om['l2_mj'] / om['total_mj']:.0%} SM ↔ L2 bytes"
                 if om.get("inst_mj") is not None:
                     text += f" and {om['inst_mj'] / om['total_mj']:.0%} instructions"
             out.append(text + ".")

@@ -498,22 +498,25 @@ TEST(EnergyNvml, FakeNvmlDrivesAWindowEndToEnd) {
 
 // The H200's figures from the offline fit over 70 attention rows (docs/energy.md).
 // The mma.sync energies and the clock exponent: of the size the H200's calibration suggests.
+// The L2 energy, busy-SM power and clock floor: of the size the H200's calibration suggests.
 struct Truth {
   double eps16_pj = 1.05, eps8_pj = 0.52, eps_inst_pj = 460, eps_byte_pj = 103, idle_w = 146;
-  double mma16_pj = 1.9, mma8_pj = 1.1;
+  double mma16_pj = 1.9, mma8_pj = 1.1, eps_l2_pj = 30, busy_w = 25;
   double exponent = 1.35;  // on the fit's grid of exponents (steps of 0.05)
+  double knee_mhz = 1700;  // on the fit's grid of floors (10 MHz steps above the slowest clock)
   double f_ref_mhz = 1980;
   double energy_j(const CalibrationPoint& p) const {
-    const double s = std::pow(p.sm_clock_mhz / f_ref_mhz, exponent);
+    const double s = std::pow(std::max(p.sm_clock_mhz, knee_mhz) / f_ref_mhz, exponent);
     return 1e-12 * (s * (eps16_pj * p.flops16 + eps8_pj * p.flops8 + mma16_pj * p.flops16_mma +
                          mma8_pj * p.flops8_mma + eps_inst_pj * p.instructions) +
-                    eps_byte_pj * p.bytes) +
-           idle_w * p.seconds;
+                    eps_l2_pj * p.l2_bytes + eps_byte_pj * p.bytes) +
+           (idle_w + busy_w * p.active_sm_fraction) * p.seconds;
   }
 };
 
 CalibrationPoint point(const char* name, double f16, double f8, double bytes, double seconds,
-                       double instructions = 0, double clock_mhz = 1980) {
+                       double instructions = 0, double clock_mhz = 1980,
+                       double active_sm_fraction = 1, double l2_bytes = 0) {
   CalibrationPoint p;
   p.kernel = name;
   p.flops16 = f16;
@@ -522,12 +525,14 @@ CalibrationPoint point(const char* name, double f16, double f8, double bytes, do
   p.seconds = seconds;
   p.instructions = instructions;
   p.sm_clock_mhz = clock_mhz;
+  p.active_sm_fraction = active_sm_fraction;
+  p.l2_bytes = l2_bytes;
   return p;
 }
 
 CalibrationPoint mma_point(const char* name, double m16, double m8, double seconds,
-                           double instructions) {
-  CalibrationPoint p = point(name, 0, 0, 0, seconds, instructions);
+                           double instructions, double active_sm_fraction = 1) {
+  CalibrationPoint p = point(name, 0, 0, 0, seconds, instructions, 1980, active_sm_fraction);
   p.flops16_mma = m16;
   p.flops8_mma = m8;
   return p;
@@ -535,28 +540,44 @@ CalibrationPoint mma_point(const char* name, double m16, double m8, double secon
 
 // What profiler/ceilings.cu runs, with an H200's rates and instruction counts: the copy at three
 // rates, the FFMA kernel at two occupancies, the mma.sync kernels at two each, GEMMs
-// (power-capped: lower clocks; on a quarter of the SMs: the highest), sleep last.
+// (power-capped: lower clocks; on a quarter of the SMs: the highest), sleep, then the L2 stream
+// at two rates, the L2 chase, and GEMMs on half and three quarters of the SMs (between the
+// clocks). The SMs' L2 bytes: the copies' twice their bytes, a GEMM's about 0.01 per FLOP.
 std::vector<CalibrationPoint> calibration(const Truth& t, double noise = 0) {
   const double gib2 = 2.0 * (1 << 30), f8192 = 2.0 * 8192 * 8192 * 8192,
-               f4096 = 2.0 * 4096 * 4096 * 4096, mma = 4.5e11;
+               f4096 = 2.0 * 4096 * 4096 * 4096, mma = 4.5e11, l2 = 16e9;
   std::vector<CalibrationPoint> pts{
-      point("copy full grid", 0, 0, gib2, gib2 / 4.2e12, 27.4e6),
-      point("copy 132 blocks", 0, 0, gib2, gib2 / 2.1e12, 27.3e6),
-      point("copy 33 blocks", 0, 0, gib2, gib2 / 0.6e12, 27.3e6),
+      point("copy full grid", 0, 0, gib2, gib2 / 4.2e12, 27.4e6, 1980, 1, gib2),
+      point("copy 132 blocks", 0, 0, gib2, gib2 / 2.1e12, 27.3e6, 1980, 1, gib2),
+      point("copy 33 blocks", 0, 0, gib2, gib2 / 0.6e12, 27.3e6, 1980, 0.25, gib2),
       point("FFMA, 264 blocks", 0, 0, 0, 2.1e-3, 2318638080.0, 1935),
-      point("FFMA, 33 blocks", 0, 0, 0, 1.06e-3, 289829760.0),
+      point("FFMA, 33 blocks", 0, 0, 0, 1.06e-3, 289829760.0, 1980, 0.25),
       mma_point("mma.sync bf16, 264 blocks", mma, 0, mma / 420e12, mma / 4096 * 2.2),
-      mma_point("mma.sync bf16, 33 blocks", mma / 8, 0, mma / 8 / 70e12, mma / 8 / 4096 * 2.2),
+      mma_point("mma.sync bf16, 33 blocks", mma / 8, 0, mma / 8 / 70e12, mma / 8 / 4096 * 2.2,
+                0.25),
       mma_point("mma.sync fp8, 264 blocks", 0, 2 * mma, 2 * mma / 800e12, mma / 4096 * 2.2),
-      mma_point("mma.sync fp8, 33 blocks", 0, mma / 4, mma / 4 / 130e12, mma / 32768 * 2.2),
-      point("bf16 GEMM 8192", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 720e12, f8192 / 2e4, 1755),
-      point("bf16 GEMM 4096", f4096, 0, 3 * 4096.0 * 4096 * 2, f4096 / 600e12, f4096 / 2e4, 1830),
+      mma_point("mma.sync fp8, 33 blocks", 0, mma / 4, mma / 4 / 130e12, mma / 32768 * 2.2, 0.25),
+      point("bf16 GEMM 8192", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 720e12, f8192 / 2e4, 1755, 1,
+            0.011 * f8192),
+      point("bf16 GEMM 4096", f4096, 0, 3 * 4096.0 * 4096 * 2, f4096 / 600e12, f4096 / 2e4, 1830, 1,
+            0.012 * f4096),
       point("bf16 GEMM 8192 on 33 SMs", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 200e12,
-            f8192 / 2e4),
-      point("fp8 GEMM 8192", 0, f8192, 8192.0 * 8192 * 4, f8192 / 1300e12, f8192 / 4e4, 1650),
-      point("fp8 GEMM 4096", 0, f4096, 4096.0 * 4096 * 4, f4096 / 1000e12, f4096 / 4e4, 1800),
-      point("fp8 GEMM 8192 on 33 SMs", 0, f8192, 8192.0 * 8192 * 4, f8192 / 380e12, f8192 / 4e4),
-      point("sleep 1 ms", 0, 0, 0, 1e-3, 8448 * (22 + 9 * 900.0))};
+            f8192 / 2e4, 1980, 0.25, 0.009 * f8192),
+      point("fp8 GEMM 8192", 0, f8192, 8192.0 * 8192 * 4, f8192 / 1300e12, f8192 / 4e4, 1650, 1,
+            0.006 * f8192),
+      point("fp8 GEMM 4096", 0, f4096, 4096.0 * 4096 * 4, f4096 / 1000e12, f4096 / 4e4, 1800, 1,
+            0.007 * f4096),
+      point("fp8 GEMM 8192 on 33 SMs", 0, f8192, 8192.0 * 8192 * 4, f8192 / 380e12, f8192 / 4e4,
+            1980, 0.25, 0.005 * f8192),
+      point("sleep 1 ms", 0, 0, 0, 1e-3, 8448 * (22 + 9 * 900.0), 1980, 0),
+      point("L2 to shared memory, 924 blocks", 0, 0, 0, l2 / 8e12, 60e6, 1980, 1, l2),
+      point("L2 to shared memory, 33 blocks", 0, 0, 0, l2 / 32 / 1e12, 60e6 / 32, 1980, 0.25,
+            l2 / 32),
+      point("L2 pointer chase", 0, 0, 0, 4e-3, 3e6, 1980, 1, 1e8),
+      point("bf16 GEMM 8192 on 66 SMs", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 380e12,
+            f8192 / 2e4, 1880, 0.5, 0.01 * f8192),
+      point("bf16 GEMM 8192 on 99 SMs", f8192, 0, 3 * 8192.0 * 8192 * 2, f8192 / 520e12,
+            f8192 / 2e4, 1690, 0.75, 0.01 * f8192)};
   for (std::size_t i = 0; i < pts.size(); ++i) {
     // A fixed pattern of +-noise: reproducible, and not a multiple of any column.
     const double wiggle = noise * std::sin(1.0 + 2.3 * static_cast<double>(i));
@@ -576,7 +597,11 @@ void expect_recovers(const Fit& f, const Truth& t, double tolerance) {
   ASSERT_TRUE(f.eps_mma16_pj && f.eps_mma8_pj);
   EXPECT_NEAR(*f.eps_mma16_pj, t.mma16_pj, tolerance * t.mma16_pj);
   EXPECT_NEAR(*f.eps_mma8_pj, t.mma8_pj, tolerance * t.mma8_pj);
+  ASSERT_TRUE(f.eps_l2_byte_pj);
+  EXPECT_NEAR(*f.eps_l2_byte_pj, t.eps_l2_pj, tolerance * t.eps_l2_pj);
+  EXPECT_NEAR(f.busy_w, t.busy_w, tolerance * t.busy_w);
   EXPECT_NEAR(f.clock_exponent, t.exponent, 1e-9);
+  EXPECT_NEAR(f.clock_knee_mhz, t.knee_mhz, 1e-9);
   EXPECT_NE(f.clock_exponent_basis.find("fitted over calibration clocks 1650-1980 MHz"),
             std::string::npos)
       << f.clock_exponent_basis;
@@ -586,7 +611,9 @@ TEST(EnergyFit, RecoversKnownEnergiesPerOperationAtVariedClocks) {
   const Truth t;
   const Fit f = fit(calibration(t), t.f_ref_mhz);
   expect_recovers(f, t, 1e-6);
-  EXPECT_EQ(f.version, 3);
+  EXPECT_EQ(f.version, 4);
+  EXPECT_NE(f.clock_exponent_basis.find("with a floor at 1700 MHz"), std::string::npos)
+      << f.clock_exponent_basis;
   EXPECT_EQ(f.f_ref_mhz, 1980);
   EXPECT_LT(f.residual_max, 1e-9);
   EXPECT_EQ(f.residuals.size(), f.points.size());
@@ -597,6 +624,54 @@ TEST(EnergyFit, WithoutTheDriversMaximumClockTheFastestPointIsTheReference) {
   const Fit f = fit(calibration(t), 0);
   EXPECT_EQ(f.f_ref_mhz, 1980);  // the copies and the sleep ran at 1980 MHz
   expect_recovers(f, t, 1e-6);
+}
+
+TEST(EnergyFit, WithoutAFloorInTheDataTheFitHasNone) {
+  // Energy per operation falling with the clock all the way down: no floor is found, and the
+  // basis says so; the same law with a floor above the slowest clocks is told apart from it.
+  Truth t;
+  t.knee_mhz = 0;
+  const Fit f = fit(calibration(t), t.f_ref_mhz);
+  ASSERT_EQ(f.status, "ok") << f.reason;
+  EXPECT_EQ(f.clock_knee_mhz, 0);
+  EXPECT_NEAR(f.clock_exponent, t.exponent, 1e-9);
+  EXPECT_NE(f.clock_exponent_basis.find("no floor"), std::string::npos) << f.clock_exponent_basis;
+  EXPECT_LT(f.residual_max, 1e-9);
+  t.knee_mhz = 1800;
+  const Fit g = fit(calibration(t), t.f_ref_mhz);
+  EXPECT_NEAR(g.clock_knee_mhz, 1800, 1e-9);
+  EXPECT_LT(g.residual_max, 1e-9);
+  // A launch below the floor costs what one at the floor does.
+  Launch at{false, 1e12, 0, 1e9, 1e-3, 1800, "counters", false, 1e9};
+  Launch below = at;
+  below.sm_clock_mhz = 1500;
+  EXPECT_DOUBLE_EQ(predict(g, below)->flop_mj, predict(g, at)->flop_mj);
+  EXPECT_LT(predict(f, below)->flop_mj, predict(f, at)->flop_mj);
+}
+
+TEST(EnergyFit, WithoutCountedL2BytesThereIsNoL2Term) {
+  // The calibration's counters failed: no point has SM <-> L2 bytes, and the L2 kernels (whose
+  // figures are counts) are missing. The model has no L2 term, and prices launches without it.
+  Truth t;
+  t.eps_l2_pj = 0;
+  std::vector<CalibrationPoint> pts;
+  for (auto p : calibration(t)) {
+    if (p.kernel.rfind("L2 ", 0) == 0) continue;
+    p.l2_bytes = 0;
+    pts.push_back(p);
+  }
+  const Fit f = fit(pts, t.f_ref_mhz);
+  ASSERT_EQ(f.status, "ok") << f.reason;
+  EXPECT_FALSE(f.eps_l2_byte_pj);
+  EXPECT_NEAR(f.busy_w, t.busy_w, 1e-6 * t.busy_w);  // the sleep kernel's idle SMs against the rest
+  const auto b = predict(f, {false, 1e12, 0, 1e9, 1e-3, 1980, "counters", false, 0});
+  ASSERT_TRUE(b);
+  EXPECT_EQ(b->l2_mj, 0);
+  // With an L2 term, a launch whose L2 bytes were not counted gets no figure.
+  const Fit g = fit(calibration(Truth{}), t.f_ref_mhz);
+  std::string why;
+  EXPECT_FALSE(predict(g, {false, 1e12, 0, 1e9, 1e-3, 1980, "counters", false, 0}, &why));
+  EXPECT_NE(why.find("SM <-> L2 bytes"), std::string::npos) << why;
 }
 
 TEST(EnergyFit, TheClockFactorIsNeeded) {
@@ -610,6 +685,7 @@ TEST(EnergyFit, TheClockFactorIsNeeded) {
   EXPECT_GT(f.residual_max, 0.03);
   // One clock cannot tell how energy moves with it: the exponent is the CMOS default, and says so.
   EXPECT_EQ(f.clock_exponent, 2);
+  EXPECT_EQ(f.clock_knee_mhz, 0);
   EXPECT_NE(f.clock_exponent_basis.find("not fitted"), std::string::npos) << f.clock_exponent_basis;
 }
 
@@ -617,16 +693,18 @@ TEST(EnergyFit, MmaSyncLaunchesCostTheirOwnEnergyPerFlop) {
   const Truth t;
   const Fit f = fit(calibration(t), t.f_ref_mhz);
   ASSERT_EQ(f.status, "ok") << f.reason;
-  Launch wgmma{false, 1e12, 0, 0, 1e-3, 1980, "counters"};
+  Launch wgmma{false, 1e12, 0, 0, 1e-3, 1980, "counters", false, 1e9};
   Launch mma = wgmma;
   mma.mma_sync = true;
   const auto a = predict(f, wgmma), b = predict(f, mma);
   ASSERT_TRUE(a && b);
   EXPECT_NEAR(a->flop_mj, t.eps16_pj * 1e-9 * 1e12, 1e-6);
   EXPECT_NEAR(b->flop_mj, t.mma16_pj * 1e-9 * 1e12, 1e-6);
-  // At a lower clock the dynamic part scales with the fitted exponent.
-  mma.sm_clock_mhz = 990;
-  EXPECT_NEAR(predict(f, mma)->clock_scale, std::pow(0.5, t.exponent), 1e-9);
+  EXPECT_EQ(a->flop_instruction, "wgmma");
+  EXPECT_EQ(b->flop_instruction, "mma.sync");
+  // At a lower clock (above the floor) the dynamic part scales with the fitted exponent.
+  mma.sm_clock_mhz = 1782;
+  EXPECT_NEAR(predict(f, mma)->clock_scale, std::pow(0.9, t.exponent), 1e-9);
   // A calibration without mma.sync kernels: an mma.sync launch gets no figure, and the reason.
   std::vector<CalibrationPoint> no_mma;
   for (const auto& p : calibration(t))
@@ -641,6 +719,9 @@ TEST(EnergyFit, MmaSyncLaunchesCostTheirOwnEnergyPerFlop) {
   Fit old = g;
   old.version = 2;
   old.clock_exponent = 2;
+  old.clock_knee_mhz = 0;
+  old.eps_l2_byte_pj.reset();
+  mma.sm_clock_mhz = 990;
   const auto c = predict(old, mma);
   ASSERT_TRUE(c);
   EXPECT_NEAR(c->clock_scale, 0.25, 1e-12);
@@ -655,6 +736,8 @@ TEST(EnergyFit, NoisyCalibrationStaysCloseAndShowsItsResiduals) {
   EXPECT_NEAR(f.eps_byte_pj, t.eps_byte_pj, 0.15 * t.eps_byte_pj);
   EXPECT_NEAR(f.eps_flop16_pj, t.eps16_pj, 0.15 * t.eps16_pj);
   EXPECT_NEAR(f.eps_inst_pj, t.eps_inst_pj, 0.15 * t.eps_inst_pj);
+  ASSERT_TRUE(f.eps_l2_byte_pj);
+  EXPECT_NEAR(*f.eps_l2_byte_pj, t.eps_l2_pj, 0.3 * t.eps_l2_pj);
   EXPECT_GT(f.residual_rms, 1e-3);
   EXPECT_LE(f.residual_max, 0.04);
 }
@@ -731,7 +814,7 @@ TEST(EnergyFit, WithoutFp8PointsFp8IsUnknown) {
   const Fit f = fit(pts, t.f_ref_mhz);
   ASSERT_EQ(f.status, "ok") << f.reason;
   EXPECT_FALSE(f.eps_flop8_pj);
-  Launch l{true, 1e12, 1e9, 1e8, 1e-3, 1980, "counters"};
+  Launch l{true, 1e12, 1e9, 1e8, 1e-3, 1980, "counters", false, 1e9};
   std::string why;
   EXPECT_FALSE(predict(f, l, &why));
   EXPECT_NE(why.find("no energy per fp8 wgmma FLOP"), std::string::npos) << why;
@@ -760,16 +843,27 @@ TEST(EnergyFit, PredictSplitsTheEnergyIntoItsParts) {
   f.eps_inst_pj = 400;
   f.eps_byte_pj = 20;
   f.idle_w = 150;
+  f.busy_w = 25;
+  f.eps_l2_byte_pj = 10;
   f.f_ref_mhz = 2000;
   // At 1000 MHz, a quarter of f_ref's dynamic energy per operation.
-  const auto b = predict(f, {false, 1e12, 1e9, 1e9, 2e-3, 1000, "counters"});
+  const auto b = predict(f, {false, 1e12, 1e9, 1e9, 2e-3, 1000, "counters", false, 4e9});
   ASSERT_TRUE(b);
   EXPECT_DOUBLE_EQ(b->clock_scale, 0.25);
   EXPECT_DOUBLE_EQ(b->flop_mj, 125);  // 1e12 x 0.5 pJ = 0.5 J, x 0.25
   EXPECT_DOUBLE_EQ(b->inst_mj, 100);  // 1e9 x 400 pJ = 0.4 J, x 0.25
+  EXPECT_DOUBLE_EQ(b->l2_mj, 40);     // 4e9 x 10 pJ = 40 mJ, whatever the SM clock
   EXPECT_DOUBLE_EQ(b->byte_mj, 20);   // 1e9 x 20 pJ = 20 mJ, whatever the clock
-  EXPECT_DOUBLE_EQ(b->idle_mj, 300);  // 150 W x 2 ms
-  EXPECT_DOUBLE_EQ(b->total_mj(), 545);
+  EXPECT_DOUBLE_EQ(b->idle_mj, 350);  // (150 + 25) W x 2 ms
+  EXPECT_DOUBLE_EQ(b->total_mj(), 635);
+  EXPECT_DOUBLE_EQ(b->l2_bytes, 4e9);
+  // With a floor at 1500 MHz, 1000 MHz costs what 1500 does.
+  f.clock_knee_mhz = 1500;
+  EXPECT_DOUBLE_EQ(
+      predict(f, {false, 1e12, 1e9, 1e9, 2e-3, 1000, "counters", false, 4e9})->clock_scale, 0.5625);
+  f.clock_knee_mhz = 0;
+  f.eps_l2_byte_pj.reset();
+  f.busy_w = 0;
   EXPECT_EQ(b->bytes_basis, "counters");
   EXPECT_DOUBLE_EQ(b->instructions, 1e9);
   EXPECT_DOUBLE_EQ(b->sm_clock_mhz, 1000);
@@ -796,15 +890,24 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   const Fit f = fit(pts, 1980);
   ASSERT_EQ(f.status, "ok") << f.reason;
   const Fit back = energy_fit_from_json(energy_fit_to_json(f));
-  EXPECT_EQ(back.version, 3);
+  EXPECT_EQ(back.version, 4);
+  EXPECT_EQ(back.eps_l2_byte_pj, f.eps_l2_byte_pj);
+  EXPECT_DOUBLE_EQ(back.busy_w, f.busy_w);
+  EXPECT_DOUBLE_EQ(back.clock_knee_mhz, f.clock_knee_mhz);
+  EXPECT_DOUBLE_EQ(back.points[0].l2_bytes, f.points[0].l2_bytes);
+  EXPECT_DOUBLE_EQ(back.points[15].active_sm_fraction, 0);  // the sleep kernel
+  EXPECT_DOUBLE_EQ(back.points[2].active_sm_fraction, 0.25);
   EXPECT_EQ(back.eps_mma16_pj, f.eps_mma16_pj);
   EXPECT_EQ(back.eps_mma8_pj, f.eps_mma8_pj);
   EXPECT_DOUBLE_EQ(back.clock_exponent, f.clock_exponent);
   EXPECT_EQ(back.clock_exponent_basis, f.clock_exponent_basis);
   auto no_basis = energy_fit_to_json(f);  // the basis is optional (the schema says so)
   no_basis.erase("clock_exponent_basis");
-  EXPECT_EQ(energy_fit_from_json(no_basis).version, 3);
+  EXPECT_EQ(energy_fit_from_json(no_basis).version, 4);
   EXPECT_EQ(energy_fit_from_json(no_basis).clock_exponent_basis, "");
+  auto too_active = energy_fit_to_json(f);
+  too_active["points"][0]["active_sm_fraction"] = 1.5;
+  EXPECT_THROW(energy_fit_from_json(too_active), std::invalid_argument);
   EXPECT_DOUBLE_EQ(back.points[5].flops16_mma, f.points[5].flops16_mma);
   EXPECT_DOUBLE_EQ(back.points[7].flops8_mma, f.points[7].flops8_mma);
   EXPECT_DOUBLE_EQ(back.eps_byte_pj, f.eps_byte_pj);
@@ -819,9 +922,21 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_DOUBLE_EQ(back.points[0].temperature_max_c, 55);
   EXPECT_TRUE(energy_fit_to_json(f)["points"][1]["temperature_c"].is_null());  // not read
 
-  // A fit written by an fa-bench before the mma.sync terms reads as version 2 (the exponent 2),
-  // one before the instruction term as version 1; each is written back as it was.
+  // A fit written by an fa-bench before the L2 term reads as version 3 (no L2 term, no busy
+  // power, no floor), one before the mma.sync terms as version 2 (the exponent 2), one before
+  // the instruction term as version 1; each is written back as it was.
   auto old = energy_fit_to_json(f);
+  for (const char* key : {"eps_l2_byte_pj", "busy_w", "clock_knee_mhz"}) old.erase(key);
+  for (auto& p : old["points"]) {
+    p.erase("l2_bytes");
+    p.erase("active_sm_fraction");
+  }
+  const Fit v3 = energy_fit_from_json(old);
+  EXPECT_EQ(v3.version, 3);
+  EXPECT_FALSE(v3.eps_l2_byte_pj);
+  EXPECT_EQ(v3.busy_w, 0);
+  EXPECT_EQ(v3.clock_knee_mhz, 0);
+  EXPECT_EQ(energy_fit_to_json(v3), old);
   for (const char* key : {"eps_mma16_pj", "eps_mma8_pj", "clock_exponent", "clock_exponent_basis"})
     old.erase(key);
   for (auto& p : old["points"]) {
@@ -847,7 +962,8 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   FakeDevice dev;
   dev.reasons = 0x40;
   const Measurement m = run(dev);
-  const auto model = predict(f, {false, 1e12, 1e9, 3e8, m.seconds_per_launch, 1900, "counters"});
+  const auto model =
+      predict(f, {false, 1e12, 1e9, 3e8, m.seconds_per_launch, 1900, "counters", true, 2e9});
   ASSERT_TRUE(model);
   const auto j = row_energy_to_json(m, model);
   EXPECT_NEAR(j["model"]["model_over_measured"].get<double>(),
@@ -869,6 +985,10 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_DOUBLE_EQ(model2->instructions, 3e8);
   EXPECT_DOUBLE_EQ(model2->sm_clock_mhz, 1900);
   EXPECT_DOUBLE_EQ(model2->clock_scale, model->clock_scale);
+  EXPECT_DOUBLE_EQ(model2->l2_mj, model->l2_mj);
+  EXPECT_DOUBLE_EQ(model2->l2_bytes, 2e9);
+  EXPECT_EQ(model2->flop_instruction, "mma.sync");
+  EXPECT_EQ(model2->version, 3);
 
   // No figure, with the reason; a record of an older fa-bench (no temperature, no instruction
   // part) reads with neither.
@@ -880,7 +1000,16 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_FALSE(model2);
   EXPECT_EQ(reason2,
             "the energy model needs the counted instructions: counters off (--no-counters)");
-  auto older = j;
+  auto older = j;  // before the L2 part: version 2, written back without it
+  for (const char* key : {"l2_mj", "l2_bytes", "flop_instruction"}) older["model"].erase(key);
+  row_energy_from_json(older, &m2, &model2, &reason2);
+  ASSERT_TRUE(model2);
+  EXPECT_EQ(model2->version, 2);
+  EXPECT_EQ(model2->l2_mj, 0);
+  auto written = row_energy_to_json(m2, model2)["model"];
+  EXPECT_FALSE(written.contains("l2_mj") || written.contains("flop_instruction"));
+  for (const char* key : {"flop_mj", "inst_mj", "byte_mj", "idle_mj", "instructions"})
+    EXPECT_EQ(written[key], older["model"][key]) << key;
   older.erase("temperature_c");
   for (const char* key : {"inst_mj", "instructions", "sm_clock_mhz", "clock_scale"})
     older["model"].erase(key);
@@ -890,6 +1019,7 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_EQ(model2->version, 1);
   EXPECT_EQ(model2->inst_mj, 0);
   EXPECT_DOUBLE_EQ(model2->total_mj(), model->flop_mj + model->byte_mj + model->idle_mj);
+  EXPECT_FALSE(row_energy_to_json(m2, model2)["model"].contains("l2_mj"));
   EXPECT_FALSE(row_energy_to_json(m2, model2)["model"].contains("inst_mj"));  // as it was
 
   auto refused = [&](const char* key, const nlohmann::json& value, const char* mention) {

@@ -87,19 +87,22 @@ TEST(EnergyGpu, ModelFitsTheCalibrationKernels) {
   ASSERT_EQ(f.status, "ok") << f.reason;
   std::printf(
       "energy model: pJ/FLOP bf16 %.3f (wgmma) %.3f (mma.sync), fp8 %.3f (wgmma) %.3f "
-      "(mma.sync), %.1f pJ/warp instruction (at %.0f MHz, clock exponent %.2f: %s), %.2f pJ/byte, "
-      "%.1f W constant; residuals rms %.1f%%, max %.1f%%\n",
+      "(mma.sync), %.1f pJ/warp instruction (at %.0f MHz, clock exponent %.2f, floor %.0f MHz: "
+      "%s), %.2f pJ/L2 byte, %.2f pJ/DRAM byte, %.1f W constant + %.1f W busy SMs; residuals rms "
+      "%.1f%%, max %.1f%%%s%s\n",
       f.eps_flop16_pj, f.eps_mma16_pj.value_or(NAN), f.eps_flop8_pj.value_or(NAN),
-      f.eps_mma8_pj.value_or(NAN), f.eps_inst_pj, f.f_ref_mhz, f.clock_exponent,
-      f.clock_exponent_basis.c_str(), f.eps_byte_pj, f.idle_w, 100 * f.residual_rms,
-      100 * f.residual_max);
+      f.eps_mma8_pj.value_or(NAN), f.eps_inst_pj, f.f_ref_mhz, f.clock_exponent, f.clock_knee_mhz,
+      f.clock_exponent_basis.c_str(), f.eps_l2_byte_pj.value_or(NAN), f.eps_byte_pj, f.idle_w,
+      f.busy_w, 100 * f.residual_rms, 100 * f.residual_max, f.reason.empty() ? "" : "; ",
+      f.reason.c_str());
   for (std::size_t i = 0; i < f.points.size(); ++i) {
     const CalibrationPoint& p = f.points[i];
     std::printf(
-        "  %-32s %8.3f ms %9.2f mJ %7.1f W %10.4g inst %5.0f MHz %4.0f/%4.0f C  residual "
-        "%+.1f%%\n",
+        "  %-40s %8.3f ms %9.2f mJ %7.1f W %10.4g inst %10.4g L2 B %10.4g DRAM B %4.2f SMs %5.0f "
+        "MHz %4.0f/%4.0f C  residual %+.1f%%\n",
         p.kernel.c_str(), p.seconds * 1e3, p.energy_j * 1e3, p.energy_j / p.seconds, p.instructions,
-        p.sm_clock_mhz, p.temperature_c, p.temperature_max_c, 100 * f.residuals[i]);
+        p.l2_bytes, p.bytes, p.active_sm_fraction, p.sm_clock_mhz, p.temperature_c,
+        p.temperature_max_c, 100 * f.residuals[i]);
   }
   EXPECT_GT(f.idle_w, 10);
   EXPECT_GT(f.eps_byte_pj, 0);
@@ -107,6 +110,9 @@ TEST(EnergyGpu, ModelFitsTheCalibrationKernels) {
   EXPECT_GT(f.eps_inst_pj, 0);
   EXPECT_GT(f.f_ref_mhz, 0);
   EXPECT_TRUE(f.eps_mma16_pj) << "no mma.sync calibration point";
+  // The GPU tests run where the counters are allowed: the SM <-> L2 bytes were counted.
+  EXPECT_TRUE(f.eps_l2_byte_pj) << f.reason;
+  EXPECT_TRUE(f.reason.empty()) << f.reason;
   // The sleep kernel runs last, on a GPU the GEMMs warmed (docs/energy.md).
   EXPECT_EQ(f.points.back().kernel, "sleep 1 ms");
   // The rows' model is held to 15%: the calibration it rests on must fit better than that.

@@ -267,8 +267,12 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
     last = csv_fields(line);
   }
   ASSERT_EQ(last.size(), header.size());
-  EXPECT_EQ(last.back(),
+  const auto reason = std::find(header.begin(), header.end(), "model_energy_reason");
+  ASSERT_NE(reason, header.end());
+  EXPECT_EQ(last[reason - header.begin()],
             "the energy model needs the counted instructions: counters off (--no-counters)");
+  EXPECT_EQ(header.back(), "model_l2_bytes");  // columns are added at the end
+  EXPECT_EQ(last.back(), "");
 }
 
 TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {
@@ -348,15 +352,22 @@ TEST(EnergyRecord, CacheRefitsAnOlderEnergyModel) {
   EXPECT_DOUBLE_EQ(back->energy_model->eps_inst_pj, 450);
   EXPECT_DOUBLE_EQ(back->energy_model->f_ref_mhz, 1980);
   EXPECT_DOUBLE_EQ(back->energy_model->points[0].sm_clock_mhz, 1980);
-  // The same file as an fa-bench before the mma.sync terms and the fitted exponent wrote it: the
-  // roofs stay, the model is missing (the run measures it again), never used.
+  // The same file as an fa-bench before the L2 term wrote it, and one before the mma.sync terms
+  // and the fitted exponent: the roofs stay, the model is missing (the run measures it again),
+  // never used.
   auto j = nlohmann::json::parse(std::ifstream(path));
-  for (const char* key : {"eps_mma16_pj", "eps_mma8_pj", "clock_exponent", "clock_exponent_basis"})
+  for (const char* key : {"eps_l2_byte_pj", "busy_w", "clock_knee_mhz"})
     j["energy_model"].erase(key);
   std::ofstream(path) << j.dump();
   back = load_ceilings(path, m.key);
   ASSERT_TRUE(back);
   EXPECT_DOUBLE_EQ(back->dram_bytes_per_s, 4.25e12);
+  EXPECT_FALSE(back->energy_model);
+  for (const char* key : {"eps_mma16_pj", "eps_mma8_pj", "clock_exponent", "clock_exponent_basis"})
+    j["energy_model"].erase(key);
+  std::ofstream(path) << j.dump();
+  back = load_ceilings(path, m.key);
+  ASSERT_TRUE(back);
   EXPECT_FALSE(back->energy_model);
   unsetenv("XDG_CACHE_HOME");
   std::filesystem::remove_all(dir);
@@ -368,6 +379,20 @@ TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
   EXPECT_NE(energy_legend(a).find("over 1 s of launches"), std::string::npos) << energy_legend(a);
   a.ceilings.energy_model->eps_mma16_pj = 1.2;
   a.ceilings.energy_model->clock_exponent = 1.35;
+  a.ceilings.energy_model->clock_exponent_basis =
+      "fitted over calibration clocks 1305-1980 MHz, with a floor at 1650 MHz";
+  a.ceilings.energy_model->clock_knee_mhz = 1650;
+  a.ceilings.energy_model->eps_l2_byte_pj = 41;
+  a.ceilings.energy_model->busy_w = 23;
+  EXPECT_NE(energy_legend(a).find(
+                "pJ per FLOP bf16/fp16 0.6 (wgmma), 1.2 (mma.sync); fp8 0.35 (wgmma), - "
+                "(mma.sync); 450 pJ per warp instruction; these at 1980 MHz, scaled by "
+                "(max(row's SM clock, 1650 MHz) / 1980 MHz)^1.35 (fitted over calibration clocks "
+                "1305-1980 MHz, with a floor at 1650 MHz); 41 pJ per SM<->L2 byte, 22 pJ per DRAM "
+                "byte, 160 W constant + 23 W with every SM busy"),
+            std::string::npos)
+      << energy_legend(a);
+  a.ceilings.energy_model->version = 3;  // a file of an fa-bench before the L2 term
   a.ceilings.energy_model->clock_exponent_basis = "fitted over calibration clocks 1305-1980 MHz";
   EXPECT_NE(energy_legend(a).find(
                 "pJ per FLOP bf16/fp16 0.6 (wgmma), 1.2 (mma.sync); fp8 0.35 (wgmma), - "

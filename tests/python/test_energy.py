@@ -16,16 +16,23 @@ from reports.schema import SchemaError, validate
 DATA = Path(__file__).resolve().parents[1] / "data"
 FIT = {"status": "ok", "reason": "", "eps_flop16_pj": 0.6, "eps_flop8_pj": 0.35,
        "eps_inst_pj": 450.0, "eps_byte_pj": 22.0, "idle_w": 160.0, "f_ref_mhz": 1980.0,
-       "residual_rms": 0.02, "residual_max": 0.04,
+       "residual_rms": 0.02, "residual_max": 0.04, "eps_mma16_pj": 1.1, "eps_mma8_pj": 0.9,
+       "clock_exponent": 2.0, "clock_exponent_basis": "fitted over calibration clocks",
+       "eps_l2_byte_pj": 40.0, "busy_w": 20.0, "clock_knee_mhz": 1650.0,
        "points": [{"kernel": "sleep 1 ms", "flops16": 0, "flops8": 0, "bytes": 0,
                    "seconds": 0.001, "energy_j": 0.16, "instructions": 6.9e7,
                    "sm_clock_mhz": 1980.0, "temperature_c": {"mean": 52.0, "max": 54.0},
-                   "residual": 0.0}]}
+                   "l2_bytes": 0, "active_sm_fraction": 0, "residual": 0.0}]}
 CLOCK = 1960.0  # every synthetic row's mean SM clock in its energy window
+L2_PER_FLOP = 0.008  # every synthetic row's SM <-> L2 bytes per matrix FLOP
 # A file of an fa-bench before the instruction term and the clock factor.
-OLD_FIT = {k: v for k, v in FIT.items() if k not in ("eps_inst_pj", "f_ref_mhz")}
+OLD_FIT = {k: v for k, v in FIT.items()
+           if k not in ("eps_inst_pj", "f_ref_mhz", "eps_mma16_pj", "eps_mma8_pj",
+                        "clock_exponent", "clock_exponent_basis", "eps_l2_byte_pj", "busy_w",
+                        "clock_knee_mhz")}
 OLD_FIT["points"] = [{k: v for k, v in FIT["points"][0].items()
-                      if k not in ("instructions", "sm_clock_mhz", "temperature_c")}]
+                      if k not in ("instructions", "sm_clock_mhz", "temperature_c", "l2_bytes",
+                                   "active_sm_fraction")}]
 
 
 def model_parts(result: dict, old: bool = False) -> dict:
@@ -43,11 +50,13 @@ def model_parts(result: dict, old: bool = False) -> dict:
     instructions = flops / 2000
     parts = {"flop_mj": scale * eps * 1e-12 * flops * 1e3,
              "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3,
-             "idle_mj": FIT["idle_w"] * seconds * 1e3}
+             "idle_mj": (FIT["idle_w"] + (0 if old else FIT["busy_w"])) * seconds * 1e3}
     if not old:
         parts["inst_mj"] = scale * FIT["eps_inst_pj"] * 1e-12 * instructions * 1e3
+        parts["l2_mj"] = FIT["eps_l2_byte_pj"] * 1e-12 * L2_PER_FLOP * flops * 1e3
     extra = {} if old else {"instructions": instructions, "sm_clock_mhz": CLOCK,
-                            "clock_scale": scale}
+                            "clock_scale": scale, "l2_bytes": L2_PER_FLOP * flops,
+                            "flop_instruction": "wgmma"}
     return {**parts, "total_mj": sum(parts.values()), "bytes_basis": basis, "flops": flops,
             "bytes": nbytes, "seconds": seconds, **extra}
 
@@ -158,20 +167,23 @@ def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
     reading = " ".join(out["energy"])
     assert "N = 16384, d = 64, non-causal: standard attention takes" in reading
     assert "FLOPs" in reading and "DRAM bytes" in reading and "constant power" in reading
-    assert "instructions" in reading
+    assert "instructions" in reading and "SM ↔ L2 bytes" in reading
     assert "; fa2 " in reading and "of it DRAM bytes" in reading
-    # The split draws the instruction part; the roofline says what its roofs leave out.
+    # The split draws the instruction and L2 parts; the roofline says what its roofs leave out.
     legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
-    assert "model: instructions" in legend
+    assert "model: instructions" in legend and "model: SM ↔ L2 bytes" in legend
     assert any("ε_inst per warp instruction" in n for n in plots["energy-roofline"].notes)
+    assert any("Bytes between the SMs and the L2 cost 40 pJ" in n and "below 1650 MHz" in n
+               for n in plots["energy-roofline"].notes)
     md = Path(out["markdown"]).read_text()
     assert "## Where the energy goes" in md
     table = next(t for t in out["tables"] if t.key == "energy")
     assert "model vs measured" in table.columns
     col = table.columns.index("model vs measured")
     assert {row[col] for row in table.rows if row[col] != "-"} == {"+2.0%"}
-    share = table.columns.index("instruction share (model)")
-    assert all(row[share].endswith("%") for row in table.rows if row[col] != "-")
+    for column in ("instruction share (model)", "L2 share (model)"):
+        share = table.columns.index(column)
+        assert all(row[share].endswith("%") for row in table.rows if row[col] != "-")
 
 
 def energy_parts(path: Path) -> tuple[dict, list, str]:
@@ -197,11 +209,13 @@ def test_report_reads_records_without_the_instruction_part(sweep, tmp_path):
         assert plots[name].figure is not None, plots[name].skipped
     legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
     assert "model: instructions" not in legend and "model: DRAM bytes" in legend
+    assert "model: SM ↔ L2 bytes" not in legend
     assert any("no instruction part" in n for n in plots["energy-split"].notes)
     assert "standard attention takes" in reading and "instructions" not in reading
     table = next(t for t in tabs if t.key == "energy")
-    share = table.columns.index("instruction share (model)")
-    assert {row[share] for row in table.rows} == {"-"}
+    for column in ("instruction share (model)", "L2 share (model)"):
+        share = table.columns.index(column)
+        assert {row[share] for row in table.rows} == {"-"}
 
     plots, tabs, _ = energy_parts(
         write(tmp_path, "uncounted.json", with_energy(sweep, uncounted="fa2")))
@@ -234,8 +248,11 @@ def test_energy_roof_is_the_arch_line_and_pays_constant_power():
     # 1 / (0.6 pJ + 22 pJ / 100) = 1.2195e12 FLOP/J
     assert energy_roof(FIT, "bf16", 100.0) == pytest.approx(1 / 0.82e-12)
     with_time = energy_roof(FIT, "bf16", 100.0, peak=800e12, bandwidth=4.5e12)
-    # memory bound at I = 100 (100 x 4.5e12 < 800e12): + 160 W / (100 x 4.5e12 FLOP/s)
-    assert with_time == pytest.approx(1 / (0.82e-12 + 160 / 450e12))
+    # memory bound at I = 100 (100 x 4.5e12 < 800e12): + (160 + 20) W / (100 x 4.5e12 FLOP/s)
+    assert with_time == pytest.approx(1 / (0.82e-12 + 180 / 450e12))
+    # A file before the busy-SM power: the constant power alone.
+    old = energy_roof(OLD_FIT, "bf16", 100.0, peak=800e12, bandwidth=4.5e12)
+    assert old == pytest.approx(1 / (0.82e-12 + 160 / 450e12))
     assert energy_roof({**FIT, "eps_flop8_pj": None}, "fp8", 100.0) is None
 
 
