@@ -243,8 +243,8 @@ bool fit_energy_model(const RunResult& r, energy::PowerSource* power, const Opti
                       MeasuredCeilings* m) {
   if (!power || (m->energy_model && m->energy_model->status == "ok")) return false;
   std::fprintf(stderr,
-               "fitting the energy model (copy, FFMA, mma.sync, GEMM, sleep kernels in energy "
-               "windows)...\n");
+               "fitting the energy model (copy, softmax-step, mma.sync, L2, GEMM and sleep kernels "
+               "in energy windows, each counted once)...\n");
   energy::Settings settings;
   settings.window_s = o.energy_window_s;
   try {
