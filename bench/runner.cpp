@@ -237,11 +237,12 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
 
 namespace {
 
-// The energy model for ceilings that lack one (or whose fit failed before): fitted now. True when
-// it was (the ceilings then need caching again).
+// The energy model for ceilings that lack one (or whose fit failed before, or was made without the
+// counters while they are on now): fitted now. True when it was (the ceilings then need caching
+// again).
 bool fit_energy_model(const RunResult& r, energy::PowerSource* power, const Options& o,
                       MeasuredCeilings* m) {
-  if (!power || (m->energy_model && m->energy_model->status == "ok")) return false;
+  if (!power || !energy::fit_again(m->energy_model, o.counters)) return false;
   std::fprintf(stderr,
                "fitting the energy model (copy, softmax-step, mma.sync, L2, GEMM and sleep kernels "
                "in energy windows, each counted once)...\n");

@@ -702,6 +702,7 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   FA_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking));
   std::vector<energy::CalibrationPoint> points;
   std::string why_not, count_error;
+  bool counted_some = false;  // a window's counts came back
   // The counters, for the SM <-> L2 bytes (and the instructions and DRAM bytes of the kernels not
   // written here); without them the model has no L2 term.
   std::optional<CounterSession> session;
@@ -716,8 +717,10 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   const double sms = device.sm_count;
   auto point = [&](const Calibration& c) {
     if (why_not.empty()) {
+      const bool counting = session && count_error.empty();
       why_not = calibration_point(power, settings, stream, c, session ? &*session : nullptr,
                                   &count_error, &points);
+      counted_some = counted_some || (counting && c.count_l2 && count_error.empty());
     }
   };
   {  // Bytes: the copy at three grid sizes, so its rate (and power) varies while FLOPs stay 0:
@@ -921,9 +924,16 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   cudaStreamDestroy(stream);
   session.reset();
-  // L2 bytes counted in some windows and not in others would bias the fit: all or none.
-  if (!count_error.empty()) {
-    for (auto& p : points) p.l2_bytes = 0;
+  // Counts in some windows and not in others would bias the fit (L2 bytes, instructions and DRAM
+  // bytes counted for some GEMMs, derived for others): a calibration whose counters failed after
+  // they had worked is not fitted, and the next run measures it again.
+  if (why_not.empty() && !count_error.empty() && counted_some) {
+    energy::Fit f;
+    f.status = "unavailable";
+    f.reason = "the calibration's counters failed after some windows (" + count_error +
+               "): measured again on the next run";
+    f.points = points;
+    return f;
   }
   if (!why_not.empty()) {
     energy::Fit f;
@@ -938,8 +948,9 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
   energy::Fit f = energy::fit(points, max_clock.ok ? double(max_clock.value) : 0.0);
   if (f.status == "ok" && !count_error.empty()) {
     f.reason =
-        "no L2 term, busy-SM power from the sleep kernel alone, GEMM instructions "
-        "estimated: the calibration's counters failed (" +
+        "no L2 term, busy-SM power from the sleep kernel alone, the GEMMs' instructions "
+        "estimated and their DRAM bytes the compulsory ones: the calibration's counters were "
+        "unavailable (" +
         count_error + ")";
   }
   return f;

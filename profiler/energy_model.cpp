@@ -68,13 +68,16 @@ Normal normal_of(const std::vector<Vec>& rows, const std::vector<double>& energy
   return ne;
 }
 
-double relative_sse(const Normal& ne, const Vec& x) {
-  double sse = ne.n;
-  for (int r = 0; r < kMaxTerms; ++r) {
-    sse -= 2 * x[r] * ne.b[r];
-    for (int c = 0; c < kMaxTerms; ++c) sse += x[r] * ne.g[r][c] * x[c];
+// The sum of squared relative errors, from the points themselves (the normal equations' form
+// n - 2 x.b + x.g.x loses the small differences the clock law is chosen by).
+double relative_sse(const std::vector<Vec>& rows, const std::vector<double>& energy, const Vec& x) {
+  double sse = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double e = 0;
+    for (int k = 0; k < kMaxTerms; ++k) e += rows[i][k] * x[k];
+    sse += (e / energy[i] - 1) * (e / energy[i] - 1);
   }
-  return std::max(sse, 0.0);
+  return sse;
 }
 
 // Solves the normal equations over the terms in `use` (the others held at 0). Returns false when
@@ -108,52 +111,68 @@ bool solve(const Normal& ne, const std::array<bool, kMaxTerms>& use, Vec* x) {
 }
 
 // Non-negative least squares over the terms in `allowed` (Lawson and Hanson's active set): terms
-// enter in the order of their gradient and leave when their coefficient would turn negative.
-// False when no positive combination reduces the error at all.
+// enter in the order of their gradient and leave when their coefficient would turn negative. A
+// term that cannot enter (it moves with those in, or would not rise) is barred until the solution
+// moves. False when no positive combination reduces the error at all.
 bool solve_nonnegative(const Normal& ne, const std::array<bool, kMaxTerms>& allowed, Vec* out) {
   Vec x{};
-  std::array<bool, kMaxTerms> in{};
-  for (int outer = 0; outer < 4 * kMaxTerms; ++outer) {
+  std::array<bool, kMaxTerms> in{}, barred{};
+  for (int outer = 0; outer < 8 * kMaxTerms; ++outer) {
     // The gradient of -sse/2: b - g x.
     int enter = -1;
     double best = 0;
     for (int k = 0; k < kMaxTerms; ++k) {
-      if (!allowed[k] || in[k]) continue;
+      if (!allowed[k] || in[k] || barred[k]) continue;
       double w = ne.b[k];
       for (int c = 0; c < kMaxTerms; ++c) w -= ne.g[k][c] * x[c];
-      if (w > best * (1 + 1e-12) && w > 1e-12 * std::sqrt(ne.g[k][k] * ne.n)) {
+      if (w > best && w > 1e-12 * std::sqrt(ne.g[k][k] * ne.n)) {
         best = w;
         enter = k;
       }
     }
     if (enter < 0) break;
     in[enter] = true;
-    for (int inner = 0; inner < 4 * kMaxTerms; ++inner) {
+    bool moved = false;
+    for (int inner = 0; inner <= kMaxTerms; ++inner) {
       Vec z{};
-      if (!solve(ne, in, &z)) {  // the entering term moves with the others: it stays out
+      const bool solvable = solve(ne, in, &z);
+      if (!solvable || (!moved && !(z[enter] > 0))) {  // it cannot enter: out until x moves
         in[enter] = false;
+        barred[enter] = true;
         break;
       }
       bool positive = true;
       for (int k = 0; k < kMaxTerms; ++k) positive = positive && (!in[k] || z[k] > 0);
       if (positive) {
         x = z;
+        moved = true;
         break;
       }
-      // Step from x towards z as far as every coefficient stays >= 0; those that reach 0 leave.
+      // Step from x towards z as far as every coefficient stays >= 0; the one that reaches 0
+      // first leaves (and any other that lands on 0 with it).
       double step = 1;
+      int blocking = -1;
       for (int k = 0; k < kMaxTerms; ++k) {
-        if (in[k] && z[k] <= 0) step = std::min(step, x[k] / (x[k] - z[k]));
+        if (!in[k] || z[k] > 0) continue;
+        const double t = x[k] / (x[k] - z[k]);
+        if (t < step) {
+          step = t;
+          blocking = k;
+        }
       }
       for (int k = 0; k < kMaxTerms; ++k) {
-        if (!in[k]) continue;
-        x[k] += step * (z[k] - x[k]);
-        if (x[k] <= 1e-15) {
+        if (in[k]) x[k] += step * (z[k] - x[k]);
+      }
+      if (blocking >= 0) x[blocking] = 0;
+      for (int k = 0; k < kMaxTerms; ++k) {
+        if (in[k] && x[k] <= 0) {
           x[k] = 0;
           in[k] = false;
         }
       }
+      moved = true;
     }
+    if (moved) barred.fill(false);
   }
   *out = x;
   return std::any_of(x.begin(), x.end(), [](double v) { return v > 0; });
@@ -208,7 +227,7 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   if (!present[kFlops16]) return refused(f, "no bf16/fp16 calibration point (a GEMM)");
   if (!present[kBytes]) return refused(f, "no calibration point moves DRAM bytes (a copy)");
   if (!present[kInstructions]) {
-    return refused(f, "no calibration point issues instructions (the FFMA kernel)");
+    return refused(f, "no calibration point issues instructions (the softmax or FFMA kernel)");
   }
   const int unknowns = static_cast<int>(std::count(present.begin(), present.end(), true));
   if (static_cast<int>(points.size()) <= unknowns) {
@@ -269,7 +288,7 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
       const Normal ne = normal_of(at, energy);
       Vec x{};
       if (!solve_nonnegative(ne, present, &x)) continue;
-      const double sse = relative_sse(ne, x);
+      const double sse = relative_sse(at, energy, x);
       if (sse < best * (1 - 1e-9) - 1e-18) {
         best = sse;
         best_x = x;
@@ -318,6 +337,10 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   return f;
 }
 
+bool fit_again(const std::optional<Fit>& cached, bool counters_on) {
+  return !cached || cached->status != "ok" || (counters_on && !cached->eps_l2_byte_pj);
+}
+
 double clock_scale(double sm_clock_mhz, double f_ref_mhz, double exponent, double knee_mhz) {
   if (!(sm_clock_mhz > 0) || !(f_ref_mhz > 0)) return 0;
   return std::pow(std::max(sm_clock_mhz, knee_mhz) / f_ref_mhz, exponent);
@@ -342,7 +365,7 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
                 (l.mma_sync ? " mma.sync" : " wgmma") +
                 " FLOP (no such kernel in its calibration)");
   }
-  if (f.eps_l2_byte_pj && !(l.l2_bytes > 0)) {
+  if (f.eps_l2_byte_pj.value_or(0) > 0 && !(l.l2_bytes > 0)) {
     return none("the energy model prices SM <-> L2 bytes, and none were counted for this launch");
   }
   if (!(l.sm_clock_mhz > 0)) {
@@ -353,7 +376,7 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
   Breakdown b;
   b.flops = l.flops;
   b.bytes = l.bytes;
-  b.l2_bytes = f.eps_l2_byte_pj ? l.l2_bytes : 0;
+  b.l2_bytes = l.l2_bytes;
   b.flop_instruction = l.mma_sync && f.version >= 3 ? "mma.sync" : "wgmma";
   b.instructions = l.instructions;
   b.seconds = l.seconds;
@@ -367,6 +390,25 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
   b.byte_mj = f.eps_byte_pj * 1e-9 * l.bytes;
   b.idle_mj = (f.idle_w + f.busy_w) * l.seconds * 1e3;
   return b;
+}
+
+std::vector<double> detail::nonnegative_least_squares(const std::vector<std::vector<double>>& rows,
+                                                      const std::vector<double>& target) {
+  std::vector<Vec> padded;
+  std::array<bool, kMaxTerms> allowed{};
+  std::size_t columns = 0;
+  for (const auto& r : rows) {
+    Vec v{};
+    for (std::size_t k = 0; k < r.size() && k < kMaxTerms; ++k) {
+      v[k] = r[k];
+      allowed[k] = true;
+    }
+    columns = std::max(columns, std::min<std::size_t>(r.size(), kMaxTerms));
+    padded.push_back(v);
+  }
+  Vec x{};
+  solve_nonnegative(normal_of(padded, target), allowed, &x);
+  return std::vector<double>(x.begin(), x.begin() + static_cast<std::ptrdiff_t>(columns));
 }
 
 }  // namespace fa::energy

@@ -85,6 +85,10 @@ struct Fit {
 // others in every point.
 Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz = 0);
 
+// Whether a cached fit is to be made again: none, not ok, or made without the counters (no L2
+// term) while the counters are on now (they may work: no permission then, or CUPTI taken).
+bool fit_again(const std::optional<Fit>& cached, bool counters_on);
+
 // (max(f, knee) / f_ref)^exponent: how the dynamic energies scale at the SM clock f.
 double clock_scale(double sm_clock_mhz, double f_ref_mhz, double exponent, double knee_mhz = 0);
 
@@ -107,7 +111,7 @@ struct Breakdown {
   double flop_mj = 0, inst_mj = 0, l2_mj = 0, byte_mj = 0, idle_mj = 0;
   double total_mj() const { return flop_mj + inst_mj + l2_mj + byte_mj + idle_mj; }
   std::string bytes_basis;  // "counters" (measured DRAM bytes) | "model" (the IO model's)
-  // What it was computed from; clock_scale = (sm_clock_mhz / f_ref)^alpha.
+  // What it was computed from; clock_scale = (max(sm_clock_mhz, f_knee) / f_ref)^alpha.
   double flops = 0, bytes = 0, l2_bytes = 0, instructions = 0, seconds = 0;
   double sm_clock_mhz = 0, clock_scale = 1;
   std::string flop_instruction;  // which energy per FLOP priced it: "wgmma" | "mma.sync" | ""
@@ -118,8 +122,16 @@ struct Breakdown {
 };
 
 // The launch's figure, or nullopt with `why_not` (one line): the fit not ok or of version 1, no
-// energy per FLOP for the launch's precision and tensor instruction, no SM clock reading.
+// energy per FLOP for the launch's precision and tensor instruction, no counted SM <-> L2 bytes
+// where the fit prices them, no SM clock reading.
 std::optional<Breakdown> predict(const Fit& f, const Launch& launch,
                                  std::string* why_not = nullptr);
+
+namespace detail {
+// The non-negative least squares fit() solves, on relative errors (each point's row divided by
+// its target, against 1): at most 9 columns, one row per point. For the tests.
+std::vector<double> nonnegative_least_squares(const std::vector<std::vector<double>>& rows,
+                                              const std::vector<double>& target);
+}  // namespace detail
 
 }  // namespace fa::energy

@@ -1309,7 +1309,7 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
 ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("inst_mj", "instructions", "#55a868"),
                 ("l2_mj", "SM ↔ L2 bytes", "#c44e52"),
                 ("byte_mj", "DRAM bytes", "#dd8452"),
-                ("idle_mj", "constant power × time", "#8c8c8c"))
+                ("idle_mj", "constant power (and busy SMs) × time", "#8c8c8c"))
 
 
 def energy_parts(m: dict) -> list[tuple[str, str, str]]:

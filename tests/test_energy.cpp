@@ -3,7 +3,9 @@
 // and the energy model's fit on synthetic calibrations. CPU only.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <vector>
@@ -649,6 +651,35 @@ TEST(EnergyFit, WithoutAFloorInTheDataTheFitHasNone) {
   EXPECT_LT(predict(f, below)->flop_mj, predict(f, at)->flop_mj);
 }
 
+TEST(EnergyFit, BusyPowerIsATermOnlyWhereTheSmFractionsDiffer) {
+  // Every point on every SM (no sleep kernel apart): busy power cannot be told from the constant
+  // power, and is part of it.
+  Truth t;
+  t.busy_w = 0;
+  auto pts = calibration(t);
+  for (auto& p : pts) {
+    p.active_sm_fraction = 1;
+    p.energy_j = t.energy_j(p);
+  }
+  const Fit f = fit(pts, t.f_ref_mhz);
+  ASSERT_EQ(f.status, "ok") << f.reason;
+  EXPECT_EQ(f.busy_w, 0);
+  EXPECT_NEAR(f.idle_w, t.idle_w, 1e-6 * t.idle_w);
+}
+
+TEST(EnergyFit, AFitWithoutTheCountersIsMadeAgainWhenTheyAreOn) {
+  Fit counted;
+  counted.eps_l2_byte_pj = 30;
+  Fit uncounted;  // no L2 term: the counters were unavailable when it was made
+  Fit failed;
+  failed.status = "unavailable";
+  EXPECT_TRUE(fit_again(std::nullopt, true));
+  EXPECT_TRUE(fit_again(failed, false));
+  EXPECT_FALSE(fit_again(counted, true));
+  EXPECT_TRUE(fit_again(uncounted, true));
+  EXPECT_FALSE(fit_again(uncounted, false));  // --no-counters: it is the best there is
+}
+
 TEST(EnergyFit, WithoutCountedL2BytesThereIsNoL2Term) {
   // The calibration's counters failed: no point has SM <-> L2 bytes, and the L2 kernels (whose
   // figures are counts) are missing. The model has no L2 term, and prices launches without it.
@@ -672,6 +703,14 @@ TEST(EnergyFit, WithoutCountedL2BytesThereIsNoL2Term) {
   std::string why;
   EXPECT_FALSE(predict(g, {false, 1e12, 0, 1e9, 1e-3, 1980, "counters", false, 0}, &why));
   EXPECT_NE(why.find("SM <-> L2 bytes"), std::string::npos) << why;
+  // A fitted price of 0 per L2 byte needs none, and a breakdown keeps the counted bytes.
+  Fit zero = g;
+  zero.eps_l2_byte_pj = 0;
+  EXPECT_TRUE(predict(zero, {false, 1e12, 0, 1e9, 1e-3, 1980, "counters", false, 0}));
+  const auto kept = predict(f, {false, 1e12, 0, 1e9, 1e-3, 1980, "counters", false, 5e9});
+  ASSERT_TRUE(kept);
+  EXPECT_EQ(kept->l2_bytes, 5e9);
+  EXPECT_EQ(kept->l2_mj, 0);
 }
 
 TEST(EnergyFit, TheClockFactorIsNeeded) {
@@ -770,7 +809,7 @@ TEST(EnergyFit, WithoutPointsOfTheirOwnInstructionsCannotBeFitted) {
   for (auto& p : none) p.energy_j = t.energy_j(p);
   Fit f = fit(none, t.f_ref_mhz);
   EXPECT_EQ(f.status, "refused");
-  EXPECT_NE(f.reason.find("no calibration point issues instructions (the FFMA kernel)"),
+  EXPECT_NE(f.reason.find("no calibration point issues instructions (the softmax or FFMA kernel)"),
             std::string::npos)
       << f.reason;
   // Instructions only where the GEMMs' FLOPs are, in proportion to them (no FFMA kernel, none
@@ -834,6 +873,93 @@ TEST(EnergyFit, EnergiesPerOperationAreNeverNegative) {
   EXPECT_GE(f.eps_inst_pj, 0);
   EXPECT_GE(f.idle_w, 0);
   EXPECT_GT(f.residual_max, 0.01);
+}
+
+// The relative squared error of x, and the best non-negative one by brute force: every subset of
+// the columns solved unconstrained (fa-bench's fit before the active set), the feasible best.
+double sse_of(const std::vector<std::vector<double>>& rows, const std::vector<double>& target,
+              const std::vector<double>& x) {
+  double sse = 0;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double e = 0;
+    for (std::size_t k = 0; k < x.size(); ++k) e += rows[i][k] * x[k];
+    sse += (e / target[i] - 1) * (e / target[i] - 1);
+  }
+  return sse;
+}
+
+double brute_force_sse(const std::vector<std::vector<double>>& rows,
+                       const std::vector<double>& target) {
+  const std::size_t m = rows[0].size();
+  double best = sse_of(rows, target, std::vector<double>(m, 0));
+  for (unsigned mask = 1; mask < (1u << m); ++mask) {
+    std::vector<std::size_t> idx;
+    for (std::size_t k = 0; k < m; ++k)
+      if (mask >> k & 1) idx.push_back(k);
+    const std::size_t n = idx.size();
+    std::vector<std::vector<double>> a(n, std::vector<double>(n + 1, 0));
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      for (std::size_t r = 0; r < n; ++r) {
+        const double ur = rows[i][idx[r]] / target[i];
+        for (std::size_t c = 0; c < n; ++c) a[r][c] += ur * rows[i][idx[c]] / target[i];
+        a[r][n] += ur;
+      }
+    }
+    bool singular = false;
+    for (std::size_t c = 0; c < n && !singular; ++c) {
+      std::size_t p = c;
+      for (std::size_t r = c + 1; r < n; ++r)
+        if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
+      std::swap(a[c], a[p]);
+      if (std::fabs(a[c][c]) < 1e-12) singular = true;
+      for (std::size_t r = 0; r < n && !singular; ++r) {
+        if (r == c) continue;
+        const double f = a[r][c] / a[c][c];
+        for (std::size_t k = c; k <= n; ++k) a[r][k] -= f * a[c][k];
+      }
+    }
+    if (singular) continue;
+    std::vector<double> x(m, 0);
+    bool feasible = true;
+    for (std::size_t r = 0; r < n; ++r) {
+      x[idx[r]] = a[r][n] / a[r][r];
+      feasible = feasible && x[idx[r]] >= 0;
+    }
+    if (feasible) best = std::min(best, sse_of(rows, target, x));
+  }
+  return best;
+}
+
+TEST(EnergyFit, NonNegativeLeastSquaresFindsTheBestFeasibleFit) {
+  // Random problems whose unconstrained optimum has negative coefficients (targets from a mix of
+  // signs, plus noise), some with a near-duplicate column: the active set must reach the error of
+  // the best feasible subset, every coefficient >= 0.
+  std::uint64_t state = 12345;
+  auto uniform = [&] {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    return static_cast<double>(state >> 11) * 0x1p-53;
+  };
+  for (int trial = 0; trial < 60; ++trial) {
+    const std::size_t m = 3 + trial % 7, points = 12 + trial % 9;
+    std::vector<double> truth(m);
+    for (auto& t : truth) t = uniform() * 2 - 0.6;
+    std::vector<std::vector<double>> rows(points, std::vector<double>(m));
+    std::vector<double> target(points);
+    for (std::size_t i = 0; i < points; ++i) {
+      double e = 0.5;
+      for (std::size_t k = 0; k < m; ++k) {
+        rows[i][k] = uniform() * (1 + 3 * (k % 3));
+        if (trial % 3 == 0 && k == m - 1) rows[i][k] = rows[i][0] * (1 + 1e-7 * uniform());
+        e += truth[k] * rows[i][k];
+      }
+      target[i] = std::max(0.1, e) * (1 + 0.05 * (uniform() - 0.5));
+    }
+    const auto x = detail::nonnegative_least_squares(rows, target);
+    ASSERT_EQ(x.size(), m);
+    for (double v : x) EXPECT_GE(v, 0) << "trial " << trial;
+    const double got = sse_of(rows, target, x), best = brute_force_sse(rows, target);
+    EXPECT_LE(got, best * (1 + 1e-6) + 1e-12) << "trial " << trial << ": " << got << " > " << best;
+  }
 }
 
 TEST(EnergyFit, PredictSplitsTheEnergyIntoItsParts) {
