@@ -183,14 +183,18 @@ std::string energy_legend(const RunResult& r) {
   const std::string l2 = v4 ? pj(f->eps_l2_byte_pj) + " pJ per SM<->L2 byte, " : std::string();
   const std::string busy =
       v4 ? fmt::format(" + {:.0f} W with every SM busy", f->busy_w) : std::string();
+  // Version 5: DRAM's active power beside its bytes.
+  const std::string dram = f->version >= 5
+                               ? fmt::format(" + {:.0f} W while moving them", f->dram_active_w)
+                               : std::string();
   return s + fmt::format(
                  "energy model: pJ per FLOP bf16/fp16 {:.3g} (wgmma), {} (mma.sync); fp8 {} "
                  "(wgmma), {} (mma.sync); {:.3g} pJ per warp instruction; these at {:.0f} MHz, "
-                 "scaled by ({} / {:.0f} MHz)^{:.2f} ({}); {}{:.3g} pJ per DRAM byte, {:.0f} W "
+                 "scaled by ({} / {:.0f} MHz)^{:.2f} ({}); {}{:.3g} pJ per DRAM byte{}, {:.0f} W "
                  "constant{} {}",
                  f->eps_flop16_pj, pj(f->eps_mma16_pj), pj(f->eps_flop8_pj), pj(f->eps_mma8_pj),
                  f->eps_inst_pj, f->f_ref_mhz, floor, f->f_ref_mhz, f->clock_exponent,
-                 f->clock_exponent_basis, l2, f->eps_byte_pj, f->idle_w, busy, residuals);
+                 f->clock_exponent_basis, l2, f->eps_byte_pj, dram, f->idle_w, busy, residuals);
 }
 
 std::string format_config_header(const ConfigResult& c) {

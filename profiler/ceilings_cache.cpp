@@ -53,7 +53,7 @@ std::optional<MeasuredCeilings> load_ceilings(const std::string& path, const std
       c.energy_model = energy::energy_fit_from_json(j["energy_model"]);
     // A fit of an older model (before the mma.sync kernels and the fitted clock exponent) is
     // missing, not used: the run measures the calibration again and caches it with the roofs.
-    if (c.energy_model && c.energy_model->version < 4) c.energy_model.reset();
+    if (c.energy_model && c.energy_model->version < 5) c.energy_model.reset();
     return c;
   } catch (const std::exception&) {
     return std::nullopt;  // a damaged cache is remeasured, not trusted

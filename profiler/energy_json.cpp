@@ -121,6 +121,7 @@ json energy_fit_to_json(const Fit& f) {
     j["busy_w"] = f.busy_w;
     j["clock_knee_mhz"] = f.clock_knee_mhz;
   }
+  if (f.version >= 5) j["dram_active_w"] = f.dram_active_w;  // and a version-4 one
   return j;
 }
 
@@ -137,7 +138,9 @@ Fit energy_fit_from_json(const json& j) {
   const std::optional<double> eps_inst = optional_figure(j, "eps_inst_pj");
   const std::optional<double> exponent = optional_figure(j, "clock_exponent");
   const std::optional<double> knee = optional_figure(j, "clock_knee_mhz");
-  f.version = knee && exponent ? 4 : exponent ? 3 : eps_inst ? 2 : 1;
+  const std::optional<double> dram_active = optional_figure(j, "dram_active_w");
+  f.version = !(knee && exponent) ? (exponent ? 3 : eps_inst ? 2 : 1) : dram_active ? 5 : 4;
+  f.dram_active_w = f.version >= 5 ? *dram_active : 0;
   f.eps_inst_pj = eps_inst.value_or(0);
   f.clock_exponent = exponent.value_or(2);
   if (exponent) {

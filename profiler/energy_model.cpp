@@ -9,10 +9,21 @@
 namespace fa::energy {
 namespace {
 
-constexpr int kMaxTerms = 9;
+constexpr int kMaxTerms = 10;
 using Vec = std::array<double, kMaxTerms>;
 using Mat = std::array<Vec, kMaxTerms>;
-enum Term { kFlops16, kFlops8, kMma16, kMma8, kInstructions, kL2Bytes, kBytes, kBusyTime, kTime };
+enum Term {
+  kFlops16,
+  kFlops8,
+  kMma16,
+  kMma8,
+  kInstructions,
+  kL2Bytes,
+  kBytes,
+  kDramTime,
+  kBusyTime,
+  kTime
+};
 constexpr std::array<const char*, kMaxTerms> kTermNames{"bf16/fp16 wgmma FLOPs",
                                                         "fp8 wgmma FLOPs",
                                                         "bf16/fp16 mma.sync FLOPs",
@@ -20,6 +31,7 @@ constexpr std::array<const char*, kMaxTerms> kTermNames{"bf16/fp16 wgmma FLOPs",
                                                         "warp instructions",
                                                         "SM <-> L2 bytes",
                                                         "DRAM bytes",
+                                                        "time moving DRAM bytes",
                                                         "busy SM time",
                                                         "time"};
 
@@ -42,6 +54,7 @@ Vec row_of(const CalibrationPoint& p, double f_ref_mhz, double exponent, double 
           s * p.instructions * 1e-9,
           p.l2_bytes * 1e-9,
           p.bytes * 1e-9,
+          p.bytes > 0 ? p.seconds : 0,
           p.seconds * p.active_sm_fraction,
           p.seconds};
 }
@@ -223,6 +236,10 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   present[kBusyTime] = std::any_of(points.begin(), points.end(), [&](const CalibrationPoint& p) {
     return p.active_sm_fraction != points.front().active_sm_fraction;
   });
+  // Likewise DRAM's active power: a term where some points move DRAM bytes and others do not.
+  present[kDramTime] =
+      present[kDramTime] &&
+      std::any_of(points.begin(), points.end(), [](const auto& p) { return p.bytes == 0; });
   if (!present[kTime]) return refused(f, "no calibration point has a duration");
   if (!present[kFlops16]) return refused(f, "no bf16/fp16 calibration point (a GEMM)");
   if (!present[kBytes]) return refused(f, "no calibration point moves DRAM bytes (a copy)");
@@ -323,6 +340,7 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   f.eps_inst_pj = best_x[kInstructions] * 1e3;
   f.eps_byte_pj = best_x[kBytes] * 1e3;
   f.busy_w = best_x[kBusyTime];
+  f.dram_active_w = best_x[kDramTime];
   f.idle_w = best_x[kTime];
   double sq = 0;
   for (std::size_t i = 0; i < rows.size(); ++i) {
@@ -387,7 +405,8 @@ std::optional<Breakdown> predict(const Fit& f, const Launch& l, std::string* why
   b.flop_mj = b.clock_scale * eps_flop.value_or(0) * 1e-9 * l.flops;
   b.inst_mj = b.clock_scale * f.eps_inst_pj * 1e-9 * l.instructions;
   b.l2_mj = f.eps_l2_byte_pj.value_or(0) * 1e-9 * b.l2_bytes;
-  b.byte_mj = f.eps_byte_pj * 1e-9 * l.bytes;
+  b.byte_mj =
+      f.eps_byte_pj * 1e-9 * l.bytes + (l.bytes > 0 ? f.dram_active_w * l.seconds * 1e3 : 0);
   b.idle_mj = (f.idle_w + f.busy_w) * l.seconds * 1e3;
   return b;
 }

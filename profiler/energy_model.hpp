@@ -2,23 +2,26 @@
 // Vuduc ("A roofline model of energy", IPDPS 2013), with the terms the attention kernels need
 // (docs/energy.md says why, with the H200's figures): a launch costs
 //   E = s * (eps16 * F16 + eps8 * F8 + mma16 * M16 + mma8 * M8 + eps_inst * I)
-//       + eps_l2 * L + eps_byte * B + (P0 + P_busy * a) * t,  s = (max(f, f_knee) / f_ref)^alpha,
+//       + eps_l2 * L + eps_byte * B + P_dram * t_B + (P0 + P_busy * a) * t,
+//   s = (max(f, f_knee) / f_ref)^alpha,
 // with eps16/eps8 per bf16/fp16 and fp8 tensor FLOP by wgmma (operands from shared memory),
 // mma16/mma8 per tensor FLOP by warp-level mma.sync (operands loaded into registers first:
 // ldmatrix and register-file traffic per FLOP), eps_inst per warp instruction issued (what
 // sm__inst_executed.sum counts: the work on CUDA cores and the register file), eps_l2 per byte
 // between the SMs and the L2 (the sectors L1TEX exchanges with the crossbar: loads, cp.async, TMA,
-// stores), eps_byte per byte moved to or from HBM, P0 the power the device draws while a kernel
-// runs whatever it does (the paper's pi_0; called idle power in the outputs) and P_busy what the
-// SMs add while their warps issue at all (a the fraction of SMs that run the kernel's warps: 1 for
-// an attention launch, 0 for a kernel that sleeps). The dynamic energies on the SM clock's voltage
-// scale with the SM clock f (CMOS: C V^2 per operation, V rising with f under DVFS down to a floor
-// at f_knee), quoted at f_ref, the device's highest SM clock; alpha and f_knee are fitted where the
-// calibration windows ran at clocks far enough apart (power-capped GEMMs beside GEMMs on a part of
-// the SMs), else alpha = 2 and no floor. The L2's and HBM's bytes stay unscaled: their own clocks.
-// Everything is fitted once per device, by non-negative least squares on relative errors, from
-// calibration kernels whose FLOPs, instructions, bytes, times and clocks are known
-// (profiler/ceilings.cu); never from the attention rows themselves.
+// stores), eps_byte per byte moved to or from HBM, P_dram the power HBM draws while it moves any
+// (t_B: t where the launch moves DRAM bytes, else 0: out of its low-power states), P0 the power the
+// device draws while a kernel runs whatever it does (the paper's pi_0; called idle power in the
+// outputs) and P_busy what the SMs add while their warps issue at all (a the fraction of SMs that
+// run the kernel's warps: 1 for an attention launch, 0 for a kernel that sleeps). The dynamic
+// energies on the SM clock's voltage scale with the SM clock f (CMOS: C V^2 per operation, V rising
+// with f under DVFS down to a floor at f_knee), quoted at f_ref, the device's highest SM clock;
+// alpha and f_knee are fitted where the calibration windows ran at clocks far enough apart
+// (power-capped GEMMs beside GEMMs on a part of the SMs), else alpha = 2 and no floor. The L2's and
+// HBM's bytes stay unscaled: their own clocks. Everything is fitted once per device, by
+// non-negative least squares on relative errors, from calibration kernels whose FLOPs,
+// instructions, bytes, times and clocks are known (profiler/ceilings.cu); never from the attention
+// rows themselves.
 #pragma once
 
 #include <optional>
@@ -52,12 +55,13 @@ struct CalibrationPoint {
 struct Fit {
   std::string status = "ok";  // ok | refused (degenerate or too few points) | unavailable
   std::string reason;
-  // 4: this model. 3: a fit before the L2 term, the busy-SM power and the clock floor
-  // (eps_l2 = P_busy = 0, f_knee = 0). 2: a fit of an fa-bench before the mma.sync terms and the
-  // fitted clock exponent (alpha = 2, one energy per FLOP whatever the instruction). 1: before the
-  // instruction term and the clock factor (no eps_inst_pj): kept for the record, never used to
-  // predict. The ceilings cache measures the calibration again for any fit older than 4.
-  int version = 4;
+  // 5: this model. 4: a fit before DRAM's active power (P_dram = 0). 3: a fit before the L2 term,
+  // the busy-SM power and the clock floor (eps_l2 = P_busy = 0, f_knee = 0). 2: a fit of an
+  // fa-bench before the mma.sync terms and the fitted clock exponent (alpha = 2, one energy per
+  // FLOP whatever the instruction). 1: before the instruction term and the clock factor (no
+  // eps_inst_pj): kept for the record, never used to predict. The ceilings cache measures the
+  // calibration again for any fit older than 5.
+  int version = 5;
   double eps_flop16_pj = 0;            // pJ per bf16/fp16 wgmma FLOP at f_ref
   std::optional<double> eps_flop8_pj;  // pJ per fp8 wgmma FLOP at f_ref; none without fp8 points
   // pJ per mma.sync FLOP at f_ref (bf16/fp16, fp8); none without an mma.sync calibration point.
@@ -72,6 +76,7 @@ struct Fit {
   double eps_byte_pj = 0;                // pJ per DRAM byte
   double idle_w = 0;                     // W while a kernel runs (the paper's constant power)
   double busy_w = 0;                     // W the SMs add while they run warps (all of them)
+  double dram_active_w = 0;              // W HBM draws while it moves bytes, above idle_w
   double f_ref_mhz = 0;                  // the SM clock the dynamic energies are quoted at
   std::vector<CalibrationPoint> points;  // what it was fitted to
   std::vector<double> residuals;         // per point: model / measured - 1
@@ -107,7 +112,8 @@ struct Launch {
 
 // The model's energy for one launch, in parts.
 struct Breakdown {
-  // idle_mj: the constant power and the busy SMs' (P0 + P_busy) x t.
+  // byte_mj: DRAM's, its bytes and its active power (eps_byte x B + P_dram x t); idle_mj: the
+  // constant power and the busy SMs' (P0 + P_busy) x t.
   double flop_mj = 0, inst_mj = 0, l2_mj = 0, byte_mj = 0, idle_mj = 0;
   double total_mj() const { return flop_mj + inst_mj + l2_mj + byte_mj + idle_mj; }
   std::string bytes_basis;  // "counters" (measured DRAM bytes) | "model" (the IO model's)

@@ -1201,13 +1201,14 @@ def energy_roof(fit: dict, prec: str, intensity: float, peak: float = 0.0,
     """FLOPs per joule the fitted model allows at an arithmetic intensity (FLOP per DRAM byte):
     1 / (eps_flop + eps_byte / I), and with the constant power paid for the time roofline's
     time when peak and bandwidth are given: + P · max(1 / peak, 1 / (I · bandwidth)), P the
-    constant power and what busy SMs add to it (busy_w, absent in files before it)."""
+    constant power and what busy SMs and active DRAM add to it (busy_w, dram_active_w, absent in
+    files before them)."""
     eps_flop = fit["eps_flop8_pj"] if prec == "fp8" else fit["eps_flop16_pj"]
     if eps_flop is None:
         return None
     joules = (eps_flop + fit["eps_byte_pj"] / intensity) * 1e-12
     if peak > 0 and bandwidth > 0:
-        power = fit["idle_w"] + (fit.get("busy_w") or 0.0)
+        power = fit["idle_w"] + (fit.get("busy_w") or 0.0) + (fit.get("dram_active_w") or 0.0)
         joules += power * max(1.0 / peak, 1.0 / (intensity * bandwidth))
     return 1.0 / joules if joules > 0 else None
 
@@ -1296,6 +1297,8 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
             f"Bytes between the SMs and the L2 cost {fit['eps_l2_byte_pj']:.3g} pJ each (a "
             f"cp.async stream from the L2 into shared memory), the SMs' running warps "
             f"{fit.get('busy_w', 0):.0f} W above the constant power (a pointer chase)"
+            + (f", HBM {fit['dram_active_w']:.0f} W while it moves bytes"
+               if fit.get("dram_active_w") else "")
             + (f", and the dynamic energies stop falling below {knee:.0f} MHz (the voltage's "
                "floor)" if knee > 0 else "")
             + ": a point's distance below the roofs includes them.")

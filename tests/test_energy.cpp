@@ -503,7 +503,7 @@ TEST(EnergyNvml, FakeNvmlDrivesAWindowEndToEnd) {
 // The L2 energy, busy-SM power and clock floor: of the size the H200's calibration suggests.
 struct Truth {
   double eps16_pj = 1.05, eps8_pj = 0.52, eps_inst_pj = 460, eps_byte_pj = 103, idle_w = 146;
-  double mma16_pj = 1.9, mma8_pj = 1.1, eps_l2_pj = 30, busy_w = 25;
+  double mma16_pj = 1.9, mma8_pj = 1.1, eps_l2_pj = 30, busy_w = 25, dram_w = 29;
   double exponent = 1.35;  // on the fit's grid of exponents (steps of 0.05)
   double knee_mhz = 1700;  // on the fit's grid of floors (10 MHz steps above the slowest clock)
   double f_ref_mhz = 1980;
@@ -512,7 +512,7 @@ struct Truth {
     return 1e-12 * (s * (eps16_pj * p.flops16 + eps8_pj * p.flops8 + mma16_pj * p.flops16_mma +
                          mma8_pj * p.flops8_mma + eps_inst_pj * p.instructions) +
                     eps_l2_pj * p.l2_bytes + eps_byte_pj * p.bytes) +
-           (idle_w + busy_w * p.active_sm_fraction) * p.seconds;
+           (idle_w + busy_w * p.active_sm_fraction + (p.bytes > 0 ? dram_w : 0)) * p.seconds;
   }
 };
 
@@ -602,6 +602,7 @@ void expect_recovers(const Fit& f, const Truth& t, double tolerance) {
   ASSERT_TRUE(f.eps_l2_byte_pj);
   EXPECT_NEAR(*f.eps_l2_byte_pj, t.eps_l2_pj, tolerance * t.eps_l2_pj);
   EXPECT_NEAR(f.busy_w, t.busy_w, tolerance * t.busy_w);
+  EXPECT_NEAR(f.dram_active_w, t.dram_w, tolerance * t.dram_w);
   EXPECT_NEAR(f.clock_exponent, t.exponent, 1e-9);
   EXPECT_NEAR(f.clock_knee_mhz, t.knee_mhz, 1e-9);
   EXPECT_NE(f.clock_exponent_basis.find("fitted over calibration clocks 1650-1980 MHz"),
@@ -613,7 +614,7 @@ TEST(EnergyFit, RecoversKnownEnergiesPerOperationAtVariedClocks) {
   const Truth t;
   const Fit f = fit(calibration(t), t.f_ref_mhz);
   expect_recovers(f, t, 1e-6);
-  EXPECT_EQ(f.version, 4);
+  EXPECT_EQ(f.version, 5);
   EXPECT_NE(f.clock_exponent_basis.find("with a floor at 1700 MHz"), std::string::npos)
       << f.clock_exponent_basis;
   EXPECT_EQ(f.f_ref_mhz, 1980);
@@ -982,6 +983,13 @@ TEST(EnergyFit, PredictSplitsTheEnergyIntoItsParts) {
   EXPECT_DOUBLE_EQ(b->byte_mj, 20);   // 1e9 x 20 pJ = 20 mJ, whatever the clock
   EXPECT_DOUBLE_EQ(b->idle_mj, 350);  // (150 + 25) W x 2 ms
   EXPECT_DOUBLE_EQ(b->total_mj(), 635);
+  // DRAM's active power is part of its energy, paid for the launch's time when it moves bytes.
+  f.dram_active_w = 10;
+  EXPECT_DOUBLE_EQ(predict(f, {false, 1e12, 1e9, 1e9, 2e-3, 1000, "counters", false, 4e9})->byte_mj,
+                   40);  // 20 mJ of bytes + 10 W x 2 ms
+  EXPECT_DOUBLE_EQ(predict(f, {false, 1e12, 0, 1e9, 2e-3, 1000, "counters", false, 4e9})->byte_mj,
+                   0);
+  f.dram_active_w = 0;
   EXPECT_DOUBLE_EQ(b->l2_bytes, 4e9);
   // With a floor at 1500 MHz, 1000 MHz costs what 1500 does.
   f.clock_knee_mhz = 1500;
@@ -1016,7 +1024,8 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   const Fit f = fit(pts, 1980);
   ASSERT_EQ(f.status, "ok") << f.reason;
   const Fit back = energy_fit_from_json(energy_fit_to_json(f));
-  EXPECT_EQ(back.version, 4);
+  EXPECT_EQ(back.version, 5);
+  EXPECT_DOUBLE_EQ(back.dram_active_w, f.dram_active_w);
   EXPECT_EQ(back.eps_l2_byte_pj, f.eps_l2_byte_pj);
   EXPECT_DOUBLE_EQ(back.busy_w, f.busy_w);
   EXPECT_DOUBLE_EQ(back.clock_knee_mhz, f.clock_knee_mhz);
@@ -1029,7 +1038,7 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   EXPECT_EQ(back.clock_exponent_basis, f.clock_exponent_basis);
   auto no_basis = energy_fit_to_json(f);  // the basis is optional (the schema says so)
   no_basis.erase("clock_exponent_basis");
-  EXPECT_EQ(energy_fit_from_json(no_basis).version, 4);
+  EXPECT_EQ(energy_fit_from_json(no_basis).version, 5);
   EXPECT_EQ(energy_fit_from_json(no_basis).clock_exponent_basis, "");
   auto too_active = energy_fit_to_json(f);
   too_active["points"][0]["active_sm_fraction"] = 1.5;
@@ -1052,6 +1061,11 @@ TEST(EnergyJson, FitAndRowRoundTripAndImpossibleValuesAreRefused) {
   // power, no floor), one before the mma.sync terms as version 2 (the exponent 2), one before
   // the instruction term as version 1; each is written back as it was.
   auto old = energy_fit_to_json(f);
+  old.erase("dram_active_w");  // before DRAM's active power: version 4
+  const Fit v4 = energy_fit_from_json(old);
+  EXPECT_EQ(v4.version, 4);
+  EXPECT_EQ(v4.dram_active_w, 0);
+  EXPECT_EQ(energy_fit_to_json(v4), old);
   for (const char* key : {"eps_l2_byte_pj", "busy_w", "clock_knee_mhz"}) old.erase(key);
   for (auto& p : old["points"]) {
     p.erase("l2_bytes");

@@ -356,6 +356,11 @@ TEST(EnergyRecord, CacheRefitsAnOlderEnergyModel) {
   // and the fitted exponent: the roofs stay, the model is missing (the run measures it again),
   // never used.
   auto j = nlohmann::json::parse(std::ifstream(path));
+  j["energy_model"].erase("dram_active_w");
+  std::ofstream(path) << j.dump();
+  back = load_ceilings(path, m.key);
+  ASSERT_TRUE(back);
+  EXPECT_FALSE(back->energy_model);
   for (const char* key : {"eps_l2_byte_pj", "busy_w", "clock_knee_mhz"})
     j["energy_model"].erase(key);
   std::ofstream(path) << j.dump();
@@ -384,12 +389,17 @@ TEST(EnergyRecord, LegendNamesTheWindowAndTheModel) {
   a.ceilings.energy_model->clock_knee_mhz = 1650;
   a.ceilings.energy_model->eps_l2_byte_pj = 41;
   a.ceilings.energy_model->busy_w = 23;
+  a.ceilings.energy_model->dram_active_w = 29;
   EXPECT_NE(energy_legend(a).find(
                 "pJ per FLOP bf16/fp16 0.6 (wgmma), 1.2 (mma.sync); fp8 0.35 (wgmma), - "
                 "(mma.sync); 450 pJ per warp instruction; these at 1980 MHz, scaled by "
                 "(max(row's SM clock, 1650 MHz) / 1980 MHz)^1.35 (fitted over calibration clocks "
                 "1305-1980 MHz, with a floor at 1650 MHz); 41 pJ per SM<->L2 byte, 22 pJ per DRAM "
-                "byte, 160 W constant + 23 W with every SM busy"),
+                "byte + 29 W while moving them, 160 W constant + 23 W with every SM busy"),
+            std::string::npos)
+      << energy_legend(a);
+  a.ceilings.energy_model->version = 4;  // before DRAM's active power
+  EXPECT_NE(energy_legend(a).find("22 pJ per DRAM byte, 160 W constant + 23 W with every SM busy"),
             std::string::npos)
       << energy_legend(a);
   a.ceilings.energy_model->version = 3;  // a file of an fa-bench before the L2 term

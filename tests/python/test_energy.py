@@ -18,7 +18,7 @@ FIT = {"status": "ok", "reason": "", "eps_flop16_pj": 0.6, "eps_flop8_pj": 0.35,
        "eps_inst_pj": 450.0, "eps_byte_pj": 22.0, "idle_w": 160.0, "f_ref_mhz": 1980.0,
        "residual_rms": 0.02, "residual_max": 0.04, "eps_mma16_pj": 1.1, "eps_mma8_pj": 0.9,
        "clock_exponent": 2.0, "clock_exponent_basis": "fitted over calibration clocks",
-       "eps_l2_byte_pj": 40.0, "busy_w": 20.0, "clock_knee_mhz": 1650.0,
+       "eps_l2_byte_pj": 40.0, "busy_w": 20.0, "clock_knee_mhz": 1650.0, "dram_active_w": 10.0,
        "points": [{"kernel": "sleep 1 ms", "flops16": 0, "flops8": 0, "bytes": 0,
                    "seconds": 0.001, "energy_j": 0.16, "instructions": 6.9e7,
                    "sm_clock_mhz": 1980.0, "temperature_c": {"mean": 52.0, "max": 54.0},
@@ -29,7 +29,7 @@ L2_PER_FLOP = 0.008  # every synthetic row's SM <-> L2 bytes per matrix FLOP
 OLD_FIT = {k: v for k, v in FIT.items()
            if k not in ("eps_inst_pj", "f_ref_mhz", "eps_mma16_pj", "eps_mma8_pj",
                         "clock_exponent", "clock_exponent_basis", "eps_l2_byte_pj", "busy_w",
-                        "clock_knee_mhz")}
+                        "clock_knee_mhz", "dram_active_w")}
 OLD_FIT["points"] = [{k: v for k, v in FIT["points"][0].items()
                       if k not in ("instructions", "sm_clock_mhz", "temperature_c", "l2_bytes",
                                    "active_sm_fraction")}]
@@ -49,7 +49,8 @@ def model_parts(result: dict, old: bool = False) -> dict:
     scale = 1.0 if old else (CLOCK / FIT["f_ref_mhz"]) ** 2
     instructions = flops / 2000
     parts = {"flop_mj": scale * eps * 1e-12 * flops * 1e3,
-             "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3,
+             "byte_mj": FIT["eps_byte_pj"] * 1e-12 * nbytes * 1e3
+             + (0 if old else FIT["dram_active_w"] * seconds * 1e3),
              "idle_mj": (FIT["idle_w"] + (0 if old else FIT["busy_w"])) * seconds * 1e3}
     if not old:
         parts["inst_mj"] = scale * FIT["eps_inst_pj"] * 1e-12 * instructions * 1e3
@@ -248,8 +249,8 @@ def test_energy_roof_is_the_arch_line_and_pays_constant_power():
     # 1 / (0.6 pJ + 22 pJ / 100) = 1.2195e12 FLOP/J
     assert energy_roof(FIT, "bf16", 100.0) == pytest.approx(1 / 0.82e-12)
     with_time = energy_roof(FIT, "bf16", 100.0, peak=800e12, bandwidth=4.5e12)
-    # memory bound at I = 100 (100 x 4.5e12 < 800e12): + (160 + 20) W / (100 x 4.5e12 FLOP/s)
-    assert with_time == pytest.approx(1 / (0.82e-12 + 180 / 450e12))
+    # memory bound at I = 100 (100 x 4.5e12 < 800e12): + (160 + 20 + 10) W / (100 x 4.5e12 FLOP/s)
+    assert with_time == pytest.approx(1 / (0.82e-12 + 190 / 450e12))
     # A file before the busy-SM power: the constant power alone.
     old = energy_roof(OLD_FIT, "bf16", 100.0, peak=800e12, bandwidth=4.5e12)
     assert old == pytest.approx(1 / (0.82e-12 + 160 / 450e12))
