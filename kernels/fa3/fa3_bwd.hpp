@@ -28,6 +28,10 @@ inline constexpr int kConsumerRegs = 240;
 // share (32) fill the consumers' 240 registers. At d = 64, 128 rows measured within 3% of 64
 // (faster non-causal, slower causal): 64, one kernel for both head dims.
 inline constexpr int kBlockQ = 64;
+// Up to this head dim, block i+1's S^T and dP^T are issued while block i's dK still runs: +2%
+// causal at d = 64 (H200). At d = 128 the accumulators in flight exceed 240 registers and ptxas
+// serializes the wgmmas (C7512).
+inline constexpr int kIssueAheadMaxHeadDim = 64;
 
 // The workspace: lse log2(e) and D per row padded to whole query blocks, then the fp32 dQ
 // accumulator; each part 256-byte aligned (TMA bulk copies need 16).

@@ -36,7 +36,8 @@
 //               dK_w += dS^T Q_i                     wgmma RS, as dV's
 //               dQ_i -> shared memory in the accumulator's thread order while dK's product runs
 //               (two buffers: block i waits only for the reads of block i-2's), handed to the
-//               dQ writer
+//               dQ writer; at d = 64 dK's product is not waited for here: it runs on while
+//               block i+1's S^T and dP^T are issued (block i's Q and dO freed once it is done)
 //     dQ writer producer warp 1: for each query block, once both consumer warpgroups wrote
 //               their dQ shares, TMA bulk reduce-adds (cp.reduce.async.bulk .add.f32) of them
 //               into the fp32 accumulator; when the copies have read the buffer, it is free
@@ -96,6 +97,8 @@ inline constexpr int kDsBarrier = 1, kDqFull = 2, kDqEmpty = 4;
 template <int D_, int BR_, typename T_>
 struct Traits {
   static constexpr int D = D_, BR = BR_, BC = kBlockKv;
+  // The next query block's S^T and dP^T issued while this one's dK runs (fa3_bwd.hpp).
+  static constexpr bool kIssueAhead = D <= kIssueAheadMaxHeadDim;
   static constexpr int kStages = kQueryStages;
   static constexpr int kConsumerWarpgroups = 2;  // 64 keys each
   static constexpr int kConsumerThreads = 128 * kConsumerWarpgroups;
@@ -464,8 +467,15 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     wgmma_issue<true, false>(mma_sdp, tSrK, tSrQ(_, _, _, s_), tSrS);
     wait_barrier(&smem.do_full[s_], phase, "do_full", s_);
     wgmma_issue<true, false>(mma_sdp, tSrV, tSrdO(_, _, _, s_), tSrdP);
-    warpgroup_wait<1>();  // S^T done
+    warpgroup_wait<1>();  // S^T done (kIssueAhead: and the previous block's dK before it)
     warpgroup_fence_operand(tSrS);
+    if constexpr (Tr::kIssueAhead) {
+      warpgroup_fence_operand(tKrdK);
+      if (i > 0) {  // block i-1's Q and dO have been read
+        EmptyBarrier::arrive(&smem.q_empty[(i - 1) % kStages]);
+        EmptyBarrier::arrive(&smem.do_empty[(i - 1) % kStages]);
+      }
+    }
     if (masked)
       probabilities(smem.lse[s_], q0, std::true_type{});
     else
@@ -486,13 +496,24 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_wait<1>();  // dV and dQ done
     warpgroup_fence_operand(tQrdQ);
     stage_dq(i);
-    warpgroup_wait<0>();  // dK done
-    warpgroup_fence_operand(tVrdV);
-    warpgroup_fence_operand(tKrdK);
-    EmptyBarrier::arrive(&smem.q_empty[s_]);
-    EmptyBarrier::arrive(&smem.do_empty[s_]);
+    if constexpr (!Tr::kIssueAhead) {  // else dK runs on while the next block's S^T, dP^T issue
+      warpgroup_wait<0>();             // dK done
+      warpgroup_fence_operand(tVrdV);
+      warpgroup_fence_operand(tKrdK);
+      EmptyBarrier::arrive(&smem.q_empty[s_]);
+      EmptyBarrier::arrive(&smem.do_empty[s_]);
+    }
   };
-  for (int i = 0; i < num_blocks; ++i) step(i, i < blocks.masked);
+  if (num_blocks > 0) {
+    for (int i = 0; i < num_blocks; ++i) step(i, i < blocks.masked);
+    if constexpr (Tr::kIssueAhead) {
+      warpgroup_wait<0>();  // the last dK
+      warpgroup_fence_operand(tVrdV);
+      warpgroup_fence_operand(tKrdK);
+      EmptyBarrier::arrive(&smem.q_empty[(num_blocks - 1) % kStages]);
+      EmptyBarrier::arrive(&smem.do_empty[(num_blocks - 1) % kStages]);
+    }
+  }
 
   // Epilogue: dK = scale dS^T Q, dV; keys past N are not written.
   T* dk_head = static_cast<T*>(p.dk) + static_cast<std::int64_t>(bh) * N * D;
