@@ -1311,7 +1311,7 @@ def plot_energy_roofline(res: Results, device: str, name: str = "energy-roofline
 # files before the instruction term: such a record's parts are the others (energy_parts).
 ENERGY_PARTS = (("flop_mj", "FLOPs", "#4c72b0"), ("inst_mj", "instructions", "#55a868"),
                 ("l2_mj", "SM ↔ L2 bytes", "#c44e52"),
-                ("byte_mj", "DRAM bytes", "#dd8452"),
+                ("byte_mj", "DRAM bytes (and HBM's active power)", "#dd8452"),
                 ("idle_mj", "constant power (and busy SMs) × time", "#8c8c8c"))
 
 
@@ -1339,8 +1339,8 @@ def energy_split_rows(rows: list[dict]) -> list[dict]:
 
 @_styled
 def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> Plot:
-    plot = Plot(name, "Where the energy goes at the largest N: FLOPs, instructions, DRAM bytes, "
-                      "constant power")
+    plot = Plot(name, "Where the energy goes at the largest N: FLOPs, instructions, SM ↔ L2 "
+                      "bytes, DRAM, constant power")
     rows = energy_split_rows(_energy_rows(res, device, plot))
     if not rows:
         plot.skipped = (f"no standard row with energy and the model's breakdown for {device} "

@@ -440,11 +440,12 @@ def energy_table(res: Results) -> Table:
         "L2 share (model)", "instruction share (model)", "bytes from", "reason"], out,
         "Measured: NVML's energy counter across a window of launches back to back, between two of "
         "its updates, divided by the launches (docs/energy.md). Model: s·(ε_flop·FLOPs + "
-        "ε_inst·warp instructions) + ε_L2·SM↔L2 bytes + ε_byte·DRAM bytes + (constant + busy-SM "
-        "power) × time per launch, s = (max(SM clock, the fitted floor) / the device's "
+        "ε_inst·warp instructions) + ε_L2·SM↔L2 bytes + ε_byte·DRAM bytes + P_dram·time while "
+        "HBM moves bytes + (constant + busy-SM power) × time per launch, s = (max(SM clock, the fitted floor) / the device's "
         "highest)^α, fitted on the device's calibration kernels; instructions and L2 bytes "
         "counted (a row without counters has no model figure), DRAM bytes from the counters when "
-        "they ran, else the IO model. Files before the L2 term have no L2 share (and s = (SM "
+        "they ran, else the IO model; the DRAM share holds both DRAM terms. Files before P_dram "
+        "have no HBM power term; files before the L2 term have no L2 share (and s = (SM "
         "clock / highest)^α); files before the instruction term: ε_flop·FLOPs + ε_byte·DRAM "
         "bytes + constant power × time, no instruction share.",
         left=set(range(n + 2)) | {n + 5, n + 11, n + 12}, config_cols=n)
@@ -471,7 +472,7 @@ def energy_reading(res: Results) -> list[str]:
             for o in sorted(others, key=lambda o: o["label"]):
                 om = o["energy"]["model"]
                 text += (f"; {o['label']} {energy_mj(o):.4g} mJ, {om['byte_mj'] / om['total_mj']:.0%}"
-                         f" of it DRAM bytes ({om['byte_mj']:.3g} mJ against standard's "
+                         f" of it DRAM ({om['byte_mj']:.3g} mJ against standard's "
                          f"{m['byte_mj']:.3g})")
                 if om.get("l2_mj") is not None:
                     text += f", {om['l2_mj'] / om['total_mj']:.0%} SM ↔ L2 bytes"

@@ -169,7 +169,7 @@ def test_report_draws_energy_and_says_where_it_goes(sweep, tmp_path):
     assert "N = 16384, d = 64, non-causal: standard attention takes" in reading
     assert "FLOPs" in reading and "DRAM bytes" in reading and "constant power" in reading
     assert "instructions" in reading and "SM ↔ L2 bytes" in reading
-    assert "; fa2 " in reading and "of it DRAM bytes" in reading
+    assert "; fa2 " in reading and "of it DRAM (" in reading
     # The split draws the instruction and L2 parts; the roofline says what its roofs leave out.
     legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
     assert "model: instructions" in legend and "model: SM ↔ L2 bytes" in legend
@@ -209,7 +209,7 @@ def test_report_reads_records_without_the_instruction_part(sweep, tmp_path):
     for name in ("energy", "energy-roofline", "energy-split"):
         assert plots[name].figure is not None, plots[name].skipped
     legend = {t.get_text() for t in plots["energy-split"].figure.axes[0].get_legend().get_texts()}
-    assert "model: instructions" not in legend and "model: DRAM bytes" in legend
+    assert "model: instructions" not in legend and "model: DRAM bytes (and HBM's active power)" in legend
     assert "model: SM ↔ L2 bytes" not in legend
     assert any("no instruction part" in n for n in plots["energy-split"].notes)
     assert "standard attention takes" in reading and "instructions" not in reading
