@@ -746,6 +746,7 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
      // (FP32 is not a tensor FLOP) and no DRAM bytes. Counted; without the counters, the FFMA
      // kernel, whose instructions its SASS gives (the same two rates).
     DeviceAllocation sink(sizeof(float));
+    const std::size_t before_softmax = points.size();
     for (const int blocks : two_rates(device, softmax_calibration_kernel, kSoftmaxThreads)) {
       Calibration c{[&, blocks] {
                       softmax_calibration_kernel<<<blocks, kSoftmaxThreads, 0, stream>>>(
@@ -757,9 +758,7 @@ energy::Fit measure_energy_model(const DeviceInfo& device, energy::PowerSource& 
       c.count_instructions = c.needs_counts = true;
       point(c);
     }
-    const bool counted = std::any_of(points.begin(), points.end(), [](const auto& p) {
-      return p.kernel.rfind("softmax step", 0) == 0;
-    });
+    const bool counted = points.size() > before_softmax;  // the softmax step's points
     for (const int blocks : {device.sm_count * 2, std::max(1, device.sm_count / 4)}) {
       if (counted) break;
       Calibration c{

@@ -139,7 +139,8 @@ Fit energy_fit_from_json(const json& j) {
   const std::optional<double> exponent = optional_figure(j, "clock_exponent");
   const std::optional<double> knee = optional_figure(j, "clock_knee_mhz");
   const std::optional<double> dram_active = optional_figure(j, "dram_active_w");
-  f.version = !(knee && exponent) ? (exponent ? 3 : eps_inst ? 2 : 1) : dram_active ? 5 : 4;
+  // Each version adds keys to the one before it (Fit::version).
+  f.version = knee && exponent ? (dram_active ? 5 : 4) : exponent ? 3 : eps_inst ? 2 : 1;
   f.dram_active_w = f.version >= 5 ? *dram_active : 0;
   f.eps_inst_pj = eps_inst.value_or(0);
   f.clock_exponent = exponent.value_or(2);

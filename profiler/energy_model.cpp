@@ -81,15 +81,23 @@ Normal normal_of(const std::vector<Vec>& rows, const std::vector<double>& energy
   return ne;
 }
 
+// Per point, model / measured - 1.
+std::vector<double> relative_errors(const std::vector<Vec>& rows, const std::vector<double>& energy,
+                                    const Vec& x) {
+  std::vector<double> r;
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    double e = 0;
+    for (int k = 0; k < kMaxTerms; ++k) e += rows[i][k] * x[k];
+    r.push_back(e / energy[i] - 1);
+  }
+  return r;
+}
+
 // The sum of squared relative errors, from the points themselves (the normal equations' form
 // n - 2 x.b + x.g.x loses the small differences the clock law is chosen by).
 double relative_sse(const std::vector<Vec>& rows, const std::vector<double>& energy, const Vec& x) {
   double sse = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    double e = 0;
-    for (int k = 0; k < kMaxTerms; ++k) e += rows[i][k] * x[k];
-    sse += (e / energy[i] - 1) * (e / energy[i] - 1);
-  }
+  for (const double r : relative_errors(rows, energy, x)) sse += r * r;
   return sse;
 }
 
@@ -342,16 +350,9 @@ Fit fit(const std::vector<CalibrationPoint>& points, double f_ref_mhz) {
   f.busy_w = best_x[kBusyTime];
   f.dram_active_w = best_x[kDramTime];
   f.idle_w = best_x[kTime];
-  double sq = 0;
-  for (std::size_t i = 0; i < rows.size(); ++i) {
-    double e = 0;
-    for (int k = 0; k < kMaxTerms; ++k) e += rows[i][k] * best_x[k];
-    const double r = e / energy[i] - 1;
-    f.residuals.push_back(r);
-    sq += r * r;
-    f.residual_max = std::max(f.residual_max, std::fabs(r));
-  }
-  f.residual_rms = std::sqrt(sq / static_cast<double>(rows.size()));
+  f.residuals = relative_errors(rows, energy, best_x);
+  for (const double r : f.residuals) f.residual_max = std::max(f.residual_max, std::fabs(r));
+  f.residual_rms = std::sqrt(best / static_cast<double>(rows.size()));
   return f;
 }
 

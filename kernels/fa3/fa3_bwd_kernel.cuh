@@ -456,6 +456,12 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqFull + buffer);
   };
 
+  // Query block i's Q and dO buffers free again, once the products that read them are done.
+  auto release = [&](int i) {
+    EmptyBarrier::arrive(&smem.q_empty[i % kStages]);
+    EmptyBarrier::arrive(&smem.do_empty[i % kStages]);
+  };
+
   if (num_blocks > 0) wait_barrier(&smem.kv_full, 0, "kv_full", 0);
   // Inlined by force: at d = 64 nvcc kept the masked copy out of line, its accumulators on the
   // stack (a 1.6 KB frame, 30x slower).
@@ -471,10 +477,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
     warpgroup_fence_operand(tSrS);
     if constexpr (Tr::kIssueAhead) {
       warpgroup_fence_operand(tKrdK);
-      if (i > 0) {  // block i-1's Q and dO have been read
-        EmptyBarrier::arrive(&smem.q_empty[(i - 1) % kStages]);
-        EmptyBarrier::arrive(&smem.do_empty[(i - 1) % kStages]);
-      }
+      if (i > 0) release(i - 1);
     }
     if (masked)
       probabilities(smem.lse[s_], q0, std::true_type{});
@@ -500,8 +503,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       warpgroup_wait<0>();             // dK done
       warpgroup_fence_operand(tVrdV);
       warpgroup_fence_operand(tKrdK);
-      EmptyBarrier::arrive(&smem.q_empty[s_]);
-      EmptyBarrier::arrive(&smem.do_empty[s_]);
+      release(i);
     }
   };
   if (num_blocks > 0) {
@@ -510,8 +512,7 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       warpgroup_wait<0>();  // the last dK
       warpgroup_fence_operand(tVrdV);
       warpgroup_fence_operand(tKrdK);
-      EmptyBarrier::arrive(&smem.q_empty[(num_blocks - 1) % kStages]);
-      EmptyBarrier::arrive(&smem.do_empty[(num_blocks - 1) % kStages]);
+      release(num_blocks - 1);
     }
   }
 
