@@ -141,8 +141,8 @@ namespace {
 struct RawFlags {
   std::string n = "4096", d = "64", causal = "off", dtype = "bf16", variants = "all";
   std::string direction = "fwd";
-  std::string block_q, block_kv, metrics;
-  std::int64_t batch = 0, heads = 0;
+  std::string block_q, block_kv, metrics, kv_len;
+  std::int64_t batch = 0, heads = 0, heads_kv = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
   bool no_energy = false;
   std::map<std::string, bool> toggles;  // the option toggles' flags (FlagSyntax::toggle), by option
@@ -187,6 +187,12 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--d", f.d, "head dims: 64, 128, 256 (a list)");
   app.add_option("--batch", f.batch, "batch size (default max(1, 16384/N))");
   app.add_option("--heads", f.heads, "heads (default 2048/d)");
+  app.add_option("--heads-kv", f.heads_kv,
+                 "K/V heads, a divisor of --heads: grouped-query attention (default: --heads; 1 is "
+                 "multi-query)");
+  app.add_option("--kv-len", f.kv_len,
+                 "K/V lengths, each run against every --N (decode: --N 1 --kv-len 4096:131072); "
+                 "causal is aligned bottom-right (default: N)");
   app.add_option("--causal", f.causal, "off | on | both");
   app.add_option("--dtype", f.dtype, "bf16 | fp16");
   app.add_option("--direction", f.direction,
@@ -311,6 +317,20 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
       throw BadInput{fmt::format("--heads: {} (accepted: a positive integer)", f.heads)};
     o.heads = f.heads;
   }
+  if (app.count("--heads-kv")) {
+    if (f.heads_kv <= 0)
+      throw BadInput{fmt::format("--heads-kv: {} (accepted: a positive integer)", f.heads_kv)};
+    o.heads_kv = f.heads_kv;
+    for (auto d : o.d) {
+      const std::int64_t H = o.heads.value_or(default_heads(d));
+      if (H % f.heads_kv != 0)
+        throw BadInput{fmt::format(
+            "--heads-kv: {} does not divide the {} query heads{} (accepted: a divisor of "
+            "--heads)",
+            f.heads_kv, H, o.heads ? "" : fmt::format(" at d={} (default 2048/d)", d))};
+    }
+  }
+  if (!f.kv_len.empty()) o.kv_len = parse_sizes("--kv-len", f.kv_len);
   if (f.causal == "off") {
     o.causal = CausalMode::off;
   } else if (f.causal == "on") {
@@ -319,6 +339,17 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
     o.causal = CausalMode::both;
   } else {
     throw BadInput{fmt::format("--causal: '{}' (accepted: off, on, both)", f.causal)};
+  }
+  if (o.causal != CausalMode::off) {
+    for (auto kv : o.kv_len) {
+      for (auto n : o.N) {
+        if (kv < n)
+          throw BadInput{fmt::format(
+              "--kv-len: {} is shorter than --N {} with --causal (aligned bottom-right, query "
+              "rows before {} would see no key; accepted: K/V lengths >= N when causal)",
+              kv, n, n - kv)};
+      }
+    }
   }
   if (!parse_dtype(f.dtype, &o.dtype)) {
     throw BadInput{fmt::format("--dtype: '{}' (accepted: bf16, fp16)", f.dtype)};
@@ -447,20 +478,18 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
   }
 }
 
-// Every buffer a variant may allocate must be addressable with 64-bit indices: Q/K/V/O are
-// B*H*N*d elements, standard's S/P is B*H*N*N, all of 2-byte elements.
+// Every buffer a variant may allocate must be addressable with 64-bit indices: Q/O are B*H*N*d
+// elements, K/V B*H_kv*N_kv*d, standard's S/P is B*H*N*N_kv, all of 2-byte elements.
 void check_indexing(const Options& o) {
-  for (auto N : o.N) {
-    for (auto d : o.d) {
-      const std::int64_t B = o.batch.value_or(default_batch(N));
-      const std::int64_t H = o.heads.value_or(default_heads(d));
-      std::int64_t n1 = 0, n2 = 0;
-      if (!checked_product({B, H, N, d, 2}, &n1) || !checked_product({B, H, N, N, 2}, &n2)) {
-        throw BadInput{fmt::format(
-            "--N/--batch/--heads: B={} H={} N={} d={} overflows 64-bit indexing (B*H*N*N*2 "
-            "bytes must be < 2^63)",
-            B, H, N, d)};
-      }
+  for (const Shape& s : make_plan(o)) {
+    std::int64_t n1 = 0, n2 = 0, n3 = 0;
+    if (!checked_product({s.B, s.H, s.N, s.d, 2}, &n1) ||
+        !checked_product({s.B, s.H, s.kv_len(), s.d, 2}, &n2) ||
+        !checked_product({s.B, s.H, s.N, s.kv_len(), 2}, &n3)) {
+      throw BadInput{fmt::format(
+          "--N/--kv-len/--batch/--heads: {} overflows 64-bit indexing (B*H*N*N_kv*2 bytes must "
+          "be < 2^63)",
+          shape_text(s))};
     }
   }
 }

@@ -150,9 +150,7 @@ std::string how_it_ended(const WorkerOutcome& w) {
 }
 
 bool same_config(const ConfigResult& a, const ConfigResult& b) {
-  return a.shape.B == b.shape.B && a.shape.H == b.shape.H && a.shape.N == b.shape.N &&
-         a.shape.d == b.shape.d && a.shape.causal == b.shape.causal &&
-         a.shape.dtype == b.shape.dtype && a.seed == b.seed;
+  return a.shape.key() == b.shape.key() && a.seed == b.seed;
 }
 
 }  // namespace

@@ -63,8 +63,8 @@ int GateReport::count(RowOutcome o) const {
 }
 
 std::string legacy_row_key(const Shape& s, const std::string& label) {
-  return fmt::format("{} B={} H={} N={} d={} causal={} {}", label, s.B, s.H, s.N, s.d,
-                     s.causal ? 1 : 0, to_string(s.dtype));
+  return fmt::format("{} {} causal={} {}", label, shape_text(s), s.causal ? 1 : 0,
+                     to_string(s.dtype));
 }
 
 std::string row_key(const Shape& s, const RowSpec& spec) {
@@ -449,12 +449,12 @@ std::string impossible_values(const VariantResult& r) {
 
 namespace {
 
-using ShapeKey = std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int>;
+using ShapeKey = decltype(Shape{}.key());
 // A row's identity within a file: its configuration and its spec.
 using Key = std::pair<ShapeKey, RowSpec>;
 
 ShapeKey shape_key(const Shape& s) {
-  return {s.B, s.H, s.N, s.d, s.causal, static_cast<int>(s.dtype)};
+  return s.key();
 }
 
 Key key_of(const Shape& s, const RowSpec& spec) {
@@ -462,8 +462,7 @@ Key key_of(const Shape& s, const RowSpec& spec) {
 }
 
 std::string config_label(const Shape& s) {
-  return fmt::format("B={} H={} N={} d={}{} {}", s.B, s.H, s.N, s.d, s.causal ? " causal" : "",
-                     to_string(s.dtype));
+  return fmt::format("{}{} {}", shape_text(s), s.causal ? " causal" : "", to_string(s.dtype));
 }
 
 std::string device_name(const RunResult& r) {

@@ -16,6 +16,7 @@
 #include <filesystem>
 #include <iterator>
 #include <set>
+#include <tuple>
 #include <utility>
 
 #include "bench/crash_report.hpp"
@@ -250,14 +251,21 @@ int run(int argc, char** argv) {
                  o.shard_source.empty() ? "" : (" (from " + o.shard_source + ")").c_str(),
                  record.configs.size(), make_plan(o).size());
   }
-  std::set<std::pair<std::int64_t, std::int64_t>> shown;  // (N, d) already printed
+  // (N, N_kv, d) already printed
+  std::set<std::tuple<std::int64_t, std::int64_t, std::int64_t>> shown;
   for (const auto& c : record.configs) {
     if (worker) break;  // the parent said it
-    if (!shown.insert({c.shape.N, c.shape.d}).second) continue;
-    std::fprintf(stderr, "N=%lld d=%lld: batch=%lld%s heads=%lld%s\n",
-                 static_cast<long long>(c.shape.N), static_cast<long long>(c.shape.d),
-                 static_cast<long long>(c.shape.B), o.batch ? "" : " (16384/N)",
-                 static_cast<long long>(c.shape.H), o.heads ? "" : " (2048/d)");
+    const fa::Shape& s = c.shape;
+    if (!shown.insert({s.N, s.kv_len(), s.d}).second) continue;
+    std::string kv = s.square() ? "" : fmt::format(" N_kv={}", s.kv_len());
+    std::string heads_kv = s.grouped() ? fmt::format(" heads_kv={}", s.kv_heads()) : "";
+    std::fprintf(stderr, "N=%lld%s d=%lld: batch=%lld%s heads=%lld%s%s\n",
+                 static_cast<long long>(s.N), kv.c_str(), static_cast<long long>(s.d),
+                 static_cast<long long>(s.B),
+                 o.batch            ? ""
+                 : o.kv_len.empty() ? " (16384/N)"
+                                    : " (16384/N_kv)",
+                 static_cast<long long>(s.H), o.heads ? "" : " (2048/d)", heads_kv.c_str());
   }
 
   RunHooks hooks;
@@ -323,8 +331,10 @@ int run(int argc, char** argv) {
         : device                ? device->name.c_str()
                                 : "no GPU: Hopper's, H100/H200");
   }
+  const bool kv_apart = std::any_of(record.configs.begin(), record.configs.end(),
+                                    [](const ConfigResult& c) { return !c.shape.square(); });
   std::printf(
-      "TFLOP/s: 4*B*H*N^2*d per second, halved for causal (the field's convention); "
+      "TFLOP/s: %s per second (the field's convention; H: query heads); "
       "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
       "DRAM meas: DRAM bytes counted by CUPTI (separate untimed run, L2 flushed first); /mod: "
       "that over the model; L2/m: SM<->L2 bytes (counted at the SM) over the model; TC/m: tensor "
@@ -332,6 +342,8 @@ int run(int argc, char** argv) {
       "DRAM intensity x DRAM bandwidth and L2 intensity x L2 bandwidth (counted bytes; without "
       "counters, the compulsory bytes and no L2 roof); the roof named is that lowest one; "
       "roofs: %s.\n",
+      kv_apart ? "4*B*H*N*N_kv*d, causal's N x N part halved (N^2/2)"
+               : "4*B*H*N^2*d, halved for causal",
       record.ceilings.source.c_str());
   if (!record.settings.model_only) std::printf("%s\n", energy_legend(record).c_str());
   if (write_error.empty()) std::printf("results: %s\n", json_path.c_str());

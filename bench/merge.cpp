@@ -14,26 +14,19 @@
 namespace fa::bench {
 namespace {
 
-std::string shape_text(const ConfigResult& c) {
-  return fmt::format("B={} H={} N={} d={} causal={} {}", c.shape.B, c.shape.H, c.shape.N, c.shape.d,
-                     c.shape.causal ? "on" : "off", to_string(c.shape.dtype));
+std::string config_text(const ConfigResult& c) {
+  return fmt::format("{} causal={} {}", shape_text(c.shape), c.shape.causal ? "on" : "off",
+                     to_string(c.shape.dtype));
 }
 
 std::string gpu_text(const ConfigResult& c) {
   return c.gpu ? fmt::format("{} ({})", c.gpu->uuid, c.gpu->name) : std::string("no GPU");
 }
 
-using ConfigKey =
-    std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int, std::string>;
+using ConfigKey = std::pair<decltype(Shape{}.key()), std::string>;
 
 ConfigKey key_of(const ConfigResult& c) {
-  return {c.shape.B,
-          c.shape.H,
-          c.shape.N,
-          c.shape.d,
-          c.shape.causal,
-          static_cast<int>(c.shape.dtype),
-          c.gpu ? c.gpu->uuid : std::string()};
+  return {c.shape.key(), c.gpu ? c.gpu->uuid : std::string()};
 }
 
 // Everything two files of one sweep must share, as (what, value) pairs.
@@ -119,7 +112,7 @@ RunResult merge_results(const std::vector<RunResult>& inputs,
         throw MergeConflict(fmt::format(
             "{}: {} on {} has seed {}, but {} in {} (the same configuration from different "
             "plans: run every part with the same --seed and sweep flags)",
-            sources[f], shape_text(c), gpu_text(c), c.seed, into.seed, other));
+            sources[f], config_text(c), gpu_text(c), c.seed, into.seed, other));
       }
       for (const VariantResult& v : c.results) {
         for (const VariantResult& have : into.results) {
@@ -127,7 +120,7 @@ RunResult merge_results(const std::vector<RunResult>& inputs,
             throw MergeConflict(fmt::format(
                 "{}: row {} at {} on {} is also in {} (a row appears once per GPU: was a file "
                 "or a shard given twice?)",
-                sources[f], row_label(c, v), shape_text(c), gpu_text(c), other));
+                sources[f], row_label(c, v), config_text(c), gpu_text(c), other));
           }
         }
         into.results.push_back(v);
@@ -135,16 +128,16 @@ RunResult merge_results(const std::vector<RunResult>& inputs,
       mixed.insert(key);
     }
   }
-  // In plan order (N, then d, then causal; bench/plan.hpp), whatever the files' order; the same
-  // shape on several GPUs in the order the GPUs first appear.
-  std::stable_sort(out.configs.begin(), out.configs.end(),
-                   [&](const ConfigResult& a, const ConfigResult& b) {
-                     auto gpu = [&](const ConfigResult& c) {
-                       return c.gpu ? device_at.at(c.gpu->uuid) : std::size_t{0};
-                     };
-                     return std::tuple{a.shape.N, a.shape.d, a.shape.causal, gpu(a)} <
-                            std::tuple{b.shape.N, b.shape.d, b.shape.causal, gpu(b)};
-                   });
+  // In plan order (N, then the K/V length, then d, then causal; bench/plan.hpp), whatever the
+  // files' order; the same shape on several GPUs in the order the GPUs first appear.
+  std::stable_sort(
+      out.configs.begin(), out.configs.end(), [&](const ConfigResult& a, const ConfigResult& b) {
+        auto gpu = [&](const ConfigResult& c) {
+          return c.gpu ? device_at.at(c.gpu->uuid) : std::size_t{0};
+        };
+        return std::tuple{a.shape.N, a.shape.kv_len(), a.shape.d, a.shape.causal, gpu(a)} <
+               std::tuple{b.shape.N, b.shape.kv_len(), b.shape.d, b.shape.causal, gpu(b)};
+      });
   // Rows of one configuration from several files: the peer comparison over all of them.
   for (auto& c : out.configs) {
     if (!mixed.count(key_of(c))) continue;

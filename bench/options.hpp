@@ -20,6 +20,10 @@ struct Options {
   std::vector<std::int64_t> d{64};
   std::optional<std::int64_t> batch;  // default: max(1, 16384 / N)
   std::optional<std::int64_t> heads;  // default: 2048 / d
+  // --heads-kv: K/V heads, a divisor of every configuration's query heads (default: as many).
+  std::optional<std::int64_t> heads_kv;
+  // --kv-len: K/V lengths, each run against every N (empty: each configuration's own N).
+  std::vector<std::int64_t> kv_len;
   CausalMode causal = CausalMode::off;
   DType dtype = DType::bf16;
   std::vector<std::string> variants;  // resolved names, registry order
@@ -114,7 +118,8 @@ struct ParseOutcome {
 ParseOutcome parse_cli(int argc, const char* const* argv);
 
 // Batch and heads for a sequence length and head dim: the FlashAttention benchmark convention
-// (16k tokens, hidden 2048) unless the user fixed them.
+// (16k tokens, hidden 2048) unless the user fixed them. With --kv-len, N is the K/V length (16k
+// cached tokens a batch), so that decode (N = 1) does not run 16384 sequences.
 std::int64_t default_batch(std::int64_t N);
 std::int64_t default_heads(std::int64_t d);
 

@@ -14,18 +14,25 @@ std::vector<Shape> make_plan(const Options& o) {
   std::vector<bool> causal;
   if (o.causal != CausalMode::on) causal.push_back(false);
   if (o.causal != CausalMode::off) causal.push_back(true);
+  // No --kv-len: each configuration's K/V length is its N (0 in Shape: "as N").
+  const std::vector<std::int64_t> kv_lens =
+      o.kv_len.empty() ? std::vector<std::int64_t>{0} : o.kv_len;
   std::vector<Shape> plan;
   for (auto N : o.N) {
-    for (auto d : o.d) {
-      for (bool c : causal) {
-        Shape s;
-        s.N = N;
-        s.d = d;
-        s.B = o.batch.value_or(default_batch(N));
-        s.H = o.heads.value_or(default_heads(d));
-        s.causal = c;
-        s.dtype = o.dtype;
-        plan.push_back(s);
+    for (auto kv : kv_lens) {
+      for (auto d : o.d) {
+        for (bool c : causal) {
+          Shape s;
+          s.N = N;
+          s.N_kv = kv == N ? 0 : kv;
+          s.d = d;
+          s.B = o.batch.value_or(default_batch(kv > 0 ? kv : N));
+          s.H = o.heads.value_or(default_heads(d));
+          s.H_kv = o.heads_kv && *o.heads_kv != s.H ? *o.heads_kv : 0;
+          s.causal = c;
+          s.dtype = o.dtype;
+          plan.push_back(s);
+        }
       }
     }
   }
@@ -211,7 +218,7 @@ std::vector<std::size_t> shard_configs(const Options& o, const std::vector<Shape
     std::vector<PlannedRow> rows;
     plan_rows(o, static_cast<int>(s.d), &rows);
     Work w = rows.size();
-    for (std::int64_t f : {s.B, s.H, s.N, s.N, s.d}) w *= static_cast<std::uint64_t>(f);
+    for (std::int64_t f : {s.B, s.H, s.N, s.kv_len(), s.d}) w *= static_cast<std::uint64_t>(f);
     work.push_back(s.causal ? w : 2 * w);
   }
   return shard_of(work, index, count);

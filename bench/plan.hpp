@@ -13,7 +13,8 @@
 
 namespace fa::bench {
 
-// N outer, then d, then causal (off before on): a sweep's rows come out grouped by size.
+// N outer, then the K/V length (--kv-len), then d, then causal (off before on): a sweep's rows
+// come out grouped by size.
 std::vector<Shape> make_plan(const Options& options);
 
 // One row of a configuration: its spec and the description of its variant.

@@ -20,9 +20,11 @@
 
 namespace fa::bench {
 
-inline constexpr const char* kSchema = "fa-bench/3";
-// Still read: /2 is /3 without the configurations' `gpu` (taken from the file's device), /1 also
-// without the rows' specs (forward rows, rebuilt from the fields /1 wrote; bench/result_json.cpp).
+inline constexpr const char* kSchema = "fa-bench/4";
+// Still read: /3 is /4 without the configurations' H_kv and N_kv (square multi-head attention:
+// H and N), /2 also without their `gpu` (taken from the file's device), /1 also without the rows'
+// specs (forward rows, rebuilt from the fields /1 wrote; bench/result_json.cpp).
+inline constexpr const char* kSchemaV3 = "fa-bench/3";
 inline constexpr const char* kSchemaV2 = "fa-bench/2";
 inline constexpr const char* kSchemaV1 = "fa-bench/1";
 

@@ -684,7 +684,9 @@ std::string to_json_text(const RunResult& r) {
     configs.push_back(
         {{"B", c.shape.B},
          {"H", c.shape.H},
+         {"H_kv", c.shape.kv_heads()},
          {"N", c.shape.N},
+         {"N_kv", c.shape.kv_len()},
          {"d", c.shape.d},
          {"causal", c.shape.causal},
          {"dtype", std::string(to_string(c.shape.dtype))},
@@ -741,11 +743,13 @@ RunResult read_document(const std::string& text, const std::string& source) {
   if (!doc.contains("schema"))
     rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
   const json& schema = doc["schema"];
-  if (!schema.is_string() || (schema != kSchema && schema != kSchemaV2 && schema != kSchemaV1)) {
+  if (!schema.is_string() ||
+      (schema != kSchema && schema != kSchemaV3 && schema != kSchemaV2 && schema != kSchemaV1)) {
     rd.fail("schema", "unknown version " + schema.dump() + " (this reader understands \"" +
-                          kSchema + "\", \"" + kSchemaV2 + "\" and \"" + kSchemaV1 + "\")");
+                          kSchema + "\", \"" + kSchemaV3 + "\", \"" + kSchemaV2 + "\" and \"" +
+                          kSchemaV1 + "\")");
   }
-  const bool v1 = schema == kSchemaV1, v2 = schema == kSchemaV2;
+  const bool v1 = schema == kSchemaV1, v2 = schema == kSchemaV2, v3 = schema == kSchemaV3;
   RunResult r;
   r.schema = schema.get<std::string>();
   const json& tool = rd.at(doc, "", "tool");
@@ -797,10 +801,7 @@ RunResult read_document(const std::string& text, const std::string& source) {
   }
   const json& configs = rd.at(doc, "", "configs");
   if (!configs.is_array()) rd.fail("configs", "expected an array");
-  std::map<
-      std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t, bool, int, std::string>,
-      std::size_t>
-      seen;
+  std::map<std::pair<decltype(Shape{}.key()), std::string>, std::size_t> seen;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const json& cj = configs[i];
     const std::string cp = "configs[" + std::to_string(i) + "]";
@@ -811,6 +812,15 @@ RunResult read_document(const std::string& text, const std::string& source) {
     cr.shape.d = rd.integer(cj, cp, "d");
     if (cr.shape.B <= 0 || cr.shape.H <= 0 || cr.shape.N <= 0 || cr.shape.d <= 0) {
       rd.fail(cp, "B, H, N and d must be positive");
+    }
+    // fa-bench/4: the K/V heads and length (older files: square multi-head attention).
+    if (!v1 && !v2 && !v3) {
+      const std::int64_t h_kv = rd.integer(cj, cp, "H_kv"), n_kv = rd.integer(cj, cp, "N_kv");
+      if (h_kv <= 0 || cr.shape.H % h_kv != 0)
+        rd.fail(cp + ".H_kv", "must be a positive divisor of H");
+      if (n_kv <= 0) rd.fail(cp + ".N_kv", "must be positive");
+      cr.shape.H_kv = h_kv == cr.shape.H ? 0 : h_kv;
+      cr.shape.N_kv = n_kv == cr.shape.N ? 0 : n_kv;
     }
     cr.shape.causal = rd.boolean(cj, cp, "causal");
     const std::string dt = rd.str(cj, cp, "dtype");
@@ -824,16 +834,10 @@ RunResult read_document(const std::string& text, const std::string& source) {
     }
     // A configuration appears once per GPU: with two, which one a comparison uses would depend
     // on order.
-    const auto key = std::tuple{cr.shape.B,
-                                cr.shape.H,
-                                cr.shape.N,
-                                cr.shape.d,
-                                cr.shape.causal,
-                                static_cast<int>(cr.shape.dtype),
-                                cr.gpu ? cr.gpu->uuid : std::string()};
+    const auto key = std::pair{cr.shape.key(), cr.gpu ? cr.gpu->uuid : std::string()};
     if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
       rd.fail(cp, "the same configuration as configs[" + std::to_string(it->second) +
-                      "] (B, H, N, d, causal, dtype, gpu)");
+                      "] (B, H, H_kv, N, N_kv, d, causal, dtype, gpu)");
     }
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");

@@ -51,8 +51,9 @@ bool wants_gbench_console(const Options& o) {
 }
 
 std::string benchmark_name(const std::string& variant, const Shape& s) {
-  return fmt::format("{}/B={}/H={}/N={}/d={}/causal={}/{}", variant, s.B, s.H, s.N, s.d,
-                     s.causal ? 1 : 0, to_string(s.dtype));
+  std::string shape = shape_text(s);
+  std::replace(shape.begin(), shape.end(), ' ', '/');
+  return fmt::format("{}/{}/causal={}/{}", variant, shape, s.causal ? 1 : 0, to_string(s.dtype));
 }
 
 // Times `launch` as one Google Benchmark benchmark with manual (CUDA event) time. Every timed
@@ -159,6 +160,7 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
     mo.dq_separate = *dq == OptionValue(std::string(kDqSeparate));
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
+  mo.library_tiles = tiles.block_q == 0;
   v.reason = direction_unsupported_reason(info, row.spec.direction);
   if (v.reason.empty()) v.reason = info.unsupported_row(shape, row.spec);
   // No model for a shape the variant does not support: it has no tiles there (fa2 at d=256).
@@ -515,10 +517,10 @@ void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, Confi
 void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
   const Shape& s = c.shape;
   in->qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * element_bytes(s.dtype);
   in->lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
-  in->ok = in->q.allocate(in->qkv_bytes) && in->k.allocate(in->qkv_bytes) &&
-           in->v.allocate(in->qkv_bytes) && in->out.allocate(in->qkv_bytes) &&
-           in->lse.allocate(in->lse_bytes);
+  in->ok = in->q.allocate(in->qkv_bytes) && in->k.allocate(kv_bytes) && in->v.allocate(kv_bytes) &&
+           in->out.allocate(in->qkv_bytes) && in->lse.allocate(in->lse_bytes);
   in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
                  nullptr,   0};
   if (!in->ok) return;
@@ -526,8 +528,8 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
   const cudaStream_t stream = ctx.stream;
   FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
-  FA_CUDA_CHECK(fill_normal(in->k.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
-  FA_CUDA_CHECK(fill_normal(in->v.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
+  FA_CUDA_CHECK(fill_normal(in->k.ptr, s.kv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
+  FA_CUDA_CHECK(fill_normal(in->v.ptr, s.kv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (has_rows(c, Direction::forward)) in->reference.emplace(s, in->buffers, c.seed);
   if (has_rows(c, Direction::backward)) prepare_backward_inputs(ctx, c, in);
@@ -798,8 +800,10 @@ bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::s
     }
     if (!in.ok) {
       row.status = Status::skipped;
+      const double kv_bytes =
+          static_cast<double>(c.shape.kv_elements()) * element_bytes(c.shape.dtype);
       row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
-                               (4 * in.qkv_bytes + in.lse_bytes) / kGiB);
+                               (2 * in.qkv_bytes + 2 * kv_bytes + in.lse_bytes) / kGiB);
       continue;
     }
     if (row.spec.direction == Direction::backward && !in.bwd_error.empty()) {

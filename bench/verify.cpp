@@ -88,15 +88,16 @@ std::vector<double> load_head(const void* base, std::int64_t bh, std::int64_t he
       copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems), dtype);
 }
 
-// Head bh of the device inputs Q, K, V.
+// Query head bh of the device inputs Q, with the K and V of the K/V head it reads.
 reference::Head device_head(const Shape& s, const DeviceBuffers& in, std::int64_t bh) {
-  const std::int64_t head_elems = s.N * s.d;
+  const std::int64_t kv = s.kv_head_of(bh), kv_elems = s.kv_len() * s.d;
   reference::Head head;
   head.N = s.N;
+  head.N_kv = s.kv_len();
   head.d = s.d;
-  head.q = load_head(in.q, bh, head_elems, s.dtype);
-  head.k = load_head(in.k, bh, head_elems, s.dtype);
-  head.v = load_head(in.v, bh, head_elems, s.dtype);
+  head.q = load_head(in.q, bh, s.N * s.d, s.dtype);
+  head.k = load_head(in.k, kv, kv_elems, s.dtype);
+  head.v = load_head(in.v, kv, kv_elems, s.dtype);
   return head;
 }
 
@@ -218,6 +219,7 @@ void ReferenceSample::build(const std::function<reference::Head(std::int64_t)>& 
 reference::Head ReferenceSample::head_inputs(const HeadSample& hs) const {
   reference::Head head;
   head.N = shape_.N;
+  head.N_kv = shape_.kv_len();
   head.d = shape_.d;
   head.q = to_doubles(hs.q_bits, shape_.dtype);
   head.k = to_doubles(hs.k_bits, shape_.dtype);
@@ -424,13 +426,14 @@ Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) 
   };
   Verification v = judge(o_at, rule.check_lse ? &lse_at : nullptr, nonfinite, rule);
   // The inputs of the sampled heads must be what the reference was computed from.
-  const std::int64_t head_elems = s.N * s.d;
+  const std::int64_t head_elems = s.N * s.d, kv_elems = s.kv_len() * s.d;
   for (const auto& hs : heads_) {
+    const std::int64_t kv = s.kv_head_of(hs.bh);
     if (copy_bits(static_cast<const std::uint16_t*>(out.q) + hs.bh * head_elems, head_elems) !=
             hs.q_bits ||
-        copy_bits(static_cast<const std::uint16_t*>(out.k) + hs.bh * head_elems, head_elems) !=
+        copy_bits(static_cast<const std::uint16_t*>(out.k) + kv * kv_elems, kv_elems) !=
             hs.k_bits ||
-        copy_bits(static_cast<const std::uint16_t*>(out.v) + hs.bh * head_elems, head_elems) !=
+        copy_bits(static_cast<const std::uint16_t*>(out.v) + kv * kv_elems, kv_elems) !=
             hs.v_bits) {
       v.inputs_unchanged = false;
       v.passed = false;

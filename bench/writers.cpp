@@ -199,8 +199,7 @@ std::string energy_legend(const RunResult& r) {
 
 std::string format_config_header(const ConfigResult& c) {
   const auto& s = c.shape;
-  return fmt::format("B={} H={} N={} d={} causal={} {}", s.B, s.H, s.N, s.d,
-                     s.causal ? "on" : "off", to_string(s.dtype));
+  return fmt::format("{} causal={} {}", shape_text(s), s.causal ? "on" : "off", to_string(s.dtype));
 }
 
 std::string format_table(const ConfigResult& c) {
@@ -238,7 +237,8 @@ std::string to_csv(const RunResult& r) {
       "sampled_energy_per_launch_mj,power_w,sm_clock_mean_mhz,sm_clock_min_mhz,clock_event_reasons,"
       "energy_seconds_per_launch,model_energy_mj,model_flop_mj,model_byte_mj,model_idle_mj,"
       "model_energy_bytes_basis,energy_temperature_mean_c,energy_temperature_max_c,model_inst_mj,"
-      "model_instructions,model_clock_scale,model_energy_reason,model_l2_mj,model_l2_bytes\n";
+      "model_instructions,model_clock_scale,model_energy_reason,model_l2_mj,model_l2_bytes,H_kv,N_"
+      "kv\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -310,12 +310,12 @@ std::string to_csv(const RunResult& r) {
         later = fmt::format("{},,,,{},,", temperature, quote(v.energy_model_reason));
       }
       out += fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B, s.H,
-          s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
+          s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
           to_string(v.status), quote(v.reason), timing, derived, v.model.flops_matrix,
           v.model.flops_convention, v.model.bytes_read, v.model.bytes_written,
           v.model.bytes_compulsory, gbps, v.model.arithmetic_intensity(), roof, err, vs_peer,
-          energy, model, later);
+          energy, model, later, s.kv_heads(), s.kv_len());
     }
   }
   return out;

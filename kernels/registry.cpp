@@ -127,6 +127,9 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().backward_tile_options = fa3_backward_tile_options;
     r.back().backward_head_dims = {64, 128};
     r.back().dq_accumulation = DqAccumulation::bulk_reduce;
+    // Query head bh reads K/V head bh / g (kernels/hopper/forward.cuh's producer); K/V lengths
+    // apart from N are the decode kernel's.
+    r.back().grouped_heads = true;
     r.back().options = {
         {kOptionFa3Schedule,
          string_values(kFa3Schedules),
@@ -242,6 +245,9 @@ const std::vector<VariantInfo>& variant_registry() {
     // tests (tests/test_backward_gpu.cpp: d 64 and 128), so its rows say so rather than run
     // unchecked.
     r.back().backward_head_dims = {64, 128};
+    // The forward graph takes K and V with their own heads and length, causal bottom-right.
+    r.back().grouped_heads = true;
+    r.back().kv_length_apart = true;
     r.push_back(VariantInfo{
         "cudnn-fp8",
         Algorithm::fp8,

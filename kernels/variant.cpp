@@ -142,11 +142,18 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
   if (!supports_dtype(s.dtype)) {
     return "unsupported: dtype " + std::string(to_string(s.dtype));
   }
+  if (s.grouped() && !grouped_heads)
+    return "unsupported: " + name + " takes as many K/V heads as query heads (--heads-kv)";
+  if (!s.square() && !kv_length_apart)
+    return "unsupported: " + name + " takes a K/V length equal to the query length (--kv-len)";
   return shape_rule ? shape_rule(s) : "";
 }
 
 std::string VariantInfo::unsupported_row(const Shape& s, const RowSpec& row) const {
   if (std::string r = unsupported_reason(s); !r.empty()) return r;
+  if (row.direction == Direction::backward && (s.grouped() || !s.square()))
+    return "unsupported: " + name +
+           "'s backward takes square multi-head attention only (no --heads-kv, no --kv-len)";
   const auto& bwd = backward_dims();
   if (row.direction == Direction::backward &&
       std::find(bwd.begin(), bwd.end(), static_cast<int>(s.d)) == bwd.end()) {

@@ -259,6 +259,11 @@ struct VariantInfo {
   // instruction the device gives both.
   TensorInstructions tensor_instructions = TensorInstructions::mma_sync;
   bool uses_mma_sync() const { return tensor_instructions == TensorInstructions::mma_sync; }
+  // Shapes beyond square multi-head attention its forward takes: grouped-query heads (H_kv < H)
+  // and a K/V length apart from the query length (causal aligned bottom-right). Backward rows of
+  // either say unsupported: no backward here takes them.
+  bool grouped_heads = false;
+  bool kv_length_apart = false;
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
   Tiles (*shape_default_tiles)(const Shape& s) = nullptr;

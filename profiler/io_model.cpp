@@ -21,12 +21,15 @@ std::int64_t rows_in_block(std::int64_t N, std::int64_t size, std::int64_t blk) 
   return std::min(size, N - blk * size);
 }
 
-// Each input read once, each output written once.
+// Each input read once, each output written once: Q, O and the lse per query head, K and V per
+// K/V head (grouped-query heads share them).
 double compulsory(const Shape& s, bool writes_lse) {
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
-  const double qkvo = static_cast<double>(s.N) * s.d * e;
-  return heads * (4 * qkvo + (writes_lse ? 4.0 * s.N : 0.0));
+  const double kv_heads = static_cast<double>(s.kv_heads_total());
+  const double qo = static_cast<double>(s.N) * s.d * e,
+               kv = static_cast<double>(s.kv_len()) * s.d * e;
+  return heads * (2 * qo + (writes_lse ? 4.0 * s.N : 0.0)) + kv_heads * 2 * kv;
 }
 
 // The seed's FlashAttention law for a tile budget of `budget` bytes (IoModel::bytes_asymptotic).
@@ -35,7 +38,7 @@ double flash_law_bytes(const Shape& s, double e, double budget) {
   const double heads = static_cast<double>(s.heads_total());
   const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
   const double m_elements = budget / e;
-  return heads * 8.0 * N * N * d * d / m_elements * e;
+  return heads * 8.0 * N * static_cast<double>(s.kv_len()) * d * d / m_elements * e;
 }
 
 // The softmax kernel standard launches (kernels/standard/standard.cu): the row held in registers
@@ -50,12 +53,13 @@ IoModel standard_model(const Shape& s) {
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
   const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
-  const double nd = heads * N * d * e, nn = heads * N * N * e;
-  // The softmax kernel reads only the unmasked prefix of each causal row, N(N+1)/2 per head,
-  // and writes the whole row of P (zeros above the diagonal).
-  const double s_read = s.causal ? heads * N * (N + 1) / 2 * e : nn;
+  const double Nkv = static_cast<double>(s.kv_len());
+  const double nd = heads * N * d * e, nn = heads * N * Nkv * e, kvd = heads * Nkv * d * e;
+  // The softmax kernel reads only the unmasked prefix of each causal row (N(N+1)/2 per square
+  // head) and writes the whole row of P (zeros past the mask).
+  const double s_read = heads * s.unmasked_pairs() * e;
   add(m, "Q read (pass 1)", false, nd);
-  add(m, "K read (pass 1)", false, nd);
+  add(m, "K read (pass 1)", false, kvd);
   add(m, "S written (pass 1)", true, nn);
   if (standard_softmax_two_pass(s)) {
     add(m, "S read (pass 2, max and sum)", false, s_read);
@@ -66,14 +70,14 @@ IoModel standard_model(const Shape& s) {
   add(m, "P written (pass 2)", true, nn);
   add(m, "lse written (pass 2, fp32)", true, heads * N * 4.0);
   add(m, "P read (pass 3)", false, nn);
-  add(m, "V read (pass 3)", false, nd);
+  add(m, "V read (pass 3)", false, kvd);
   add(m, "O written (pass 3)", true, nd);
-  m.flops_matrix = 4.0 * heads * N * N * d;  // cuBLAS computes both full products
-  const double valid_scores = s.causal ? heads * N * (N + 1) / 2 : heads * N * N;
+  m.flops_matrix = 4.0 * heads * N * Nkv * d;  // cuBLAS computes both full products
+  const double valid_scores = heads * s.unmasked_pairs();
   // Per unmasked score: max, subtract, exp, sum, normalise.
   m.flops_nonmatrix = 5.0 * valid_scores;
   m.bytes_compulsory = compulsory(s, true);
-  m.bytes_asymptotic = heads * (N * N + N * d) * e;
+  m.bytes_asymptotic = heads * (N * Nkv + N * d) * e;
   return m;
 }
 
@@ -85,13 +89,14 @@ IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
   const double heads = static_cast<double>(s.heads_total());
   const std::int64_t N = s.N, d = s.d, Br = t.block_q, Bc = t.block_kv;
   const std::int64_t nq = ceil_div(N, Br);
-  // K/V rows read: for every query block, the rows of every K/V block it visits (zero-filled
-  // rows past N are not read from HBM).
+  // K/V rows read: for every query block of every query head, the rows of every K/V block it
+  // visits (zero-filled rows past N_kv are not read from HBM).
   double kv_rows = 0, block_pairs = 0;
   for (std::int64_t qb = 0; qb < nq; ++qb) {
     const std::int64_t nkv = kv_blocks_for_query_block(s, t, qb);
     block_pairs += static_cast<double>(nkv);
-    for (std::int64_t j = 0; j < nkv; ++j) kv_rows += static_cast<double>(rows_in_block(N, Bc, j));
+    for (std::int64_t j = 0; j < nkv; ++j)
+      kv_rows += static_cast<double>(rows_in_block(s.kv_len(), Bc, j));
   }
   add(m, "Q read (once)", false, heads * N * d * e);
   add(m, "K read (once per query block)", false, heads * kv_rows * d * e);
@@ -105,6 +110,41 @@ IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
   m.bytes_compulsory = compulsory(s, true);
   // kernels/fa2/fa2.cu, fp8.cu and fa3/fa3.cu (its 2-stage TMA ring): the Q tile and
   // double-buffered K and V tiles.
+  m.onchip_budget_bytes = static_cast<double>(Br + 4 * Bc) * d * e;
+  m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
+  return m;
+}
+
+// A library's kernel (tiles assumed, ModelOptions::library_tiles) on fewer query rows than its
+// tile with grouped heads (decode): the g query heads of a K/V head packed into one tile's rows,
+// N g of them (a position's heads adjacent), the tile no taller than that, K and V read once per
+// tile of each K/V head. Measured on the H200: cuDNN at N = 1, g = 4 issued 4/128 of one 128-row
+// tile's tensor FLOPs per query head, and its prefill rows (N >= 128) the unpacked tiles' exactly.
+IoModel fa2_packed_model(const Shape& s, Tiles t) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const double kv_heads = static_cast<double>(s.kv_heads_total());
+  const std::int64_t g = s.group(), rows = s.N * g, d = s.d;
+  const std::int64_t Br = std::min<std::int64_t>(t.block_q, rows), Bc = t.block_kv;
+  double kv_rows = 0, block_pairs = 0;
+  for (std::int64_t qb = 0; qb < ceil_div(rows, Br); ++qb) {
+    const std::int64_t last_position = (std::min(rows, (qb + 1) * Br) - 1) / g;
+    const std::int64_t nkv = kv_blocks_through_row(s, Bc, last_position);
+    block_pairs += static_cast<double>(nkv);
+    for (std::int64_t j = 0; j < nkv; ++j)
+      kv_rows += static_cast<double>(rows_in_block(s.kv_len(), Bc, j));
+  }
+  add(m, "Q read (once)", false, heads * s.N * d * e);
+  add(m, "K read (once per query tile of a K/V head, its query heads packed)", false,
+      kv_heads * kv_rows * d * e);
+  add(m, "V read (once per query tile of a K/V head, its query heads packed)", false,
+      kv_heads * kv_rows * d * e);
+  add(m, "O written (once)", true, heads * s.N * d * e);
+  add(m, "lse written (once, fp32)", true, heads * s.N * 4.0);
+  m.flops_matrix = kv_heads * block_pairs * 4.0 * Br * Bc * d;
+  m.flops_nonmatrix = kv_heads * block_pairs * (4.0 * Br * Bc + Br * d) + heads * s.N * d;
+  m.bytes_compulsory = compulsory(s, true);
   m.onchip_budget_bytes = static_cast<double>(Br + 4 * Bc) * d * e;
   m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;
@@ -342,19 +382,28 @@ std::int64_t q_blocks_for_kv_block(const Shape& s, Tiles t, std::int64_t kb) {
   return total - kb * t.block_kv / t.block_q;
 }
 
-std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb) {
-  const std::int64_t total = ceil_div(s.N, t.block_kv);
+std::int64_t kv_blocks_through_row(const Shape& s, std::int64_t block_kv, std::int64_t row) {
+  const std::int64_t total = ceil_div(s.kv_len(), block_kv);
   if (!s.causal) return total;
-  const std::int64_t last_row = std::min(s.N, (qb + 1) * t.block_q) - 1;
-  return std::min(total, last_row / t.block_kv + 1);
+  // Row `row` sees keys up to row + N_kv - N (bottom-right alignment).
+  const std::int64_t last_key = row + s.causal_offset();
+  return last_key < 0 ? 0 : std::min(total, last_key / block_kv + 1);
+}
+
+std::int64_t kv_blocks_for_query_block(const Shape& s, Tiles t, std::int64_t qb) {
+  return kv_blocks_through_row(s, t.block_kv, std::min(s.N, (qb + 1) * t.block_q) - 1);
 }
 
 IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
                  std::int64_t /*device_smem_per_sm_bytes*/, ModelOptions options) {
   IoModel m;
-  const double half = shape.causal ? 0.5 : 1.0;
-  const double forward_convention = 4.0 * static_cast<double>(shape.heads_total()) *
-                                    double(shape.N) * double(shape.N) * double(shape.d) * half;
+  // The field's convention (flash-attention's benchmarks): the two products over N x N_kv per
+  // query head, causal's square part halved (N N_kv - N^2 / 2: N^2 / 2 for square attention, about
+  // N_kv for one decode row).
+  const double N = static_cast<double>(shape.N), Nkv = static_cast<double>(shape.kv_len());
+  const double pairs = shape.causal ? N * Nkv - N * N / 2 : N * Nkv;
+  const double forward_convention =
+      4.0 * static_cast<double>(shape.heads_total()) * pairs * static_cast<double>(shape.d);
   if (options.direction == Direction::backward) {
     if (algorithm == Algorithm::standard) m = standard_backward_model(shape);
     if (algorithm == Algorithm::fa2)
@@ -367,7 +416,9 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       m = standard_model(shape);
       break;
     case Algorithm::fa2:
-      m = fa2_model(shape, tiles);
+      m = options.library_tiles && shape.grouped() && shape.N < tiles.block_q
+              ? fa2_packed_model(shape, tiles)
+              : fa2_model(shape, tiles);
       break;
     case Algorithm::fa1:
       m = fa1_model(shape, tiles, options.fa1);

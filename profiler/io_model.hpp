@@ -23,6 +23,7 @@ struct IoModel {
   // below the diagonal; standard: cuBLAS computes the full N x N products even when causal).
   double flops_matrix = 0;
   // The field's convention, 4*B*H*N^2*d, halved for causal: compares with published figures.
+  // With a K/V length apart, 4*B*H*N*N_kv*d, causal's N x N part halved (H: the query heads).
   double flops_convention = 0;
   // Softmax and rescaling work on CUDA cores (approximate operation counts; see io_model.cpp).
   double flops_nonmatrix = 0;
@@ -69,6 +70,10 @@ struct ModelOptions {
   // A K/V-outer backward's dQ path (VariantInfo::dq_accumulation): fa2's atomics, or fa3's TMA
   // bulk reduce-add with its per-row arrays padded to whole query blocks.
   DqAccumulation dq_accumulation = DqAccumulation::atomics;
+  // The tiles are an assumption about a library's kernel (VariantInfo::model_tiles): with grouped
+  // heads and fewer query rows than its tile, it packs a group's query heads into one tile
+  // (io_model.cpp, fa2_packed_model).
+  bool library_tiles = false;
 };
 
 // `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's
@@ -84,5 +89,7 @@ std::int64_t q_blocks_for_kv_block(const Shape& shape, Tiles tiles, std::int64_t
 
 // K/V blocks the FA2 kernel visits for query block qb (causal stops at the diagonal).
 std::int64_t kv_blocks_for_query_block(const Shape& shape, Tiles tiles, std::int64_t qb);
+// K/V blocks of block_kv keys that query row `row` sees (causal: up to its bottom-right diagonal).
+std::int64_t kv_blocks_through_row(const Shape& shape, std::int64_t block_kv, std::int64_t row);
 
 }  // namespace fa::model

@@ -33,6 +33,11 @@ def _cell(value, fmt: str = "{}") -> str:
     return fmt.format(value)
 
 
+def _kv_cell(value: int, kv: int, name: str) -> str:
+    """"32", or "32 (H_kv 8)" where the K/V figure differs."""
+    return str(value) + (f" ({name} {kv})" if kv != value else "")
+
+
 def table(doc: dict) -> str:
     from reports.data import placement, roofs_of
 
@@ -42,7 +47,9 @@ def table(doc: dict) -> str:
         place = placement(r, roofs) or {}
         lines.append((
             r["label"] + (" (peer)" if r["peer"] else ""),
-            _cell(r["B"]), _cell(r["H"]), _cell(r["N"]), _cell(r["d"]),
+            # H_kv and N_kv beside H and N where they differ (grouped-query, non-square)
+            _cell(r["B"]), _kv_cell(r["H"], r["H_kv"], "H_kv"),
+            _kv_cell(r["N"], r["N_kv"], "N_kv"), _cell(r["d"]),
             _cell(r["causal"]), r["dtype"], r["status"],
             _cell(r["median_ms"], "{:.4f}"),
             _cell(r["tflops_convention"], "{:.4g}"),

@@ -17,6 +17,10 @@ Rows are told apart by their identity, never by parsing a name. Each flat row ca
   the identity without the kernel configuration (variant, direction, options);
 - ``tiles``, ``block_order``: from ``kernel_config`` and ``options`` in fa-bench/2;
 - ``tile_variant``: a non-default tile row of a configuration that also holds the default one.
+
+Every row also has ``H_kv`` and ``N_kv`` (K/V heads and length; H and N before fa-bench/4), part
+of its configuration's identity; :func:`kv_class`, :func:`kv_note`, :func:`n_cell` and :func:`bh_cell` tell
+grouped-query and non-square rows apart and name them, square rows as they always were.
 """
 
 from __future__ import annotations
@@ -311,7 +315,7 @@ def series_labels(rows_: list[dict]) -> list[str]:
     """
     def shape(r):
         return (r["device_name"], r["inputs"], r["B"], r["H"], r["N"], r["d"], r["causal"],
-                r["dtype"])
+                r["dtype"], r["H_kv"], r["N_kv"])
 
     def family(r):
         return (r["variant"], r.get("direction", "forward"))
@@ -465,7 +469,35 @@ def slug(text: str) -> str:
 
 
 def config_key(r: dict) -> tuple:
-    return (r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"])
+    return (r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["H_kv"], r["N_kv"])
+
+
+# -- grouped-query and non-square rows ----------------------------------------------------------
+
+
+def kv_class(r: dict) -> tuple[int, int]:
+    """(H_kv, N_kv) where they differ from H and N, 0 where they do not: (0, 0) for square
+    multi-head attention. Rows of one class may share a line or a panel; rows of two may not
+    (an 8-head K/V row is not the next point of a 32-head one)."""
+    return (r["H_kv"] if r["H_kv"] != r["H"] else 0, r["N_kv"] if r["N_kv"] != r["N"] else 0)
+
+
+def kv_note(r: dict) -> str:
+    """"H_kv 8", "N_kv 4096", "H_kv 8, N_kv 4096"; "" for a square multi-head row."""
+    h_kv, n_kv = kv_class(r)
+    return ", ".join(([f"H_kv {h_kv}"] if h_kv else []) + ([f"N_kv {n_kv}"] if n_kv else []))
+
+
+def n_cell(r: dict) -> str:
+    """A table's N cell: "4096"; "1 (N_kv 4096)" where the K/V length differs."""
+    n_kv = kv_class(r)[1]
+    return str(r["N"]) + (f" (N_kv {n_kv})" if n_kv else "")
+
+
+def bh_cell(r: dict) -> str:
+    """A table's B×H cell: "4×32"; "4×32 (H_kv 8)" for grouped-query attention."""
+    h_kv = kv_class(r)[0]
+    return f"{r['B']}×{r['H']}" + (f" (H_kv {h_kv})" if h_kv else "")
 
 
 def default_rows(rows_: list[dict]) -> list[dict]:

@@ -8,9 +8,11 @@ JSON Schema as written there, plus what JSON Schema cannot say, as small explici
   gets that one line rather than its differences);
 - an integer is written as one (``5``, not ``5.0``) and a number is finite (``1e999`` parses
   to inf): the type checker says so, as the C++ reader does;
-- a configuration (B, H, N, d, causal, dtype; fa-bench/3: and gpu.uuid) appears once per file, a
-  row's identity once per configuration (fa-bench/1: variant; fa-bench/2: variant, direction,
-  kernel_config, options), a ``gate_calibration`` row once; a ``shard`` index is below its count.
+- a configuration (B, H, H_kv, N, N_kv, d, causal, dtype, H_kv and N_kv being H and N before
+  fa-bench/4; fa-bench/3 on: and gpu.uuid) appears once per file, a row's identity once per
+  configuration (fa-bench/1: variant; fa-bench/2 on: variant, direction, kernel_config,
+  options), a ``gate_calibration`` row once; a ``shard`` index is below its count; fa-bench/4:
+  a configuration's H_kv divides its H.
 
 Speed: jsonschema descends into every value (a 20,000-row sweep holds millions). The schema is
 loaded with its ``$ref``s inlined, and a value whose subschema is a leaf (type, bounds, enum,
@@ -31,11 +33,13 @@ from typing import Any, Callable
 
 from reports.schema import (
     CONFIG_KEY,
+    SQUARE_VERSIONS,
     UNDERSTOOD_VERSIONS,
     SchemaError,
     config_key,
     read_document,
     row_identity,
+    shape_values,
 )
 
 SCHEMA_FILE = Path(__file__).resolve().parents[1] / "schema" / "fa-bench-result.schema.json"
@@ -449,7 +453,9 @@ def _explain(error, doc: Any, root: dict) -> tuple[list, str]:
         return parts, f"expected {what or 'another value'}, got {_got(instance)}"
     if v == "required":
         missing = next((k for k in value if k not in instance), None)
-        return parts + ([missing] if missing else []), "missing required key"
+        when = _condition(error, root, doc)  # a key a version requires: "when schema is ..."
+        return (parts + ([missing] if missing else []),
+                "missing required key" + (f" {when}" if when else ""))
     if v == "dependentRequired":
         for key, needs in value.items():
             if key in instance:
@@ -461,6 +467,8 @@ def _explain(error, doc: Any, root: dict) -> tuple[list, str]:
         words = f"; expected one of {'|'.join(value)}" if v == "enum" else ""
         return parts + [instance], f"unknown key {instance!r}{words}"
     when = _condition(error, root, doc)
+    if when.startswith("when schema is "):  # a version's rule: the value is wrong in any version
+        when = ""
     if v == "type":
         if type(instance) is float and not math.isfinite(instance):
             return parts, f"non-finite number {instance} cannot be stored in JSON (use null)"
@@ -546,11 +554,19 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
     """The rules JSON Schema cannot say (the document has passed the schema)."""
     found = []
     configs: dict[tuple, int] = {}
-    v1 = doc["schema"] == "fa-bench/1"
+    version = doc["schema"]
+    v1 = version == "fa-bench/1"
     for i, c in enumerate(doc["configs"]):
-        key = config_key(c)
+        if version not in SQUARE_VERSIONS and c["H"] % c["H_kv"]:
+            found.append((f"configs[{i}].H_kv",
+                          f"expected a divisor of H ({c['H']}), got {c['H_kv']}"))
+        key = config_key(c, version)
         if key in configs:
-            what = ", ".join(f"{k}={json.dumps(c[k])}" for k in CONFIG_KEY)
+            values = shape_values(c, version)
+            # H_kv and N_kv named where they differ from H and N (square rows read as before)
+            same = {"H_kv": "H", "N_kv": "N"}
+            what = ", ".join(f"{k}={json.dumps(values[k])}" for k in CONFIG_KEY
+                             if k not in same or values[k] != values[same[k]])
             if c.get("gpu"):
                 what += f", gpu {c['gpu']['uuid']}"
             found.append((f"configs[{i}]",

@@ -35,6 +35,8 @@ from reports.data import (  # noqa: E402
     Results,
     attained_flops,
     default_rows,
+    kv_class,
+    kv_note,
     precision,
     title_line,
 )
@@ -209,6 +211,27 @@ def _n_axis(ax, ns: list[int]) -> None:
 
 def _tflops_formatter(x, _pos) -> str:
     return f"{x:g}"
+
+
+def _square_in_n(rows: list[dict], plot: Plot) -> list[dict]:
+    """The rows a plot against N can draw: those whose K/V length is N. A row with N_kv != N
+    (decode: N = 1 against a long cache) is not a point on an N axis; the plot's notes count
+    those left out (the tables hold them)."""
+    kept = [r for r in rows if not kv_class(r)[1]]
+    if len(kept) < len(rows):
+        plot.notes.append(f"{len(rows) - len(kept)} row(s) whose K/V length differs from N "
+                          "(N_kv ≠ N) are not drawn against N; the tables hold them.")
+    return kept
+
+
+def _panels_by_d(rows: list[dict]) -> list[tuple[int, int]]:
+    """(d, H_kv where it differs from H, else 0) of each panel of a plot against N: grouped-query
+    rows get panels of their own, square multi-head rows one per d as ever."""
+    return sorted({(r["d"], kv_class(r)[0]) for r in rows})
+
+
+def _panel_title(d: int, h_kv: int) -> str:
+    return f"d = {d}" + (f", H_kv = {h_kv}" if h_kv else "")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -454,6 +477,10 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
     if not rows:
         plot.skipped = f"no rows with an IO model for {device}"
         return plot
+    rows = _square_in_n(rows, plot)
+    if not rows:
+        plot.skipped = f"no rows of {device} whose K/V length is N: nothing to draw against N"
+        return plot
     causal = not any(not r["causal"] for r in rows)
     rows = [r for r in rows if r["causal"] == causal]
     ns = sorted({r["N"] for r in rows})
@@ -464,13 +491,13 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
     has_l2 = any((r.get("measured") or {}).get("l2_bytes", 0) > 0 for r in rows)
     law = any(has_budget(r) for r in rows)
     levels = [("DRAM", "dram_bytes")] + ([("L2↔SM", "l2_bytes")] if has_l2 else [])
-    ds = sorted({r["d"] for r in rows})
+    ds = _panels_by_d(rows)
     fig = _figure(4.6 * len(levels) + 1.6, 2.9 * len(ds) + 1.6)
     axes = fig.subplots(len(ds), len(levels), squeeze=False, sharex=True)
     variants = list(dict.fromkeys(r["label"] for r in rows))
     offset = _offsets(variants)
-    for i, d in enumerate(ds):
-        drows = [r for r in rows if r["d"] == d]
+    for i, (d, h_kv) in enumerate(ds):
+        drows = [r for r in rows if (r["d"], kv_class(r)[0]) == (d, h_kv)]
         by_variant: dict[str, list[dict]] = {}
         for r in drows:
             by_variant.setdefault(r["label"], []).append(r)
@@ -524,7 +551,7 @@ def plot_io_scaling(res: Results, device: str, name: str = "io-scaling") -> Plot
                 ax.set_xlabel("")
             ax.yaxis.set_major_formatter(EngFormatter(unit="B", places=0, sep=" "))
             ax.set_ylabel(f"{level} bytes per (batch·head)")
-            ax.set_title(f"{level} traffic, d = {d}", loc="left")
+            ax.set_title(f"{level} traffic, {_panel_title(d, h_kv)}", loc="left")
             if not measured:
                 ax.text(0.98, 0.04, "no hardware counters in these results:\nIO model only",
                         transform=ax.transAxes, ha="right", va="bottom", fontsize=8,
@@ -588,6 +615,12 @@ def _bwd(r: dict) -> str:
     return " bwd" if r.get("direction") == "backward" else ""
 
 
+def _n_words(r: dict) -> str:
+    """"N=4096" in a line's label; "N=1 (N_kv 4096)", "N=4096 (H_kv 8)" for the other shapes."""
+    note = kv_note(r)
+    return f"N={r['N']}" + (f" ({note})" if note else "")
+
+
 def _tile_label(t: dict) -> str:
     return f"{t['block_q']}×{t['block_kv']}"
 
@@ -601,7 +634,7 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
             continue
         # one line per family (variant, direction, options) and the rest of its configuration
         key = (r["algorithm"], r["block_order"], r["dtype"], r["d"], r["causal"], r["N"], r["B"],
-               r["H"], r["run_index"], r["family"], r["config_rest"])
+               r["H"], r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"])
         groups.setdefault(key, []).append(r)
     groups = {k: v for k, v in groups.items()
               if len({(r["tiles"]["block_q"], r["tiles"]["block_kv"]) for r in v}) >= 2}
@@ -635,7 +668,7 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
         name = g[0]["base"]  # the variant (fa-bench/1: its name without tiles)
         colour, marker = res.style(name)
         x = [pos[(r["tiles"]["block_q"], r["tiles"]["block_kv"])] for r in g]
-        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} {_n_words(g[0])}{' causal' if causal else ''}"
         if order:
             label += f" ({order})"
         ls = d_style[d]
@@ -699,20 +732,22 @@ MARKED_POINTS = 40  # a line with more points (a sweep over N) is drawn without 
 
 
 def _lines_against_n(res: Results, rows: list[dict], value, gid: str, causal_key_always: bool):
-    """One panel per head dimension, a line per variant and mask of value(row) against N (causal
-    dashed with open markers), and the legend: the figure and its panels, for the caller's axes
-    labels, limits and title."""
-    ds = sorted({r["d"] for r in rows})
+    """One panel per head dimension (and K/V head count, where it differs from H), a line per
+    variant and mask of value(row) against N (causal dashed with open markers), and the legend:
+    the figure and its panels, for the caller's axes labels, limits and title. ``rows``: rows
+    whose K/V length is N (:func:`_square_in_n`)."""
+    ds = _panels_by_d(rows)
     ns = sorted({r["N"] for r in rows})
     fig = _figure(4.2 * len(ds) + 1.8, 4.0)
     axes = fig.subplots(1, len(ds), squeeze=False, sharey=True)[0]
     variants = list(dict.fromkeys(r["label"] for r in rows))
-    for ax, d in zip(axes, ds):
+    for ax, (d, h_kv) in zip(axes, ds):
         for v in variants:
             colour, marker = res.style(v)
             for causal in (False, True):
                 pts = sorted((r["N"], value(r)) for r in rows
-                             if r["label"] == v and r["d"] == d and r["causal"] == causal)
+                             if r["label"] == v and r["d"] == d and r["causal"] == causal
+                             and kv_class(r)[0] == h_kv)
                 if not pts:
                     continue
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], color=colour,
@@ -721,7 +756,7 @@ def _lines_against_n(res: Results, rows: list[dict], value, gid: str, causal_key
                         mew=1.0 if causal else 0.4, mfc="white" if causal else colour, lw=1.3,
                         gid=f"{gid}-{v}-{'causal' if causal else 'full'}")
         _n_axis(ax, ns)
-        ax.set_title(f"d = {d}", loc="left")
+        ax.set_title(_panel_title(d, h_kv), loc="left")
     handles = [Line2D([], [], color=res.style(v)[0], marker=res.style(v)[1], mec="black",
                       mew=0.4, label=res.label(v)) for v in variants]
     if causal_key_always:
@@ -740,6 +775,10 @@ def plot_throughput(res: Results, device: str, name: str = "throughput") -> Plot
     rows = [r for r in rows if r.get("tflops_convention")]
     if not rows:
         plot.skipped = f"no timed rows (status ok) for {device}"
+        return plot
+    rows = _square_in_n(rows, plot)
+    if not rows:
+        plot.skipped = f"no timed rows of {device} whose K/V length is N"
         return plot
     fig, axes = _lines_against_n(res, rows, lambda r: r["tflops_convention"], "tput", True)
     axes[0].set_ylim(0, max(r["tflops_convention"] for r in rows) * 1.08)
@@ -777,21 +816,25 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     inputs = sorted({r["inputs"] for r in rows}, key=lambda s: (s != "normal", s))
     # Compare like with like: the configurations every distribution has (with an fp8 row);
     # failing that, each distribution's own.
-    per_dist = [{(r["d"], r["causal"], r["N"]) for r in fp8 if r["inputs"] == i} for i in inputs]
+    def shape(r: dict) -> tuple:
+        return (r["d"], r["causal"], r["N"], kv_class(r))
+
+    per_dist = [{shape(r) for r in fp8 if r["inputs"] == i} for i in inputs]
     common = set.intersection(*per_dist)
     if common:
-        rows = [r for r in rows if (r["d"], r["causal"], r["N"]) in common]
+        rows = [r for r in rows if shape(r) in common]
     else:
         plot.notes.append("The input distributions share no configuration: each panel shows "
                           "its own.")
     # A sweep (more configurations than FP8_MAX_PANELS panels hold) is summarised per (d,
     # mask): each bar the median over its N, a whisker from the smallest to the largest.
-    most = max(len({(r["d"], r["causal"], r["N"]) for r in rows if r["inputs"] == i})
-               for i in inputs)
+    most = max(len({shape(r) for r in rows if r["inputs"] == i}) for i in inputs)
     binned = len(inputs) * math.ceil(most / FP8_GROUPS_PER_PANEL) > FP8_MAX_PANELS
+    notes = {kv_class(r): kv_note(r) for r in rows}  # grouped-query, non-square: said in a tick
 
     def group(r: dict) -> tuple:
-        return (r["d"], r["causal"]) if binned else (r["d"], r["causal"], r["N"])
+        return ((r["d"], r["causal"], kv_class(r)) if binned
+                else (r["d"], r["causal"], kv_class(r), r["N"]))
 
     # cells: (distribution, group, series) -> the values of its bar
     cell: dict[tuple, list[float]] = {}
@@ -799,7 +842,7 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
     ns: dict[tuple, set[int]] = {}
     seen: set[tuple] = set()
     for r in rows:
-        key = (r["inputs"], r["d"], r["causal"], r["N"], r["label"])
+        key = (r["inputs"], *shape(r), r["label"])
         if key in seen:
             continue
         seen.add(key)
@@ -808,7 +851,7 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
         ns.setdefault(g, set()).add(r["N"])
         if ver.get("rmse"):
             cell.setdefault((*g, r["label"]), []).append(ver["rmse"])
-        plain = (r["inputs"], r["d"], r["causal"], r["N"], "plain FP8")
+        plain = (r["inputs"], *shape(r), "plain FP8")
         if r["algorithm"] == "fp8" and not r["peer"] and plain not in seen:
             seen.add(plain)  # the first fp8 row of a configuration gives its baseline
             if ver.get("baseline_rmse"):
@@ -863,11 +906,13 @@ def plot_fp8_accuracy(res: Results, device: str, name: str = "fp8-accuracy") -> 
 
         def tick(g: tuple) -> str:
             text = f"d={g[0]}\n{'causal' if g[1] else 'non-causal'}"
+            if notes[g[2]]:
+                text += f"\n{notes[g[2]]}"
             if binned:
                 n = sorted(ns[(dist, g)])
                 return text + (f"\nN={n[0]}–{n[-1]}\n({len(n)} sizes)" if len(n) > 1
                                else f"\nN={n[0]}")
-            return text + ("" if one_n else f"\nN={g[2]}")
+            return text + ("" if one_n else f"\nN={g[3]}")
 
         ax.set_xticks(range(len(groups)), [tick(g) for g in groups])
         ax.set_title(f"inputs: {dist}" + (f", N = {n_values[0]}" if one_n else ""), loc="left")
@@ -934,6 +979,13 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
         return plot
     causal = not any(not r["causal"] for r in rows)
     rows = [r for r in rows if r["causal"] == causal]
+    # one shape of K/V: square multi-head rows when there are any, else the commonest kind
+    classes = [kv_class(r) for r in rows]
+    kind = (0, 0) if (0, 0) in classes else max(set(classes), key=classes.count)
+    if len(set(classes)) > 1:
+        plot.notes.append(f"{sum(c != kind for c in classes)} row(s) of other K/V shapes "
+                          "(H_kv ≠ H or N_kv ≠ N) are left out.")
+    rows = [r for r, c in zip(rows, classes) if c == kind]
     by_n: dict[int, set[int]] = {}
     for r in rows:
         by_n.setdefault(r["N"], set()).add(r["d"])
@@ -1002,6 +1054,8 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
                + [blank] * (rows_ - len(laws)), loc="outside lower center", ncol=2,
                frameon=False)
     what = "causal" if causal else "non-causal"
+    if kv_note(rows[0]):
+        what += f", {kv_note(rows[0])}"
     _title(fig, f"Bytes against d at N = {n} ({what}): tile model ∝ d, the paper's law ∝ d²",
            rows, device)
     if not law:
@@ -1027,7 +1081,7 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                 or r["status"] not in ("ok", "model_only") or r["tiles"]["block_q"] <= 0):
             continue
         key = (r["algorithm"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["block_order"],
-               r["run_index"], r["family"], r["config_rest"])
+               r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"])
         groups.setdefault(key, []).append(r)
     groups = {k: g for k, g in groups.items()
               if len({r["tiles"][TILE_AXIS[k[0]][0]] for r in g}) >= 2}
@@ -1093,7 +1147,7 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                 ax.axvline(paper_br, color=colour, ls=(0, (2, 3)), lw=0.8,
                            gid=f"paper-br-{name}-{d}")
                 parts.append(f"the paper's tile Br = M/(4d) = {paper_br:.0f}")
-        label = f"{name}{_bwd(g[0])} d={d} N={n}{' causal' if causal else ''}"
+        label = f"{name}{_bwd(g[0])} d={d} {_n_words(g[0])}{' causal' if causal else ''}"
         plot.notes.append(f"{label}: " + ", ".join(parts) + ".")
         handles.append(Line2D([], [], color=colour, ls=ls, marker=marker, mfc="white",
                               label=label))
@@ -1186,6 +1240,10 @@ def plot_energy(res: Results, device: str, name: str = "energy") -> Plot:
     rows = _energy_rows(res, device, plot)
     if not rows:
         plot.skipped = f"no row with energy for {device}"
+        return plot
+    rows = _square_in_n(rows, plot)
+    if not rows:
+        plot.skipped = f"no row with energy of {device} whose K/V length is N"
         return plot
     fig, axes = _lines_against_n(res, rows, energy_mj, "energy", False)
     for ax in axes:
@@ -1321,17 +1379,18 @@ def energy_parts(m: dict) -> list[tuple[str, str, str]]:
 
 
 def energy_split_rows(rows: list[dict]) -> list[dict]:
-    """Per (d, causal): the rows at the largest N that has a standard row with the model's
-    breakdown, standard first: what the split plot and its table show."""
+    """Per (d, causal and K/V shape, kv_class): the rows at the largest N that has a standard row
+    with the model's breakdown, standard first: what the split plot and its table show."""
     out = []
     with_model = [r for r in rows if (r.get("energy") or {}).get("model") and energy_mj(r)]
-    for d, causal in sorted({(r["d"], r["causal"]) for r in with_model}):
-        std = [r for r in with_model if r["d"] == d and r["causal"] == causal
-               and r["algorithm"] == "standard" and not r["peer"]]
+    for d, causal, kind in sorted({(r["d"], r["causal"], kv_class(r)) for r in with_model}):
+        mine = [r for r in with_model
+                if r["d"] == d and r["causal"] == causal and kv_class(r) == kind]
+        std = [r for r in mine if r["algorithm"] == "standard" and not r["peer"]]
         if not std:
             continue
         n = max(r["N"] for r in std)
-        group = [r for r in with_model if r["d"] == d and r["causal"] == causal and r["N"] == n]
+        group = [r for r in mine if r["N"] == n]
         group.sort(key=lambda r: (r["algorithm"] != "standard", r["peer"], r["label"]))
         out += group
     return out
@@ -1346,13 +1405,13 @@ def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> 
         plot.skipped = (f"no standard row with energy and the model's breakdown for {device} "
                         "(needs an energy model: measured ceilings, not --no-energy)")
         return plot
-    groups = list(dict.fromkeys((r["d"], r["causal"], r["N"]) for r in rows))
+    groups = list(dict.fromkeys((r["d"], r["causal"], r["N"], kv_class(r)) for r in rows))
     fig = _figure(max(5.0, 0.9 * len(rows) + 2.5), 4.2)
     ax = fig.subplots()
     x = 0.0
     ticks, labels = [], []
     for g in groups:
-        for r in [r for r in rows if (r["d"], r["causal"], r["N"]) == g]:
+        for r in [r for r in rows if (r["d"], r["causal"], r["N"], kv_class(r)) == g]:
             m = r["energy"]["model"]
             bottom = 0.0
             for key, _, colour in energy_parts(m):
@@ -1361,7 +1420,8 @@ def plot_energy_split(res: Results, device: str, name: str = "energy-split") -> 
                 bottom += m[key]
             ax.plot([x - 0.38, x + 0.38], [energy_mj(r)] * 2, color="black", lw=1.6)
             ticks.append(x)
-            labels.append(f"{res.label(r['label'])}\nd={g[0]}{' causal' if g[1] else ''}")
+            note = f"\n{kv_note(r)}" if kv_note(r) else ""
+            labels.append(f"{res.label(r['label'])}\nd={g[0]}{' causal' if g[1] else ''}{note}")
             x += 1
         x += 0.6
     ax.set_xticks(ticks)

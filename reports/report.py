@@ -14,7 +14,17 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from reports.data import Results, attained_flops, bh_text, default_rows, precision
+from reports.data import (
+    Results,
+    attained_flops,
+    bh_cell,
+    bh_text,
+    default_rows,
+    kv_class,
+    kv_note,
+    n_cell,
+    precision,
+)
 from reports.plots import (
     Plot,
     all_plots,
@@ -84,7 +94,8 @@ def config_label(r: dict, res: Results) -> list[str]:
     cells = []
     if many_devices:
         cells.append(r["device_name"])
-    cells += [str(r["N"]), str(r["d"]), causal_word(r["causal"]), r["dtype"], f"{r['B']}×{r['H']}"]
+    # grouped-query and non-square rows: "4×32 (H_kv 8)", "1 (N_kv 4096)"; square rows as ever
+    cells += [n_cell(r), str(r["d"]), causal_word(r["causal"]), r["dtype"], bh_cell(r)]
     if many_inputs:
         cells.append(r["inputs"])
     return cells
@@ -97,7 +108,8 @@ def config_columns(res: Results) -> list[str]:
 
 
 def _ckey(r: dict) -> tuple:
-    return (r["device_name"], r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["inputs"])
+    return (r["device_name"], r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["inputs"],
+            r["H_kv"], r["N_kv"])
 
 
 def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
@@ -110,7 +122,9 @@ def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
 
 
 def _pivot(res: Results, rows: list[dict]) -> tuple[list[tuple], list[str], dict]:
-    configs = sorted({_ckey(r) for r in rows}, key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4]))
+    # ... N, then N_kv, then multi-head before grouped-query (k[8] H_kv against k[6] H)
+    configs = sorted({_ckey(r) for r in rows},
+                     key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4], k[9], k[8] != k[6], k[8]))
     variants = list(dict.fromkeys(r["label"] for r in rows))
     cell = {(_ckey(r), r["label"]): r for r in rows}
     return configs, variants, cell
@@ -224,8 +238,11 @@ def time_table(res: Results) -> Table:
 
 
 def tflops_table(res: Results) -> Table:
-    t = _pivot_table(res, "tflops", "Throughput [TFLOP/s] (4·B·H·N²·d per second, halved for "
-                     "causal)", lambda r: r["tflops_convention"], fmt_tflops,
+    title = "Throughput [TFLOP/s] (4·B·H·N²·d per second, halved for causal)"
+    if any(kv_class(r)[1] for r in res.rows):  # the convention for a K/V length other than N
+        title = ("Throughput [TFLOP/s] (4·B·H·N·N_kv·d per second; causal: 4·B·H·d·(N·N_kv − "
+                 "N²/2), the mask aligned bottom-right)")
+    t = _pivot_table(res, "tflops", title, lambda r: r["tflops_convention"], fmt_tflops,
                      lambda vals: max(vals, key=vals.get))
     return t
 
@@ -368,14 +385,15 @@ def kernel_configs_table(res: Results) -> Table:
     for r in res.rows:
         if r["kernel_text"]:
             key = (r["device_name"], r["label"], r["kernel_text"])
-            shapes.setdefault(key, {}).setdefault((r["d"], r["causal"]), set()).add(r["N"])
+            shapes.setdefault(key, {}).setdefault(
+                (r["d"], r["causal"], kv_class(r), kv_note(r)), set()).add(r["N"])
     out = []
     for (device, label, text), where in sorted(shapes.items()):
         parts = []
-        for (d, causal), ns in sorted(where.items()):
+        for (d, causal, _, note), ns in sorted(where.items()):
             n = sorted(ns)
             span = f"N={n[0]}" if len(n) == 1 else f"N={n[0]}–{n[-1]} ({len(n)} sizes)"
-            parts.append(f"d={d} {causal_word(causal)} {span}")
+            parts.append(f"d={d} {causal_word(causal)} {span}" + (f", {note}" if note else ""))
         out.append(([device] if res.many_devices else []) + [res.label(label), text,
                                                               "; ".join(parts)])
     cols = (["device"] if res.many_devices else []) + ["variant", "kernel configuration",
@@ -463,11 +481,13 @@ def energy_reading(res: Results) -> list[str]:
             m = r["energy"]["model"]
             total = m["total_mj"]
             parts = ", ".join(f"{m[k] / total:.0%} {label}" for k, label, _ in energy_parts(m))
-            text = (f"{device}, N = {r['N']}, d = {r['d']}, {causal_word(r['causal'])}: standard "
+            where = f"N = {r['N']}" + (f" ({kv_note(r)})" if kv_note(r) else "")
+            text = (f"{device}, {where}, d = {r['d']}, {causal_word(r['causal'])}: standard "
                     f"attention takes {energy_mj(r):.4g} mJ per launch (model {total:.4g} mJ: "
                     f"{parts})")
             others = [o for o in rows if o["N"] == r["N"] and o["d"] == r["d"]
-                      and o["causal"] == r["causal"] and o["label"] in ("fa2", "fa3")
+                      and o["causal"] == r["causal"] and kv_class(o) == kv_class(r)
+                      and o["label"] in ("fa2", "fa3")
                       and energy_mj(o) and (o["energy"].get("model") or {}).get("total_mj")]
             for o in sorted(others, key=lambda o: o["label"]):
                 om = o["energy"]["model"]
@@ -522,8 +542,10 @@ def roofline_reading(res: Results) -> list[str]:
             # those when the group has any.
             if any(p["from_counters"] for _, p in placed):
                 placed = [(r, p) for r, p in placed if p["from_counters"]]
-            r, p = max(placed, key=lambda rp: (not rp[0]["causal"], rp[0]["N"]))
-            where = f"d={d}, N={r['N']}{', causal' if r['causal'] else ''}"
+            r, p = max(placed, key=lambda rp: (not rp[0]["causal"], rp[0]["N"],
+                                               kv_class(rp[0]) == (0, 0)))
+            note = f" ({kv_note(r)})" if kv_note(r) else ""  # grouped-query, non-square
+            where = f"d={d}, N={r['N']}{note}{', causal' if r['causal'] else ''}"
             name = res.label(variant)
             if p["bound"] == "compute":
                 peak_dt = precision(r)
@@ -557,16 +579,20 @@ def fastest_summary(res: Results) -> list[str]:
     rows, _ = latest_rows(res, default_rows(res.ok()))
     groups: dict[tuple, dict[int, list[dict]]] = {}
     for r in rows:
-        key = (r["device_name"], r["inputs"], r["dtype"], r["d"], r["causal"])
+        # grouped-query and non-square rows race among their own kind (kv_class)
+        key = (r["device_name"], r["inputs"], r["dtype"], r["d"], r["causal"], kv_class(r),
+               kv_note(r))
         groups.setdefault(key, {}).setdefault(r["N"], []).append(r)
     many_devices, many_inputs = _multi(res)
-    for (device, inputs, dtype, d, causal), by_n in sorted(groups.items()):
+    for (device, inputs, dtype, d, causal, _, note), by_n in sorted(groups.items()):
         winners = []
         for n in sorted(by_n):
             ranked = sorted(by_n[n], key=lambda r: r["median_ms"])
             margin = ranked[1]["median_ms"] / ranked[0]["median_ms"] if len(ranked) > 1 else None
             winners.append((n, ranked[0], ranked[1] if len(ranked) > 1 else None, margin))
         head = f"{dtype}, d={d}, {causal_word(causal)}"
+        if note:
+            head += f", {note}"
         if many_inputs:
             head += f", {inputs} inputs"
         if many_devices:

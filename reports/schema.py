@@ -1,4 +1,4 @@
-"""Reader and writer for fa-bench result files, schemas ``fa-bench/3``, ``/2`` and ``/1``.
+"""Reader and writer for fa-bench result files, schemas ``fa-bench/4``, ``/3``, ``/2`` and ``/1``.
 
 The one definition of the file is ``schema/fa-bench-result.schema.json`` (JSON Schema 2020-12,
 explained in ``docs/results-schema.md``); the C++ side (``bench/result_json.cpp``) writes and
@@ -21,13 +21,17 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3")
+UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3", "fa-bench/4")
+# Versions whose configurations have no H_kv and N_kv: square multi-head attention (H_kv = H,
+# N_kv = N), whatever keys of those names a file may carry (the C++ reader ignores them too).
+SQUARE_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3")
 # What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
 # C++ side moves to /2 with its vocabulary; ctest has the C++ reader read this writer's output);
 # make_result()/new_document() write /2 when asked.
 SCHEMA_VERSION = "fa-bench/2"
 
-CONFIG_KEY = ("B", "H", "N", "d", "causal", "dtype")  # with the GPU: what makes a configuration unique
+# With the GPU: what makes a configuration unique (H_kv and N_kv: H and N before fa-bench/4).
+CONFIG_KEY = ("B", "H", "H_kv", "N", "N_kv", "d", "causal", "dtype")
 MODEL_NUMBERS = (
     "flops_matrix",
     "flops_convention",
@@ -104,11 +108,44 @@ def validate(doc: Any, source: str | None = "<document>") -> dict:
     return doc
 
 
-def config_key(config: dict) -> tuple:
-    """What makes a configuration unique in a file: its shape (CONFIG_KEY) and, fa-bench/3, the
-    UUID of the GPU it ran on (one file may hold the same shape on several GPUs)."""
+def kv_shape(config: dict, version: str | None = None) -> tuple[int, int]:
+    """(H_kv, N_kv) of a configuration (or of a flat row): the K/V heads and the K/V length.
+    fa-bench/4 writes both; older versions (``version`` one of SQUARE_VERSIONS) and a dict
+    without them mean square multi-head attention: (H, N)."""
+    if version in SQUARE_VERSIONS:
+        return config["H"], config["N"]
+    return config.get("H_kv", config["H"]), config.get("N_kv", config["N"])
+
+
+def shape_values(config: dict, version: str | None = None) -> dict:
+    """The configuration's CONFIG_KEY values by name, H_kv and N_kv filled in (kv_shape)."""
+    h_kv, n_kv = kv_shape(config, version)
+    return {**{k: config[k] for k in CONFIG_KEY if k not in ("H_kv", "N_kv")},
+            "H_kv": h_kv, "N_kv": n_kv}
+
+
+def config_key(config: dict, version: str | None = None) -> tuple:
+    """What makes a configuration unique in a file: its shape (CONFIG_KEY: B, H, H_kv, N, N_kv,
+    d, causal, dtype) and, fa-bench/3 on, the UUID of the GPU it ran on (one file may hold the
+    same shape on several GPUs). H_kv and N_kv are H and N in files before fa-bench/4 (see
+    kv_shape), so that keys compare across versions."""
+    values = shape_values(config, version)
     gpu = config.get("gpu")
-    return (*(config[k] for k in CONFIG_KEY), gpu.get("uuid") if isinstance(gpu, dict) else None)
+    return (*(values[k] for k in CONFIG_KEY), gpu.get("uuid") if isinstance(gpu, dict) else None)
+
+
+def shape_text(config: dict, version: str | None = None) -> str:
+    """The shape as fa-bench's console writes it: ``B=4 H=32 N=4096 d=128``, with `` H_kv=8``
+    after H and `` N_kv=65536`` after N only where they differ from H and N (a square
+    multi-head configuration's text is the same in every version)."""
+    h_kv, n_kv = kv_shape(config, version)
+    text = f"B={config['B']} H={config['H']}"
+    if h_kv != config["H"]:
+        text += f" H_kv={h_kv}"
+    text += f" N={config['N']}"
+    if n_kv != config["N"]:
+        text += f" N_kv={n_kv}"
+    return text + f" d={config['d']}"
 
 
 def row_identity(result: dict, version: str) -> Any:
@@ -316,7 +353,8 @@ def new_document(
     version: str = SCHEMA_VERSION,
 ) -> dict:
     """An empty, complete document; append configs (see :func:`make_config`) to ``configs``.
-    ``version``: "fa-bench/1", or "fa-bench/2" (its rows made by ``make_result(version=...)``).
+    ``version``: "fa-bench/1", or "fa-bench/2" on (its rows made by ``make_result(version=...)``,
+    its configurations by ``make_config(version=...)``: /3 and /4 add the gpu, /4 H_kv and N_kv).
 
     ``settings`` and ``ceilings`` are laid over defaults (roofs of 0 = unknown).
     """
@@ -351,20 +389,35 @@ def new_document(
     }
 
 
+_NO_GPU = object()  # make_config: no gpu key (null is a value: no GPU)
+
+
 def make_config(
-    *, B: int, H: int, N: int, d: int, causal: bool, dtype: str, seed: int, results=None
+    *, B: int, H: int, N: int, d: int, causal: bool, dtype: str, seed: int, results=None,
+    H_kv: int | None = None, N_kv: int | None = None, gpu: Any = _NO_GPU,
+    version: str | None = None,
 ) -> dict:
-    """One configuration (inputs N(0,1) from ``seed``) with its results."""
-    return {
-        "B": B,
-        "H": H,
-        "N": N,
-        "d": d,
-        "causal": causal,
-        "dtype": dtype,
-        "seed": seed,
-        "results": list(results or []),
-    }
+    """One configuration (inputs N(0,1) from ``seed``) with its results, keys in fa-bench's
+    order. ``H_kv``/``N_kv`` (K/V heads and length) and ``gpu`` ({"uuid", "name"} or None) are
+    written when given; a ``version`` document's required ones are written in any case:
+    fa-bench/4 H_kv and N_kv (default H and N: square multi-head attention), fa-bench/3 and /4
+    the gpu (default None: no GPU)."""
+    if version in ("fa-bench/3", "fa-bench/4") and gpu is _NO_GPU:
+        gpu = None
+    if version == "fa-bench/4":
+        H_kv = H if H_kv is None else H_kv
+        N_kv = N if N_kv is None else N_kv
+    config: dict[str, Any] = {"B": B, "H": H}
+    if H_kv is not None:
+        config["H_kv"] = H_kv
+    config["N"] = N
+    if N_kv is not None:
+        config["N_kv"] = N_kv
+    config.update(d=d, causal=causal, dtype=dtype, seed=seed)
+    if gpu is not _NO_GPU:
+        config["gpu"] = gpu
+    config["results"] = list(results or [])
+    return config
 
 
 def make_result(
@@ -480,13 +533,16 @@ def rows(doc: dict) -> list[dict]:
     effective_gbps, max_abs_error, passed, plus config_index and result_index, and ``label``:
     the row's name as fa-bench's console shows it (:func:`row_label` among the configuration's
     rows; a fa-bench/1 file's ``variant`` already is that name). ``variant`` stays the file's.
-    ``gpu_uuid`` and ``gpu_name``: the GPU the row ran on (fa-bench/3: its configuration's
-    ``gpu``; older files: the file's ``device``), None without one.
+    ``gpu_uuid`` and ``gpu_name``: the GPU the row ran on (fa-bench/3 on: its configuration's
+    ``gpu``; older files: the file's ``device``), None without one. ``H_kv`` and ``N_kv``: the
+    K/V heads and length, H and N in files before fa-bench/4 (:func:`kv_shape`).
     """
-    v1 = doc.get("schema") == "fa-bench/1"
+    version = doc.get("schema")
+    v1 = version == "fa-bench/1"
     out = []
     for ci, config in enumerate(doc["configs"]):
         cfields = {k: v for k, v in config.items() if k != "results"}
+        cfields["H_kv"], cfields["N_kv"] = kv_shape(config, version)
         labels = ([r["variant"] for r in config["results"]] if v1
                   else row_labels(config["results"]))
         for ri, result in enumerate(config["results"]):

@@ -346,9 +346,9 @@ def combine_rounds(docs: list[dict]) -> dict:
     out = copy.deepcopy(docs[0])
     version = out.get("schema", "")
     for config in out["configs"]:
-        key = schema.config_key(config)
+        key = schema.config_key(config, version)
         others = [_rows_by_identity(c, version) for d in docs[1:] for c in d["configs"]
-                  if schema.config_key(c) == key]
+                  if schema.config_key(c, d.get("schema")) == key]
         changed = False
         for i, row in enumerate(config["results"]):
             ident = json.dumps(schema.row_identity(row, version))
@@ -397,9 +397,9 @@ def _recompare_peers(config: dict) -> None:
 # ---- Table and verdict ---------------------------------------------------------------------
 
 
-def _config_label(c: dict) -> str:
-    return (f"B={c['B']} H={c['H']} N={c['N']} d={c['d']} "
-            f"{'causal' if c['causal'] else 'full'} {c['dtype']}")
+def _config_label(c: dict, version: str | None = None) -> str:
+    """fa-bench's shape text (H_kv and N_kv where they differ from H and N), mask and dtype."""
+    return f"{schema.shape_text(c, version)} {'causal' if c['causal'] else 'full'} {c['dtype']}"
 
 
 def _medians(docs: list[dict]) -> dict:
@@ -411,7 +411,7 @@ def _medians(docs: list[dict]) -> dict:
                 ok = row.get("status") == "ok" and not _bad(row) and row.get("timing")
                 status = "unverified" if (row.get("verification") or {}).get("passed") is False \
                     else row.get("status", "?")
-                out.setdefault((_config_label(c), label), []).append(
+                out.setdefault((_config_label(c, doc.get("schema")), label), []).append(
                     (row["timing"]["median_ms"] if ok else None, status,
                      (row.get("derived") or {}).get("tflops_convention") if ok else None))
     return out

@@ -19,7 +19,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from reports.schema import SchemaError, load_results, read_document, rows  # noqa: E402
+from reports.schema import (  # noqa: E402
+    SchemaError,
+    load_results,
+    read_document,
+    rows,
+    shape_text,
+)
 
 
 def load(path: str) -> dict:
@@ -44,12 +50,15 @@ def fraction(text: str) -> float:
 
 
 def row_key(r: dict) -> tuple:
-    return (r["B"], r["H"], r["N"], r["d"], r["causal"], r["dtype"], r["label"])
+    """A flat row's configuration (H_kv and N_kv: H and N in files before fa-bench/4) and label."""
+    return (r["B"], r["H"], r["H_kv"], r["N"], r["N_kv"], r["d"], r["causal"], r["dtype"],
+            r["label"])
 
 
 def key_text(key: tuple) -> str:
-    b, h, n, d, causal, dtype, label = key
-    return f"{label} B={b} H={h} N={n} d={d}{' causal' if causal else ''} {dtype}"
+    b, h, h_kv, n, n_kv, d, causal, dtype, label = key
+    shape = shape_text({"B": b, "H": h, "H_kv": h_kv, "N": n, "N_kv": n_kv, "d": d})
+    return f"{label} {shape}{' causal' if causal else ''} {dtype}"
 
 
 def energy_of(r: dict) -> tuple[float | None, dict, str]:

@@ -132,10 +132,26 @@ class Row:
     ncu: dict | None = None
     missing: str = ""  # why ncu has no figure for this row
     notes: list[str] = field(default_factory=list)
+    kv: tuple[int, int] = (0, 0)  # (H_kv, N_kv) where they differ from H and N, else 0
 
     @property
     def key(self) -> tuple:
-        return (self.variant, self.direction, self.N, self.d, self.causal, self.options)
+        return (self.variant, self.direction, self.N, self.d, self.causal, self.options, self.kv)
+
+    @property
+    def n_text(self) -> str:
+        """N, and the K/V heads and length where they differ from H and N: "1 (N_kv 4096)"."""
+        h_kv, n_kv = self.kv
+        notes = ([f"H_kv {h_kv}"] if h_kv else []) + ([f"N_kv {n_kv}"] if n_kv else [])
+        return str(self.N) + (f" ({', '.join(notes)})" if notes else "")
+
+
+def kv_of(config: dict) -> tuple[int, int]:
+    """A configuration's (H_kv, N_kv) where they differ from (H, N), 0 where not (fa-bench/4
+    writes both; a record without them is square multi-head attention)."""
+    h, n = config.get("H"), config["N"]
+    h_kv, n_kv = config.get("H_kv", h), config.get("N_kv", n)
+    return (h_kv if h_kv != h else 0, n_kv if n_kv != n else 0)
 
 
 def rows_of(record: dict) -> list[Row]:
@@ -149,7 +165,8 @@ def rows_of(record: dict) -> list[Row]:
                       N=int(config["N"]), d=int(config["d"]), causal=bool(config.get("causal")),
                       options=json.dumps(r.get("options") or {}, sort_keys=True),
                       status=r.get("status", ""), reason=r.get("reason", ""),
-                      peer=bool(r.get("peer")), kernels=len(counters.get("kernels") or []))
+                      peer=bool(r.get("peer")), kernels=len(counters.get("kernels") or []),
+                      kv=kv_of(config))
             if counters.get("status") == "ok":
                 row.dram = sum(values.get(m, 0.0) for m in DRAM)
                 row.tensor = sum(values.get(m, 0.0) for m in TENSOR)
@@ -226,12 +243,13 @@ def table(rows: list[Row]) -> tuple[list[str], int]:
     failures = 0
     labels = {}
     for r in rows:  # options in the label only where two rows would read the same
-        labels.setdefault((r.variant, r.direction, r.N, r.d), set()).add((r.causal, r.options))
+        labels.setdefault((r.variant, r.direction, r.N, r.kv, r.d), set()).add(
+            (r.causal, r.options))
     for r in rows:
         v = judge(r)
         failures += not v.ok
         name = r.variant
-        if len(labels[(r.variant, r.direction, r.N, r.d)]) > 1:
+        if len(labels[(r.variant, r.direction, r.N, r.kv, r.d)]) > 1:
             opts = ", ".join(f"{k}={val}" for k, val in json.loads(r.options).items())
             name += f" ({'causal, ' if r.causal else ''}{opts})"
         ours = f"{r.dram:.4g}" if r.dram is not None else ""
@@ -239,7 +257,7 @@ def table(rows: list[Row]) -> tuple[list[str], int]:
         ratio = f"{v.dram_ratio:.4f}" if v.dram_ratio is not None else ""
         tensor = f"{v.tensor_ratio:.6f}" if v.tensor_ratio is not None else ""
         verdict = v.text.replace("|", "/")
-        lines.append(f"| {name} | {r.direction} | {r.N} | {r.d} | {ours} | {theirs} | {ratio} | "
+        lines.append(f"| {name} | {r.direction} | {r.n_text} | {r.d} | {ours} | {theirs} | {ratio} | "
                      f"{tensor} | {verdict} |")
     return lines, failures
 

@@ -1,9 +1,10 @@
 #!/usr/bin/env python3
 """Validates fa-bench result files against schema/fa-bench-result.schema.json (the one
-definition of the file; fa-bench/3, /2 and /1), run by jsonschema, plus the rules JSON Schema
-cannot say (reports/json_schema.py: a known schema version, integers written as integers,
-finite numbers, unique configurations, rows and calibration rows), each problem in the words
-`python -m reports` uses.
+definition of the file; fa-bench/4, /3, /2 and /1), run by jsonschema, plus the rules JSON
+Schema cannot say (reports/json_schema.py: a known schema version, integers written as integers,
+finite numbers, unique configurations -- (B, H, H_kv, N, N_kv, d, causal, dtype) and the GPU,
+H_kv and N_kv being H and N before fa-bench/4 --, H_kv a divisor of H, unique rows and
+calibration rows), each problem in the words `python -m reports` uses.
 
     .venv/bin/python scripts/validate_results.py FILE...
 

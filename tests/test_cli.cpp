@@ -80,6 +80,39 @@ TEST(Cli, ListsRangesAndDefaults) {
   EXPECT_EQ(make_plan(parse({"--N", "32768"}).options)[0].B, 1);  // max(1, 16384/N)
 }
 
+// --heads-kv and --kv-len: the plan's shapes (K/V lengths inside N), the default batch by the K/V
+// length, and every bad combination named with its flag.
+TEST(Cli, GroupedHeadsAndKvLengths) {
+  auto out = parse({"--N", "1,16", "--kv-len", "4096,16384", "--d", "128", "--heads", "32",
+                    "--heads-kv", "8", "--causal", "both"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const auto plan = make_plan(out.options);
+  ASSERT_EQ(plan.size(), 2u * 2 * 2);
+  EXPECT_EQ(plan[0].N, 1);
+  EXPECT_EQ(plan[0].kv_len(), 4096);
+  EXPECT_EQ(plan[0].B, 4);  // 16384 cached tokens a batch
+  EXPECT_EQ(plan[2].kv_len(), 16384);
+  EXPECT_EQ(plan[2].B, 1);
+  EXPECT_EQ(plan[0].kv_heads(), 8);
+  EXPECT_EQ(plan[0].group(), 4);
+  EXPECT_EQ(plan[4].N, 16);
+  // As many K/V heads as query heads, or a K/V length equal to N: the square shape (0 in Shape).
+  const auto square =
+      make_plan(parse({"--N", "64", "--kv-len", "64", "--heads", "4", "--heads-kv", "4"}).options);
+  EXPECT_EQ(square.at(0).H_kv, 0);
+  EXPECT_EQ(square.at(0).N_kv, 0);
+  EXPECT_EQ(make_plan(parse({"--N", "64"}).options).at(0).B, 256);  // 16384 / N as before
+  expect_bad({"--heads", "32", "--heads-kv", "5"}, "--heads-kv: 5 does not divide the 32");
+  expect_bad({"--d", "128", "--heads-kv", "3"}, "at d=128 (default 2048/d)");
+  expect_bad({"--heads-kv", "0"}, "--heads-kv");
+  expect_bad({"--kv-len", "0"}, "--kv-len");
+  expect_bad({"--N", "1024", "--kv-len", "512", "--causal", "on"},
+             "--kv-len: 512 is shorter than --N 1024 with --causal");
+  EXPECT_EQ(parse({"--N", "1024", "--kv-len", "512"}).action, ParseOutcome::Action::run);
+  expect_bad({"--N", "1048576", "--kv-len", "1048576", "--batch", "1000000", "--heads", "100000"},
+             "overflows 64-bit");
+}
+
 TEST(Cli, BenchmarkFlagsGoToGoogleBenchmark) {
   const auto out = parse({"--benchmark_format=json", "--N", "128"});
   ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
@@ -384,6 +417,32 @@ VariantResult only_planned_row(std::vector<std::string> args) {
   EXPECT_EQ(r.configs.size(), 1u);
   EXPECT_EQ(r.configs.at(0).results.size(), 1u);
   return r.configs.at(0).results.at(0);
+}
+
+// A shape a variant's kernels do not take is a row that says why; the rest of the run is planned.
+TEST(Plan, VariantsWithoutGroupedHeadsOrKvLengthsSaySo) {
+  const auto out = parse({"--N", "256", "--d", "64", "--heads", "8", "--heads-kv", "2",
+                          "--variants", "all", "--direction", "both", "--model-only"});
+  ASSERT_EQ(out.action, ParseOutcome::Action::run) << out.output;
+  const RunResult r = plan_run(out.options, std::nullopt, "no GPU");
+  ASSERT_EQ(r.configs.size(), 1u);
+  for (const auto& v : r.configs[0].results) {
+    const VariantInfo* info = find_variant(v.spec.variant);
+    ASSERT_NE(info, nullptr);
+    const bool runs = info->grouped_heads && v.spec.direction == Direction::forward;
+    if (runs) {
+      EXPECT_EQ(v.reason.find("takes as many K/V heads"), std::string::npos) << v.reason;
+      continue;
+    }
+    EXPECT_EQ(v.status, Status::unsupported) << row_label(r.configs[0], v);
+    const bool named = v.reason.find("--heads-kv") != std::string::npos ||
+                       v.reason.find("not built") != std::string::npos ||
+                       v.reason.find("has no backward pass") != std::string::npos;
+    EXPECT_TRUE(named) << row_label(r.configs[0], v) << ": " << v.reason;
+  }
+  const auto decode = only_planned_row({"--N", "1", "--kv-len", "4096", "--variants", "fa2"});
+  EXPECT_EQ(decode.status, Status::unsupported);
+  EXPECT_NE(decode.reason.find("--kv-len"), std::string::npos) << decode.reason;
 }
 
 // d=256's rows that have not run in this project's checks say so: cudnn's backward (checked at d

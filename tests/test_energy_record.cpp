@@ -271,8 +271,11 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
   ASSERT_NE(reason, header.end());
   EXPECT_EQ(last[reason - header.begin()],
             "the energy model needs the counted instructions: counters off (--no-counters)");
-  EXPECT_EQ(header.back(), "model_l2_bytes");  // columns are added at the end
-  EXPECT_EQ(last.back(), "");
+  // Columns are added at the end: the energy model's last, then the K/V heads and length.
+  const auto l2 = std::find(header.begin(), header.end(), "model_l2_bytes");
+  ASSERT_NE(l2, header.end());
+  EXPECT_EQ(last[l2 - header.begin()], "");
+  EXPECT_EQ(header.back(), "N_kv");
 }
 
 TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {

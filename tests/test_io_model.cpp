@@ -317,5 +317,74 @@ TEST(IoModelBackward, Fa2L2ViewCountsEachByteOncePerKernel) {
   EXPECT_EQ(backward(Algorithm::standard, shape(8, 2)).bytes_l2_view, 0);
 }
 
+// Grouped-query heads: K and V are compulsory once per K/V head, while fa2's pattern reads them
+// once per query block of every query head; FLOPs count query heads.
+TEST(IoModel, GroupedHeadsShareKvInTheCompulsoryBytes) {
+  Shape mha = shape(256, 64, false, 2, 8);
+  Shape gqa = mha;
+  gqa.H_kv = 2;
+  const auto a = model::io_model(Algorithm::fa2, mha, {128, 64}, 1024);
+  const auto b = model::io_model(Algorithm::fa2, gqa, {128, 64}, 1024);
+  const double head = 256.0 * 64 * 2;  // one head's Q (or K, V, O) in bf16
+  const double lse = 256.0 * 4;
+  EXPECT_DOUBLE_EQ(a.bytes_compulsory, 16 * (4 * head + lse));
+  EXPECT_DOUBLE_EQ(b.bytes_compulsory, 16 * (2 * head + lse) + 4 * 2 * head);
+  EXPECT_DOUBLE_EQ(b.bytes_read, a.bytes_read);  // what the kernel issues: per query head
+  EXPECT_DOUBLE_EQ(b.flops_matrix, a.flops_matrix);
+  EXPECT_DOUBLE_EQ(b.flops_convention, 4.0 * 16 * 256 * 256 * 64);
+}
+
+// A K/V length apart: causal aligned bottom-right, and the convention's N N_kv - N^2/2 pairs.
+TEST(IoModel, KvLengthApartCountsBottomRightPairs) {
+  Shape s = shape(4, 2, true);
+  s.N_kv = 12;  // row i sees keys 0 .. i + 8
+  EXPECT_DOUBLE_EQ(s.unmasked_pairs(), 9 + 10 + 11 + 12);
+  // Br=2, Bc=4: query block 0 (rows 0-1) sees keys up to 9: blocks 0-2; block 1 sees all three.
+  EXPECT_EQ(model::kv_blocks_for_query_block(s, {2, 4}, 0), 3);
+  EXPECT_EQ(model::kv_blocks_for_query_block(s, {2, 4}, 1), 3);
+  const auto m = model::io_model(Algorithm::fa2, s, {2, 4}, 1024);
+  EXPECT_DOUBLE_EQ(m.flops_convention, 4.0 * 2 * (4 * 12 - 4 * 4 / 2.0));
+  const double row = 2 * 2;  // d * 2 bytes
+  EXPECT_DOUBLE_EQ(m.bytes_compulsory, 2 * 4 * row + 4 * 4 + 2 * 12 * row);
+  EXPECT_DOUBLE_EQ(m.bytes_read, 4 * row + 2 * 2 * 12 * row);  // Q once; K, V per query block
+  // Decode, one query: the convention counts about N_kv pairs, not half of them.
+  Shape decode = shape(1, 128, true);
+  decode.N_kv = 4096;
+  EXPECT_DOUBLE_EQ(decode.unmasked_pairs(), 4096);
+  EXPECT_DOUBLE_EQ(model::io_model(Algorithm::fa2, decode, {64, 64}, 1024).flops_convention,
+                   4.0 * 128 * (4096 - 0.5));
+  // Square shapes keep their numbers.
+  EXPECT_DOUBLE_EQ(shape(8, 2, true).unmasked_pairs(), 36);
+}
+
+// A library's assumed tiles on decode rows (grouped heads, N below the tile): the group's query
+// heads packed into one tile, K and V read once per K/V head, FLOPs as the mask has them; our own
+// tiles and prefill rows stay unpacked.
+TEST(IoModel, LibraryTilesPackAGroupOnDecodeRows) {
+  Shape s = shape(1, 128, false, 2, 32);
+  s.H_kv = 8;
+  s.N_kv = 4096;
+  model::ModelOptions library;
+  library.library_tiles = true;
+  const auto packed = model::io_model(Algorithm::fa2, s, {128, 128}, 1024, library);
+  const double kv = 2.0 * 8 * 4096 * 128 * 2;  // K (or V): B H_kv N_kv d e
+  const double q = 2.0 * 32 * 128 * 2;
+  EXPECT_DOUBLE_EQ(packed.bytes_read, q + 2 * kv);
+  EXPECT_DOUBLE_EQ(packed.bytes(), packed.bytes_compulsory);
+  EXPECT_DOUBLE_EQ(packed.flops_matrix, packed.flops_convention);
+  const auto own = model::io_model(Algorithm::fa2, s, {128, 128}, 1024);
+  EXPECT_DOUBLE_EQ(own.bytes_read, q + 2 * 4 * kv);  // per query head, one padded tile each
+  EXPECT_DOUBLE_EQ(own.flops_matrix, 128 * packed.flops_matrix);  // 128 rows for each one
+  // Causal decode: the one query sees every key, the same numbers.
+  s.causal = true;
+  EXPECT_DOUBLE_EQ(model::io_model(Algorithm::fa2, s, {128, 128}, 1024, library).bytes_read,
+                   q + 2 * kv);
+  // Prefill with the library's tiles: unpacked, as its tensor counts say.
+  Shape prefill = shape(4096, 128, true, 1, 32);
+  prefill.H_kv = 8;
+  EXPECT_DOUBLE_EQ(model::io_model(Algorithm::fa2, prefill, {128, 128}, 1024, library).bytes(),
+                   model::io_model(Algorithm::fa2, prefill, {128, 128}, 1024).bytes());
+}
+
 }  // namespace
 }  // namespace fa

@@ -121,16 +121,17 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
   FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
-  FA_CUDA_CHECK(cudaMalloc(&b.k, bytes));
-  FA_CUDA_CHECK(cudaMalloc(&b.v, bytes));
+  FA_CUDA_CHECK(cudaMalloc(&b.k, kv_bytes));
+  FA_CUDA_CHECK(cudaMalloc(&b.v, kv_bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.o, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws) FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
   FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr, inputs));
-  FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
-  FA_CUDA_CHECK(fill_normal(b.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.k, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.v, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
   FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
   if (ws) FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // NaN in every type a workspace holds
@@ -650,6 +651,108 @@ TEST(Fa3, PassesOnEveryInputFamily) {
 // (2^8) after O has taken weight. On normal inputs such a jump is rare, so the line printed for
 // them says whether that family alone would have caught it (not asserted: that it may not is why
 // the outlier family runs).
+// ---- Grouped-query heads and K/V lengths apart from N ----
+
+struct InferenceCase {
+  std::string variant;
+  int d;
+  DType dtype;
+  bool causal;
+  std::int64_t N, N_kv, H, H_kv;
+};
+
+void PrintTo(const InferenceCase& c, std::ostream* os) {
+  *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
+      << " N=" << c.N << " N_kv=" << c.N_kv << " H=" << c.H << " H_kv=" << c.H_kv;
+}
+
+std::string inference_case_name(const testing::TestParamInfo<InferenceCase>& p) {
+  const InferenceCase& c = p.param;
+  return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
+         (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N) + "_Nkv" +
+         std::to_string(c.N_kv) + "_H" + std::to_string(c.H) + "_Hkv" + std::to_string(c.H_kv);
+}
+
+Shape inference_shape(const InferenceCase& c) {
+  Shape s;
+  s.B = 2;
+  s.H = c.H;
+  s.H_kv = c.H_kv;
+  s.N = c.N;
+  s.N_kv = c.N_kv;
+  s.d = c.d;
+  s.causal = c.causal;
+  s.dtype = c.dtype;
+  return s;
+}
+
+class InferenceShapes : public testing::TestWithParam<InferenceCase> {};
+
+// Each variant that declares grouped heads or K/V lengths apart, on fresh inputs against the fp64
+// reference (query head bh reads K/V head bh / g; causal aligned bottom-right).
+TEST_P(InferenceShapes, MatchReference) {
+  const InferenceCase& c = GetParam();
+  const VariantInfo* info = find_variant(c.variant);
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  if (info->peer && info->availability &&
+      info->availability().find("not available") != std::string::npos)
+    GTEST_SKIP() << info->availability();
+  const Shape s = inference_shape(c);
+  ASSERT_EQ(info->unsupported_reason(s), "");
+  const auto v = run_and_check(c.variant, s, 500 + c.N + c.N_kv + c.H_kv + c.d + c.causal);
+  EXPECT_TRUE(v.inputs_unchanged);
+  EXPECT_TRUE(v.passed) << bench::verification_failure_reason(v);
+}
+
+std::vector<InferenceCase> inference_cases() {
+  std::vector<InferenceCase> cases;
+  for (const char* variant : {"fa3", "cudnn"}) {
+    for (int d : {64, 128}) {
+      for (bool causal : {false, true}) {
+        for (std::int64_t N : {17, 129, 1000}) {
+          for (std::int64_t H_kv : {2, 1})  // 8 query heads: g = 4 (GQA) and 8 (MQA)
+            cases.push_back({variant, d, DType::bf16, causal, N, 0, 8, H_kv});
+        }
+      }
+    }
+    cases.push_back({variant, 128, DType::fp16, true, 1000, 0, 8, 2});
+  }
+  // cuDNN's K/V lengths apart: decode rows and a chunk of queries against a longer cache.
+  for (bool causal : {false, true}) {
+    for (auto [N, N_kv] : {std::pair<std::int64_t, std::int64_t>{1, 4096}, {16, 1000}, {129, 700}})
+      cases.push_back({"cudnn", 128, DType::bf16, causal, N, N_kv, 8, 2});
+  }
+  cases.push_back({"cudnn", 64, DType::bf16, false, 1000, 129, 4, 4});  // fewer keys than queries
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(GroupedHeadsAndKvLengths, InferenceShapes,
+                         testing::ValuesIn(inference_cases()), inference_case_name);
+
+// The wrong group mapping (the heads of a group interleaved: bh % H_kv for bh / g) must fail the
+// check, with grouped heads; with one query head per K/V head it is no fault at all.
+TEST(Fa3, WrongGroupMappingIsCaught) {
+  const VariantInfo* info = find_variant("fa3");
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  LaunchOptions faulty;
+  faulty.fault.kv_head_interleaved = true;
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      Shape s = three_heads(1000, d, causal);
+      s.H = 8;
+      s.H_kv = 2;
+      const auto v =
+          run_and_check("fa3", s, 90 + d + causal, false, {}, nullptr, Inputs::normal, faulty);
+      EXPECT_FALSE(v.passed) << "d=" << d << " causal=" << causal
+                             << ": the interleaved group mapping passed";
+      s.H_kv = 8;
+      const auto mha =
+          run_and_check("fa3", s, 90 + d + causal, false, {}, nullptr, Inputs::normal, faulty);
+      EXPECT_TRUE(mha.passed) << bench::verification_failure_reason(mha);
+    }
+  }
+}
+
 TEST(Fa3, LazyRescaleFaultIsCaughtOnOutliers) {
   const VariantInfo* info = find_variant("fa3");
   if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;

@@ -222,5 +222,41 @@ TEST(ReferenceBackward, PlainLowPrecisionIsCloseButNotExact) {
   }
 }
 
+// A K/V length apart from N: causal aligned bottom-right (query i sees keys j <= i + N_kv - N),
+// against the square attention of the same row over the keys it sees, and the last row sees all.
+TEST(Reference, KvLengthApartAlignsCausalBottomRight) {
+  Head h = random_head(16, 8, 11);  // 16 keys
+  Head q3 = h;
+  q3.N = 3;  // the last 3 queries of ...
+  q3.N_kv = 16;
+  q3.q.assign(h.q.begin() + 13 * 8, h.q.end());  // ... the square head's rows 13, 14, 15
+  const double scale = 0.3;
+  for (std::int64_t r = 0; r < 3; ++r) {
+    std::vector<double> want(8), got(8);
+    const double lse_want = attention_row(h, 13 + r, true, scale, want.data());
+    const double lse_got = attention_row(q3, r, true, scale, got.data());
+    EXPECT_NEAR(lse_got, lse_want, 1e-12) << r;
+    EXPECT_LT(max_diff(got, want), 1e-12) << r;
+  }
+  // Non-causal: every key, whatever N is.
+  std::vector<double> all(8), one(8);
+  attention_row(h, 15, false, scale, all.data());
+  attention_row(q3, 2, false, scale, one.data());
+  EXPECT_LT(max_diff(all, one), 1e-12);
+  // The plain same-precision row follows the same mask: close to the exact one, not equal.
+  std::vector<double> exact(8), plain(8);
+  attention_row(q3, 0, true, scale, exact.data());
+  plain_lowp_row(q3, 0, true, scale, DType::bf16, plain.data());
+  EXPECT_LT(max_diff(exact, plain), 0.05);
+  // A wrong alignment (top-left: row 0 sees key 0 alone) is told apart.
+  Head top_left = q3;
+  top_left.N_kv = 0;
+  top_left.k.resize(3 * 8);
+  top_left.v.resize(3 * 8);
+  std::vector<double> wrong(8);
+  attention_row(top_left, 0, true, scale, wrong.data());
+  EXPECT_GT(max_diff(exact, wrong), 1e-3);
+}
+
 }  // namespace
 }  // namespace fa::reference

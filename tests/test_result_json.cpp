@@ -149,7 +149,7 @@ TEST(ResultJson, RefusesMalformedInput) {
   expect_refused(good.substr(0, good.size() / 2), "not valid JSON");
   expect_refused("[]", "expected a JSON object");
   std::string s = good;
-  s.replace(s.find("fa-bench/3"), 10, "fa-bench/9");
+  s.replace(s.find("fa-bench/4"), 10, "fa-bench/9");
   expect_refused(s, "unknown version");
   s = good;
   s.replace(s.find("\"status\": \"ok\""), 14, "\"status\": \"great\"");
@@ -347,6 +347,51 @@ TEST(ResultJson, RefusesDuplicateConfigurations) {
   EXPECT_NO_THROW(from_json_text(to_json_text(a), "ok.json"));
 }
 
+// fa-bench/4: the K/V heads and length on every configuration (H and N when square), read back;
+// a file of /3 reads as square multi-head attention; a configuration differing only by them is
+// another one.
+TEST(ResultJson, KvHeadsAndLengthRoundTrip) {
+  RunResult a = sample_record();
+  const auto square = nlohmann::json::parse(to_json_text(a));
+  EXPECT_EQ(square["configs"][0]["H_kv"], 5);
+  EXPECT_EQ(square["configs"][0]["N_kv"], 17);
+  a.configs.push_back(a.configs[0]);
+  a.configs[1].shape.H = 4;
+  a.configs[1].shape.H_kv = 2;
+  a.configs[1].shape.N_kv = 4096;
+  const RunResult b = from_json_text(to_json_text(a), "mem");
+  ASSERT_EQ(b.configs.size(), 2u);
+  EXPECT_FALSE(b.configs[0].shape.grouped());
+  EXPECT_TRUE(b.configs[0].shape.square());
+  EXPECT_EQ(b.configs[1].shape.kv_heads(), 2);
+  EXPECT_EQ(b.configs[1].shape.kv_len(), 4096);
+  EXPECT_EQ(to_json_text(b), to_json_text(a));
+  EXPECT_NE(format_config_header(b.configs[1]).find("B=3 H=4 H_kv=2 N=17 N_kv=4096 d=64"),
+            std::string::npos)
+      << format_config_header(b.configs[1]);
+  EXPECT_EQ(format_config_header(b.configs[0]).rfind("B=3 H=5 N=17 d=64 causal=on", 0), 0u);
+  // Two configurations apart only by H_kv are two.
+  RunResult c = sample_record();
+  c.configs.push_back(c.configs[0]);
+  c.configs[1].shape.H_kv = 1;
+  EXPECT_NO_THROW(from_json_text(to_json_text(c), "ok.json"));
+  // /4 without them, or with H_kv not dividing H, is refused; /3 reads as square.
+  std::string text = to_json_text(sample_record());
+  auto doc = nlohmann::json::parse(text);
+  doc["configs"][0].erase("H_kv");
+  expect_refused(doc.dump(), "configs[0].H_kv: missing");
+  doc["configs"][0]["H_kv"] = 3;
+  expect_refused(doc.dump(), "configs[0].H_kv: must be a positive divisor of H");
+  doc["schema"] = "fa-bench/3";
+  doc["configs"][0].erase("H_kv");
+  doc["configs"][0].erase("N_kv");
+  const RunResult v3 = from_json_text(doc.dump(), "v3.json");
+  EXPECT_EQ(v3.configs.at(0).shape.kv_heads(), 5);
+  EXPECT_EQ(v3.configs.at(0).shape.kv_len(), 17);
+  // The CSV's last two columns.
+  EXPECT_NE(to_csv(b).find(",2,4096\n"), std::string::npos) << to_csv(b);
+}
+
 // Without FA_RESULT_FILE (a plain ctest or fa_tests_cpu run) it reads a committed H200 file, so it
 // runs everywhere instead of showing as skipped; ctest also points it at the Python writer's
 // output and other fixtures (tests/CMakeLists.txt).
@@ -417,7 +462,7 @@ TEST(ResultJson, WritesAndReadsTheRowSpec) {
   a.configs[0].results[2].spec.options = {{"n", 2.0}, {"on", true}};
   const std::string text = to_json_text(a);
   const auto doc = nlohmann::json::parse(text);
-  EXPECT_EQ(doc["schema"], "fa-bench/3");
+  EXPECT_EQ(doc["schema"], "fa-bench/4");
   const auto& row = doc["configs"][0]["results"][0];
   EXPECT_EQ(row["variant"], "fa2");
   EXPECT_EQ(row["direction"], "forward");

@@ -16,6 +16,12 @@ __device__ inline std::int64_t faulty_v_row(const FaultInjection& f, int j, int 
   return static_cast<std::int64_t>(other) * BC;
 }
 
+// The K/V head that query head bh reads (`heads` = B H): bh / group, or interleaved
+// (FaultInjection::kv_head_interleaved).
+__device__ inline int faulty_kv_head(const FaultInjection& f, int bh, int group, int heads) {
+  return f.kv_head_interleaved ? bh % (heads / group) : bh / group;
+}
+
 // Fault slowdown: note_block_start() at a block's start, hold_sm_slot() at its end, where thread 0
 // spins until the block has run (100 + percent)% of the cycles since the start; the block's
 // shared memory stays allocated until its last thread exits, so no other block takes its SM slot

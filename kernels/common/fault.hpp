@@ -48,10 +48,14 @@ struct FaultInjection {
   // fa3's backward: the query block whose dQ contributions are lost (never added to the
   // accumulator) by every K/V block; -1: none.
   int drop_dq_block = -1;
+  // Grouped-query heads: query head bh reads K/V head bh % (B H_kv), the heads of a group
+  // interleaved, where bh / g is meant (a layout mistaken for another). Harmless when g = 1.
+  bool kv_head_interleaved = false;
 
   bool in_kernel() const {
     return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped ||
-           slowdown_percent > 0 || delta_factor != 1.0f || drop_dq_block >= 0;
+           slowdown_percent > 0 || delta_factor != 1.0f || drop_dq_block >= 0 ||
+           kv_head_interleaved;
   }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;

@@ -190,13 +190,15 @@ fe::DataType_t io_type(DType t) {
   return t == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
 }
 
-// A [B, H, N, d] tensor in place (BHSD).
+// A [B, H, N, d] tensor in place (BHSD); K and V: [B, H_kv, N_kv, d].
 Tensor bhsd(fe::graph::Graph& g, const char* name, std::int64_t uid, const cudnn::PlanKey& k) {
+  const bool kv = uid == kK || uid == kV;
+  const std::int64_t H = kv ? k.H_kv : k.H, N = kv ? k.N_kv : k.N;
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
-                      .set_dim({k.B, k.H, k.N, k.d})
-                      .set_stride({k.H * k.N * k.d, k.N * k.d, k.d, 1}));
+                      .set_dim({k.B, H, N, k.d})
+                      .set_stride({H * N * k.d, N * k.d, k.d, 1}));
 }
 void as_bhsd_output(const Tensor& t, std::int64_t uid, const cudnn::PlanKey& k) {
   t->set_output(true)
@@ -231,7 +233,10 @@ void define_forward(fe::graph::Graph& g, const cudnn::PlanKey& k) {
   auto options =
       fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(k.stats).set_attn_scale(
           softmax_scale(k));
-  if (k.causal) options.set_causal_mask(true);  // top-left: key j <= query i
+  // Bottom-right where the K/V length is apart, as the reference aligns it (square: the same
+  // mask, set as before so that cuDNN's engine choice for square rows stays its own).
+  if (k.causal && k.N_kv != k.N) options.set_causal_mask_bottom_right(true);
+  if (k.causal && k.N_kv == k.N) options.set_causal_mask(true);
   auto [o, stats] = g.sdpa(q, kk, v, options);
   as_bhsd_output(o, kO, k);
   if (k.stats) {
@@ -473,7 +478,8 @@ std::unique_ptr<Launcher> make_cudnn_launcher(const LaunchOptions& options, bool
 }
 
 std::string cudnn_shape_rule(const Shape& s) {
-  if (s.N < 2) return "unsupported: cuDNN's fused attention rejects N=1 (one query, one key)";
+  if (s.N < 2 && s.kv_len() < 2)
+    return "unsupported: cuDNN's fused attention rejects N=1 (one query, one key)";
   return "";
 }
 

@@ -150,11 +150,11 @@ struct Fa3Traits : hopper::ForwardShape<D_, BR_, BC_, kStages, producer_regs(BR_
   using TmaQ = decltype(tma_q(nullptr, 1, 1));
   using TmaK = decltype(tma_kv(nullptr, 1, 1));
   using TmaV = TmaK;
-  // V's K/V blocks as TMA reads them: (Bc, D) boxes of the rows.
+  // V's K/V blocks of K/V head kv_bh as TMA reads them: (Bc, D) boxes of the rows.
   template <typename Params>
-  __device__ static auto gmem_v_blocks(const Params& p, int bh) {
-    Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.N, Int<D>{}, p.heads));
-    return local_tile(mV(_, _, bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+  __device__ static auto gmem_v_blocks(const Params& p, int kv_bh) {
+    Tensor mV = p.tma_v.get_tma_tensor(make_shape(p.N, Int<D>{}, p.heads / p.group));
+    return local_tile(mV(_, _, kv_bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
   }
 
   // The TMA-store epilogue's O (hopper::OBuffer), swizzled as Q.
@@ -299,11 +299,12 @@ std::string prepare_launch(const Shape& s, const DeviceBuffers& b, Schedule sche
   if (s.N > INT_MAX / D || s.heads_total() > 65535)
     return "fa3: shape too large (N*d must fit 31 bits and B*H <= 65535)";
   const int N = static_cast<int>(s.N), heads = static_cast<int>(s.heads_total());
+  const int kv_heads = static_cast<int>(s.kv_heads_total());
   const std::int64_t q_blocks = launched_query_blocks(s.N, BR, fault);
   if (q_blocks == 0) return hopper::no_launch(out);
   const Fa3Params<Traits> p{
-      hopper::forward_params<Traits>(Traits::tma_q(b.q, N, heads), Traits::tma_kv(b.k, N, heads),
-                                     Traits::tma_kv(b.v, N, heads), s, b, fault, q_blocks)};
+      hopper::forward_params<Traits>(Traits::tma_q(b.q, N, heads), Traits::tma_kv(b.k, N, kv_heads),
+                                     Traits::tma_kv(b.v, N, kv_heads), s, b, fault, q_blocks)};
   if (std::string e = hopper::check_inputs_encoded("fa3", p); !e.empty()) return e;
   // The K and V of a section's heads may take this share of the L2 (fa3_tiles.hpp).
   const hopper::ForwardLaunch launch{"fa3", 2LL * N * D * std::int64_t{sizeof(typename Traits::E)},

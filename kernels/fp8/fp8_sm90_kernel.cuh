@@ -163,9 +163,9 @@ struct Traits
   using TmaV = decltype(tma_v(nullptr, 128, 1));
   // V8_j: the (d x Bc) box at column j Bc of V8 [d][Npad].
   template <typename Params>
-  __device__ static auto gmem_v_blocks(const Params& p, int bh) {
-    Tensor mV = p.tma_v.get_tma_tensor(make_shape(Int<D>{}, p.Npad, p.heads));
-    return local_tile(mV(_, _, bh), cute::Shape<Int<D>, Int<BC>>{}, make_coord(_0{}, _));
+  __device__ static auto gmem_v_blocks(const Params& p, int kv_bh) {
+    Tensor mV = p.tma_v.get_tma_tensor(make_shape(Int<D>{}, p.Npad, p.heads / p.group));
+    return local_tile(mV(_, _, kv_bh), cute::Shape<Int<D>, Int<BC>>{}, make_coord(_0{}, _));
   }
 
   // expect-tx counts: box elements x sizeof(E) (1 byte: E4M3; a count copied from the bf16 kernel

@@ -96,6 +96,7 @@ struct ForwardParams {
   float* lse;  // [B*H][N]
   int N;
   int heads;         // B*H
+  int group;         // query heads per K/V head: query head bh reads K/V head bh / group
   float scale_log2;  // softmax scale * log2(e) (times the fault's factor)
   int num_q_blocks;
   int section_heads;            // persistent grids: heads whose K and V share the L2 at a time
@@ -105,8 +106,8 @@ struct ForwardParams {
 };
 
 // The producer (one thread): for each tile of the block, Q once, then K_j and V_j for j = n-1 ...
-// 0 (last block first: TileList) through the K and V rings. FAULTS: V's block may be another
-// (faulty_v_row).
+// 0 (last block first: TileList) of its K/V head through the K and V rings. FAULTS: V's block
+// may be another (faulty_v_row), the K/V head another (faulty_kv_head).
 template <typename Traits, bool FAULTS, Grid GRID, typename Params, typename List, typename Storage>
 __device__ __forceinline__ void produce(const Params& p, const List& tiles, Storage& smem) {
   constexpr bool PERSISTENT = GRID != Grid::tiles;
@@ -118,7 +119,7 @@ __device__ __forceinline__ void produce(const Params& p, const List& tiles, Stor
   Tensor sK = make_tensor(make_smem_ptr(smem.k.data()), typename Traits::SmemLayoutK{});
   Tensor sV = make_tensor(make_smem_ptr(smem.v.data()), typename Traits::SmemLayoutV{});
   Tensor mQ = p.tma_q.get_tma_tensor(make_shape(p.N, Int<D>{}, p.heads));
-  Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.N, Int<D>{}, p.heads));
+  Tensor mK = p.tma_k.get_tma_tensor(make_shape(p.N, Int<D>{}, p.heads / p.group));
   auto tma_q = p.tma_q.get_slice(_0{});
   auto tma_k = p.tma_k.get_slice(_0{});
   auto tma_v = p.tma_v.get_slice(_0{});
@@ -130,13 +131,16 @@ __device__ __forceinline__ void produce(const Params& p, const List& tiles, Stor
   int it = 0;  // K/V blocks loaded so far: the rings' position
   TileScheduler<GRID>::produce(
       tiles, p.tile_counter, smem.tile_slot, [&](const Tile& tl, int n) CUTLASS_LAMBDA_FUNC_INLINE {
+        // The K/V head: b H_kv + h / g = bh / g, as H is a multiple of g.
+        int kv_bh = tl.bh / p.group;
+        if constexpr (FAULTS) kv_bh = faulty_kv_head(p.fault, tl.bh, p.group, p.heads);
         Tensor gQ = local_tile(mQ(_, _, tl.bh), cute::Shape<Int<BR>, Int<D>>{},
                                make_coord(tl.q_block, _0{}));
         Tensor gK =
-            local_tile(mK(_, _, tl.bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
+            local_tile(mK(_, _, kv_bh), cute::Shape<Int<BC>, Int<D>>{}, make_coord(_, _0{}));
         Tensor tQg = tma_q.partition_S(gQ);
         Tensor tKg = tma_k.partition_S(gK);  // (TMA, m, k, block)
-        Tensor tVg = tma_v.partition_S(Traits::gmem_v_blocks(p, tl.bh));
+        Tensor tVg = tma_v.partition_S(Traits::gmem_v_blocks(p, kv_bh));
         // Q's buffer is free once every consumer has issued its last Q K^T of the previous tile
         // (a tile grid's block loads one Q).
         bar.q.template load<PERSISTENT>(n, p.tma_q, Traits::kBytesQ, tQg, tQs, "q");

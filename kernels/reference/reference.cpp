@@ -16,8 +16,9 @@ namespace {
 
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
-bool masked(bool causal, std::int64_t row, std::int64_t key) {
-  return causal && key > row;
+// Causal, aligned bottom-right: query `row` sees keys up to row + N_kv - N.
+bool masked(const Head& h, bool causal, std::int64_t row, std::int64_t key) {
+  return causal && key > row + h.kv_len() - h.N;
 }
 
 double dot(const double* a, const double* b, std::int64_t d) {
@@ -30,22 +31,22 @@ double dot(const double* a, const double* b, std::int64_t d) {
 PlainLse lse_against_exact(const Head& h, std::int64_t row, bool causal, double scale,
                            const std::vector<float>& s) {
   const std::int64_t d = h.d;
-  std::vector<double> exact(h.N, kNegInf);
+  std::vector<double> exact(h.kv_len(), kNegInf);
   double m_exact = kNegInf, m_low = kNegInf;
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (std::isinf(s[k])) continue;
     exact[k] = scale * dot(&h.q[row * d], &h.k[k * d], d);
     m_exact = std::max(m_exact, exact[k]);
     m_low = std::max(m_low, static_cast<double>(s[k]));
   }
   double l_exact = 0, l_low = 0;
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (exact[k] == kNegInf) continue;
     l_exact += std::exp(exact[k] - m_exact);
     l_low += std::exp(static_cast<double>(s[k]) - m_low);
   }
   double first = 0, second = 0;
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (exact[k] == kNegInf) continue;
     const double p = std::exp(exact[k] - m_exact) / l_exact,
                  e = static_cast<double>(s[k]) - exact[k];
@@ -66,15 +67,15 @@ double round_to(double x, DType dtype) {
 double attention_row(const Head& h, std::int64_t row, bool causal, double scale, double* out) {
   const std::int64_t d = h.d;
   const double* q = &h.q[row * d];
-  std::vector<double> s(h.N);
+  std::vector<double> s(h.kv_len());
   double m = kNegInf;
-  for (std::int64_t k = 0; k < h.N; ++k) {
-    s[k] = masked(causal, row, k) ? kNegInf : scale * dot(q, &h.k[k * d], d);
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
+    s[k] = masked(h, causal, row, k) ? kNegInf : scale * dot(q, &h.k[k * d], d);
     m = std::max(m, s[k]);
   }
   double l = 0.0;
   std::fill(out, out + d, 0.0);
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (s[k] == kNegInf) continue;
     const double p = std::exp(s[k] - m);
     l += p;
@@ -87,10 +88,10 @@ double attention_row(const Head& h, std::int64_t row, bool causal, double scale,
 PlainLse plain_lowp_row(const Head& h, std::int64_t row, bool causal, double scale, DType dtype,
                         double* out) {
   const std::int64_t d = h.d;
-  std::vector<float> s(h.N);
+  std::vector<float> s(h.kv_len());
   float m = -std::numeric_limits<float>::infinity();
-  for (std::int64_t k = 0; k < h.N; ++k) {
-    if (masked(causal, row, k)) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
+    if (masked(h, causal, row, k)) {
       s[k] = -std::numeric_limits<float>::infinity();
       continue;
     }
@@ -102,11 +103,11 @@ PlainLse plain_lowp_row(const Head& h, std::int64_t row, bool causal, double sca
     m = std::max(m, s[k]);
   }
   float l = 0.0f;
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (!std::isinf(s[k])) l += std::exp(s[k] - m);
   }
   std::vector<float> acc(d, 0.0f);
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (std::isinf(s[k])) continue;
     const float p = static_cast<float>(round_to(std::exp(s[k] - m) / l, dtype));
     for (std::int64_t c = 0; c < d; ++c) acc[c] += p * static_cast<float>(h.v[k * d + c]);
@@ -206,10 +207,10 @@ Fp8Head fp8_quantise(const Head& h, const Fp8Scheme& scheme, const Fp8Amax* tens
 PlainLse fp8_row(const Head& h, const Fp8Head& f, std::int64_t row, bool causal, double scale,
                  double* out) {
   const std::int64_t d = h.d;
-  std::vector<float> s(h.N);
+  std::vector<float> s(h.kv_len());
   float m = -std::numeric_limits<float>::infinity();
-  for (std::int64_t k = 0; k < h.N; ++k) {
-    if (masked(causal, row, k)) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
+    if (masked(h, causal, row, k)) {
       s[k] = -std::numeric_limits<float>::infinity();
       continue;
     }
@@ -220,7 +221,7 @@ PlainLse fp8_row(const Head& h, const Fp8Head& f, std::int64_t row, bool causal,
   }
   float l = 0.0f;
   std::vector<float> acc(d, 0.0f);
-  for (std::int64_t k = 0; k < h.N; ++k) {
+  for (std::int64_t k = 0; k < h.kv_len(); ++k) {
     if (std::isinf(s[k])) continue;
     const float p = std::exp(s[k] - m);
     l += p;
@@ -245,7 +246,7 @@ std::vector<double> tiled_kv_outer(const Head& h, bool causal, double scale, int
       for (std::int64_t r = i0; r < i1; ++r) {
         double mt = kNegInf;  // block row max
         for (std::int64_t k = j0; k < j1; ++k) {
-          s[k - j0] = masked(causal, r, k) ? kNegInf : scale * dot(&h.q[r * d], &h.k[k * d], d);
+          s[k - j0] = masked(h, causal, r, k) ? kNegInf : scale * dot(&h.q[r * d], &h.k[k * d], d);
           mt = std::max(mt, s[k - j0]);
         }
         if (mt == kNegInf) continue;  // no valid key for this row in this block
@@ -288,7 +289,7 @@ std::vector<double> tiled_q_outer(const Head& h, bool causal, double scale, int 
         double mx = m[lr];
         std::vector<double> s(j1 - j0);
         for (std::int64_t k = j0; k < j1; ++k) {
-          s[k - j0] = masked(causal, r, k) ? kNegInf : scale * dot(&h.q[r * d], &h.k[k * d], d);
+          s[k - j0] = masked(h, causal, r, k) ? kNegInf : scale * dot(&h.q[r * d], &h.k[k * d], d);
           mx = std::max(mx, s[k - j0]);
         }
         if (mx == kNegInf) continue;
@@ -485,7 +486,7 @@ GradRows attention_backward_naive(const Head& h, const std::vector<double>& d_o,
   for (std::int64_t i = 0; i < N; ++i) {
     double m = kNegInf;
     for (std::int64_t j = 0; j < N; ++j) {
-      P[i * N + j] = masked(causal, i, j) ? kNegInf : scale * dot(&h.q[i * d], &h.k[j * d], d);
+      P[i * N + j] = masked(h, causal, i, j) ? kNegInf : scale * dot(&h.q[i * d], &h.k[j * d], d);
       m = std::max(m, P[i * N + j]);
     }
     double l = 0;

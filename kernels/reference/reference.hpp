@@ -2,7 +2,8 @@
 // same-precision" attention that sets the error budget, and fp64 tiled versions of the two
 // loop orders whose IO the model describes.
 //
-// All take one head: q [rows][d] (the query rows to compute, with their positions), k, v [N][d].
+// All take one head: q [rows][d] (the query rows to compute, with their positions), k, v
+// [N_kv][d].
 #pragma once
 
 #include <cstdint>
@@ -13,11 +14,17 @@
 
 namespace fa::reference {
 
-// One head's inputs in double precision, row-major.
+// One head's inputs in double precision, row-major: its N query rows and the N_kv key and value
+// rows of the K/V head it reads. Causal is aligned bottom-right (kernels/problem.hpp). The
+// forward rows (attention_row, plain_lowp_row, fp8_row) take N_kv != N; the FP8 quantisation,
+// the tiled orders and the backward take square heads.
 struct Head {
   std::int64_t N = 0;
   std::int64_t d = 0;
-  std::vector<double> q, k, v;  // each N*d
+  std::int64_t N_kv = 0;        // 0: N
+  std::vector<double> q, k, v;  // q N*d; k, v N_kv*d
+
+  std::int64_t kv_len() const { return N_kv > 0 ? N_kv : N; }
 };
 
 // Exact (fp64) attention output for query row `row` of `head`; out has d entries.

@@ -151,6 +151,30 @@ def test_table_speed_and_its_range_over_rounds():
     assert "2.222" in fa2 and fa2.endswith("2.000-2.500")
 
 
+def test_rounds_and_table_keep_kv_heads_apart():
+    """fa-bench/4: two configurations that differ only by their K/V heads combine each with its
+    own rounds, and the table names the grouped-query one (fa-bench's shape text)."""
+    def doc4(mha_ms: float, gqa_ms: float) -> dict:
+        doc = document({})
+        doc["schema"] = "fa-bench/4"
+        for h_kv, ms in ((2, mha_ms), (1, gqa_ms)):
+            doc["configs"].append(schema.make_config(
+                B=1, H=2, H_kv=h_kv, N=128, d=64, causal=False, dtype="bf16", seed=1234,
+                version="fa-bench/4", results=[row("fa2", [ms] * 3)]))
+        return schema.validate(doc)
+
+    base = [doc4(1.0, 1.0), doc4(1.0, 1.0)]
+    cur = [doc4(1.0, 0.5), doc4(1.0, 0.5)]
+    merged = {"base": cb.combine_rounds(base), "current": cb.combine_rounds(cur)}
+    mha, gqa = merged["current"]["configs"]
+    assert mha["results"][0]["timing"]["samples_ms"] == [1.0] * 6
+    assert gqa["results"][0]["timing"]["samples_ms"] == [0.5] * 6
+    lines = [line for line in cb.table({"base": base, "current": cur}, merged) if " fa2 " in line]
+    assert len(lines) == 2
+    assert lines[0].startswith("B=1 H=2 N=128 d=64 full bf16 ") and "1.000" in lines[0]
+    assert lines[1].startswith("B=1 H=2 H_kv=1 N=128 d=64 full bf16 ") and "2.000" in lines[1]
+
+
 def test_table_shows_a_failed_row_without_a_ratio():
     base = [document({128: [row("fa2", [1.0] * 3)]})]
     cur = [document({128: [row("fa2", [], status="failed")]})]

@@ -21,7 +21,8 @@ from reports.schema import SchemaError, make_result, read_document, validate, wr
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data"
-V2 = "fa-bench/2"
+V2, V3, V4 = "fa-bench/2", "fa-bench/3", "fa-bench/4"
+GPU = {"uuid": "GPU-0", "name": "NVIDIA H200"}
 
 
 def kc(bq=128, bk=64, stages=2, warpgroups=0, cluster=(1, 1, 1)) -> dict:
@@ -57,6 +58,32 @@ def good_doc_v2() -> dict:
         "rows": [{"row": "fa2 B=2 H=3 N=17 d=64 causal=1 bf16",
                   "tolerances": {"time": 0.02, "dram_bytes": 0.02},
                   "observed": {"time": 0.004, "dram_bytes": 0.0}}]}
+    return doc
+
+
+def good_doc_v3() -> dict:
+    """good_doc_v2 as fa-bench/3: its configuration says the GPU it ran on."""
+    doc = good_doc_v2()
+    doc["schema"] = V3
+    doc["configs"][0]["gpu"] = dict(GPU)
+    return doc
+
+
+def good_doc_v4() -> dict:
+    """fa-bench/4: good_doc_v3's configuration, square (H_kv = H, N_kv = N); a grouped-query one
+    (H=32, H_kv=8); a decode one (N=1, N_kv=4096); each with a model-only fa2 row."""
+    doc = good_doc_v3()
+    doc["schema"] = V4
+    square = doc["configs"][0]
+    doc["configs"][0] = schema.make_config(
+        **{k: square[k] for k in ("B", "H", "N", "d", "causal", "dtype", "seed", "results")},
+        gpu=dict(GPU), version=V4)
+    for shape in ({"B": 1, "H": 32, "H_kv": 8, "N": 4096}, {"B": 8, "H": 32, "N": 1, "N_kv": 4096}):
+        row = make_result("fa2", algorithm="fa2", status="model_only", model=ts.model(),
+                          version=V4, kernel_config=kc(), options={"block_order": "blocks"})
+        doc["configs"].append(schema.make_config(**shape, d=128, causal=True, dtype="bf16",
+                                                 seed=1234, gpu=dict(GPU), results=[row],
+                                                 version=V4))
     return doc
 
 
@@ -120,6 +147,26 @@ def _placement_compulsory(doc):
                                                     "intensity_l2": None}
 
 
+def _v3_unknown_h_kv_key(doc):
+    doc["configs"][0]["H_kv"] = "eight"  # an unknown key before fa-bench/4: anything goes
+
+
+def _v4_other_h_kv(doc):
+    other = copy.deepcopy(doc["configs"][1])  # the same shape but for its K/V heads
+    other["H_kv"] = 4
+    doc["configs"].append(other)
+
+
+def _v4_other_n_kv(doc):
+    other = copy.deepcopy(doc["configs"][2])  # the same shape but for its K/V length
+    other["N_kv"] = 8192
+    doc["configs"].append(other)
+
+
+def _v4_multi_query(doc):
+    doc["configs"][1]["H_kv"] = 1
+
+
 GOOD = [
     ("v1", ts.good_doc, None),
     ("v1 with v2 keys", ts.good_doc, _v1_with_v2_keys),
@@ -131,6 +178,12 @@ GOOD = [
     ("v2 calibration without observed", good_doc_v2, _calibration_without_observed),
     ("v2 worst row -1, null ratio", good_doc_v2, _worst_row_minus_one),
     ("v2 compulsory placement", good_doc_v2, _placement_compulsory),
+    ("v3", good_doc_v3, None),
+    ("v3 unknown H_kv key", good_doc_v3, _v3_unknown_h_kv_key),
+    ("v4 square, GQA and decode", good_doc_v4, None),
+    ("v4 other H_kv is another configuration", good_doc_v4, _v4_other_h_kv),
+    ("v4 other N_kv is another configuration", good_doc_v4, _v4_other_n_kv),
+    ("v4 multi-query", good_doc_v4, _v4_multi_query),
 ]
 
 
@@ -234,10 +287,29 @@ V2_BAD = [
     (_calibration_duplicate_row, "gate_calibration.rows[1].row"),
 ]
 
+def _v4_duplicate_config(doc):
+    doc["configs"].append(copy.deepcopy(doc["configs"][1]))
+
+
+V4_BAD = [
+    (ts._del("configs", 1, "H_kv"), "configs[1].H_kv"),
+    (ts._del("configs", 2, "N_kv"), "configs[2].N_kv"),
+    (ts._set(0, "configs", 1, "H_kv"), "configs[1].H_kv"),
+    (ts._set(8.0, "configs", 1, "H_kv"), "configs[1].H_kv"),
+    (ts._set("8", "configs", 1, "H_kv"), "configs[1].H_kv"),
+    (ts._set(5, "configs", 1, "H_kv"), "configs[1].H_kv"),  # not a divisor of H = 32
+    (ts._set(64, "configs", 1, "H_kv"), "configs[1].H_kv"),
+    (ts._set(0, "configs", 2, "N_kv"), "configs[2].N_kv"),
+    (ts._set(None, "configs", 2, "N_kv"), "configs[2].N_kv"),
+    (ts._del("configs", 0, "gpu"), "configs[0].gpu"),
+    (_v4_duplicate_config, "configs[3]"),
+]
+
 BAD = ([(ts.good_doc, m, k, False) for m, k in ts.CASES]
        + [(ts.good_doc, m, k, i == 2)  # IMPOSSIBLE[2] writes 1e999
           for i, (m, k, _) in enumerate(ts.IMPOSSIBLE)]
-       + [(good_doc_v2, m, k, False) for m, k in V2_BAD])
+       + [(good_doc_v2, m, k, False) for m, k in V2_BAD]
+       + [(good_doc_v4, m, k, False) for m, k in V4_BAD])
 
 
 @pytest.mark.parametrize("make,mutate,key,inf", BAD, ids=[f"{i}:{b[2]}" for i, b in enumerate(BAD)])
@@ -251,6 +323,47 @@ def test_both_refuse_at_the_same_key(tmp_path, make, mutate, key, inf):
     assert first is not None, f"the reader accepted a document broken at {key}"
     assert first.startswith(key), (first, key)
     assert problems and problems[0][0] == first, (first, problems)
+
+
+@pytest.mark.parametrize("mutate,words", [
+    (ts._del("configs", 1, "H_kv"), "configs[1].H_kv: missing required key when schema is "
+                                    "'fa-bench/4'"),
+    (ts._del("configs", 2, "N_kv"), "configs[2].N_kv: missing required key when schema is "
+                                    "'fa-bench/4'"),
+    (ts._set(5, "configs", 1, "H_kv"), "configs[1].H_kv: expected a divisor of H (32), got 5"),
+    (ts._set(0, "configs", 2, "N_kv"), "configs[2].N_kv: expected a positive integer, got 0"),
+    (ts._set(8.0, "configs", 1, "H_kv"), "configs[1].H_kv: expected an integer, got number 8.0"),
+    (_v4_duplicate_config, 'configs[3]: duplicate configuration (B=1, H=32, H_kv=8, N=4096, d=128, '
+                           'causal=true, dtype="bf16", gpu GPU-0; also at configs[1])'),
+])
+def test_v4_configuration_problems_in_words(tmp_path, mutate, words):
+    """A fa-bench/4 configuration without its K/V heads or length, or with impossible ones, is
+    refused in words that say which key and why."""
+    doc = good_doc_v4()
+    mutate(doc)
+    path = tmp_path / "v4.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as info:
+        schema.load_results(path)
+    assert str(info.value) == f"{path}: {words}"
+
+
+def test_v3_duplicates_ignore_an_h_kv_key(tmp_path):
+    """Before fa-bench/4 a configuration is square multi-head attention, whatever unknown keys
+    it carries (the C++ reader ignores them too): two that differ only by an H_kv key are the
+    same configuration, and a /3 configuration's key is its square /4 counterpart's."""
+    doc = good_doc_v3()
+    other = copy.deepcopy(doc["configs"][0])
+    other["H_kv"] = 1
+    doc["configs"].append(other)
+    first, problems = both(json.dumps(doc), tmp_path)
+    assert first == "configs[1]" and "duplicate configuration" in problems[0][1], problems
+    v4 = good_doc_v4()
+    assert (schema.config_key(good_doc_v3()["configs"][0], V3)
+            == schema.config_key(v4["configs"][0], V4)
+            == schema.config_key(good_doc_v3()["configs"][0]))  # no version: H_kv, N_kv absent
+    assert schema.config_key(other, V3) == schema.config_key(doc["configs"][0], V3)
+    assert schema.config_key(other, V4) != schema.config_key(doc["configs"][0], V4)
 
 
 def test_integers_are_integers_and_numbers_finite(tmp_path):
@@ -288,7 +401,8 @@ def test_broken_fixtures_fail_the_schema(name, rule):
 
 
 def test_python_writer_output_validates(tmp_path):
-    for name, make in (("v1.json", ts.good_doc), ("v2.json", good_doc_v2)):
+    for name, make in (("v1.json", ts.good_doc), ("v2.json", good_doc_v2),
+                       ("v3.json", good_doc_v3), ("v4.json", good_doc_v4)):
         write_results(make(), tmp_path / name)
         assert json_schema.check_file(tmp_path / name) == []
     out = tmp_path / "fixture.json"
@@ -371,3 +485,18 @@ def test_script_exit_codes(tmp_path):
     assert lines[1].startswith(f"{tmp_path / 'absent.json'}: cannot read")
     assert len(lines) == 2 and "1 of 3 files valid" in run.stdout
     assert run_script().returncode == 2
+
+
+def test_script_checks_v4_configurations(tmp_path):
+    good, bad = tmp_path / "gqa.json", tmp_path / "bad-gqa.json"
+    write_results(good_doc_v4(), good)
+    doc = good_doc_v4()
+    doc["configs"][1]["H_kv"] = 5
+    doc["configs"].append(copy.deepcopy(doc["configs"][2]))
+    bad.write_text(json.dumps(doc))
+    run = run_script(str(good), str(bad))
+    assert run.returncode == 1 and "1 of 2 files valid" in run.stdout
+    assert run.stderr.splitlines() == [
+        f"{bad}: configs[1].H_kv: expected a divisor of H (32), got 5",
+        f'{bad}: configs[3]: duplicate configuration (B=8, H=32, N=1, N_kv=4096, d=128, '
+        f'causal=true, dtype="bf16", gpu GPU-0; also at configs[2])']

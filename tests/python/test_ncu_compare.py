@@ -132,6 +132,25 @@ def test_table_marks_failures_and_counts_them():
     assert "missing: no ncu result" in lines[4]
 
 
+def test_rows_of_tell_kv_shapes_apart():
+    """fa-bench/4: configurations that differ only by their K/V heads or length are rows of their
+    own, and the table says which (square rows as ever)."""
+    result = {"variant": "fa2", "direction": "forward", "options": {}, "status": "ok"}
+    record = {"configs": [
+        {"H": 32, "H_kv": 32, "N": 2048, "N_kv": 2048, "d": 64, "causal": False,
+         "results": [result]},
+        {"H": 32, "H_kv": 8, "N": 2048, "N_kv": 2048, "d": 64, "causal": False,
+         "results": [result]},
+        {"H": 32, "H_kv": 32, "N": 1, "N_kv": 4096, "d": 64, "causal": False,
+         "results": [result]},
+        {"N": 2048, "d": 64, "causal": False, "results": [result]}]}  # an older record
+    rows = nc.rows_of(record)
+    assert [r.kv for r in rows] == [(0, 0), (8, 0), (0, 4096), (0, 0)]
+    assert len({r.key for r in rows}) == 3 and rows[0].key == rows[3].key
+    lines, _ = nc.table(rows[:3])
+    assert [line.split(" | ")[2] for line in lines[2:]] == ["2048", "2048 (H_kv 8)", "1 (N_kv 4096)"]
+
+
 # A whole run on stand-ins: fa-bench writes a record of the rows it was asked for (its fa3
 # backward row plays a variant without that pass, in fa-bench's words) with its counters; ncu runs it and prints one range per
 # verified row, with the DRAM bytes scaled by NCU_SCALE.

@@ -1068,3 +1068,95 @@ def test_files_are_read_in_the_version_under_test(version):
     tput = plot_throughput(order, H200).figure
     legend = [t.get_text() for t in tput.axes[-1].get_legend().texts]
     assert legend[:2] == (["fa2", "fa2~heads"] if version == V1 else ["fa2~blocks", "fa2~heads"])
+
+
+# -- grouped-query and non-square configurations (fa-bench/4) ----------------------------------
+
+
+KV_SHAPES = {"square": {"B": 1, "H": 32, "N": 4096}, "gqa": {"B": 1, "H": 32, "H_kv": 8, "N": 4096},
+             "decode": {"B": 8, "H": 32, "N": 1, "N_kv": 4096}}
+
+
+def kv_doc(version: str = "fa-bench/4", kinds=("square", "gqa", "decode")) -> dict:
+    """A made-up record (a synthetic device): fa2 and standard timed at d=128, non-causal, on
+    each of ``kinds``: square multi-head attention (B=1, H=32, N=4096), grouped-query (H_kv=8),
+    decode (B=8, N=1, N_kv=4096). fa-bench/3: written without H_kv and N_kv, as /3 files are."""
+    dev = {"index": 0, "name": "synthetic GQA device (not a measurement)", "uuid": "GPU-kv",
+           "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 1, "l2_bytes": 1}
+    doc = schema.new_document("fa-bench (synthetic GQA and decode)", device=dev, version=version,
+                              ceilings={"source": "measured (made up)", "dram_bytes_per_s": 4.5e12,
+                                        "tensor_flops_per_s": {"bf16": 8e14, "fp16": 8e14}})
+    doc["created_utc"] = "2026-11-21T10:00:00Z"
+    for kind in kinds:
+        shape = KV_SHAPES[kind]
+        b, h, n = shape["B"], shape["H"], shape["N"]
+        n_kv = shape.get("N_kv", n)
+        flops = 4.0 * b * h * n * n_kv * 128
+        results = []
+        for name, speed in (("fa2", 0.5), ("standard", 0.2)):
+            ms = flops / (speed * 1e15) * 1e3 * (3 if kind == "decode" else 1)
+            model = {"flops_matrix": flops, "flops_convention": flops, "bytes_read": 1e8,
+                     "bytes_written": 1e7, "bytes_compulsory": 5e7}
+            results.append(schema.make_result(
+                name, algorithm=name, status="ok", samples_ms=[ms, ms * 1.01, ms * 0.99],
+                model=model, version=version, default_config=True, default_options=True,
+                kernel_config=kc() if name == "fa2" else None,
+                options={"block_order": "blocks"} if name == "fa2" else {}))
+        kv = {} if version != "fa-bench/4" else {k: v for k, v in shape.items() if "kv" in k}
+        doc["configs"].append(schema.make_config(
+            B=b, H=h, N=n, d=128, causal=False, dtype="bf16", seed=1, results=results,
+            gpu={"uuid": dev["uuid"], "name": dev["name"]}, version=version, **kv))
+    return schema.validate(doc)
+
+
+def test_gqa_and_decode_rows_are_configurations_of_their_own_and_say_so():
+    """Grouped-query and decode rows get a table row each, named by what differs ("1×32 (H_kv
+    8)", "1 (N_kv 4096)"); they race among their own kind in the summary; the throughput plot
+    gives grouped-query rows their own panel and leaves N_kv ≠ N rows to the tables."""
+    if VERSION == V2:
+        pytest.skip("the record is fa-bench/4 already: once is enough")
+    from reports.report import fastest_summary
+
+    res = Results([Run("kv.json", kv_doc())])
+    tabs = tables(res)
+    time = table(tabs, "time")
+    assert [row[:5] for row in time.rows] == [
+        ["1 (N_kv 4096)", "128", "non-causal", "bf16", "8×32"],
+        ["4096", "128", "non-causal", "bf16", "1×32"],
+        ["4096", "128", "non-causal", "bf16", "1×32 (H_kv 8)"]]
+    for key in ("bytes", "roofline"):
+        cells = sorted(tuple(row[:5]) for row in table(tabs, key).rows)
+        assert len(cells) == 6 and len(set(cells)) == 3, (key, cells)
+    assert "N·N_kv" in table(tabs, "tflops").title
+    summary = fastest_summary(res)
+    assert [s.split(":")[0] for s in summary] == [
+        "bf16, d=128, non-causal", "bf16, d=128, non-causal, N_kv 4096",
+        "bf16, d=128, non-causal, H_kv 8"]
+    assert all("fa2 is fastest at N = " in s for s in summary), summary
+    plot = plot_throughput(res, res.devices()[0])
+    assert [ax.get_title(loc="left") for ax in plot.figure.axes] == ["d = 128", "d = 128, H_kv = 8"]
+    for ax in plot.figure.axes:
+        assert [len(ln.get_xdata()) for ln in lines(ax, "tput-")] == [1, 1]  # fa2, standard
+    assert any("2 row(s) whose K/V length differs from N" in n for n in plot.notes), plot.notes
+    configs = table(tabs, "kernel-configs")
+    assert configs.rows == [["fa2", "128×64, 2 stages; block_order blocks",
+                             "d=128 non-causal N=4096; d=128 non-causal N=1, N_kv 4096; "
+                             "d=128 non-causal N=4096, H_kv 8"]]
+
+
+def test_square_rows_read_the_same_in_v4_as_in_v3():
+    """A square multi-head configuration written by fa-bench/4 (H_kv = H, N_kv = N) is reported
+    exactly as the same configuration written by fa-bench/3: tables, sentences, labels."""
+    if VERSION == V2:
+        pytest.skip("the records are fa-bench/3 and /4 already: once is enough")
+    from reports.report import fastest_summary
+
+    v3, v4 = (Results([Run("kv.json", kv_doc(v, kinds=("square",)))])
+              for v in ("fa-bench/3", "fa-bench/4"))
+    assert [r["label"] for r in v3.rows] == [r["label"] for r in v4.rows] == ["fa2", "standard"]
+    for key in ("time", "tflops", "bytes", "roofline", "errors", "kernel-configs"):
+        a, b = table(tables(v3), key), table(tables(v4), key)
+        assert (a.title, a.columns, a.rows, a.note) == (b.title, b.columns, b.rows, b.note), key
+    assert table(tables(v4), "time").rows[0][:5] == ["4096", "128", "non-causal", "bf16", "1×32"]
+    assert fastest_summary(v3) == fastest_summary(v4)
+    assert roofline_reading(v3) == roofline_reading(v4)

@@ -115,6 +115,83 @@ def test_rows():
     assert rs[3]["N"] == 64 and rs[3]["config_index"] == 1 and rs[3]["result_index"] == 0
 
 
+def v4_doc() -> dict:
+    """good_doc as fa-bench/4: its two square configurations (H_kv = H, N_kv = N), a
+    grouped-query one (H=32, H_kv=8) and a decode one (N=1, N_kv=4096), each on the file's GPU."""
+    doc = good_doc()
+    doc["schema"] = "fa-bench/4"
+    gpu = {"uuid": "GPU-0", "name": "NVIDIA H200"}
+    for c in doc["configs"]:
+        c.update(H_kv=c["H"], N_kv=c["N"], gpu=gpu)
+    for shape in ({"H_kv": 8, "N": 4096}, {"N": 1, "N_kv": 4096}):
+        doc["configs"].append(schema.make_config(
+            B=1, H=32, d=64, causal=False, dtype="bf16", seed=1234, gpu=gpu, version="fa-bench/4",
+            results=[make_result("fa2", algorithm="fa2", status="model_only", model=model(False),
+                                 version="fa-bench/4")], **shape))
+    return doc
+
+
+def test_v4_round_trip_and_rows(tmp_path):
+    """A fa-bench/4 file with grouped-query and decode configurations writes, loads and flattens;
+    older files' rows get H_kv = H and N_kv = N."""
+    doc = v4_doc()
+    path = tmp_path / "v4.json"
+    write_results(doc, path)
+    assert load_results(path) == doc
+    gqa, decode = doc["configs"][2:]
+    assert list(gqa)[:5] == ["B", "H", "H_kv", "N", "N_kv"]  # fa-bench's key order
+    assert (gqa["H_kv"], gqa["N_kv"], decode["H_kv"], decode["N_kv"]) == (8, 4096, 32, 4096)
+    rs = schema.rows(load_results(path))
+    assert [(r["H"], r["H_kv"], r["N"], r["N_kv"]) for r in rs] == [
+        (H, H, N, N)] * 3 + [(1, 1, 64, 64), (32, 8, 4096, 4096), (32, 32, 1, 4096)]
+    assert all((r["H_kv"], r["N_kv"]) == (r["H"], r["N"]) for r in schema.rows(good_doc()))
+    # a /3 file's unknown H_kv key does not make its configuration grouped-query
+    v3 = good_doc()
+    v3["schema"] = "fa-bench/3"
+    for c in v3["configs"]:
+        c.update(gpu=None, H_kv=1)
+    assert all(r["H_kv"] == r["H"] for r in schema.rows(validate(v3)))
+
+
+def test_make_config_writes_what_the_version_requires():
+    kw = dict(B=2, H=8, N=128, d=64, causal=False, dtype="bf16", seed=1)
+    assert "H_kv" not in schema.make_config(**kw) and "gpu" not in schema.make_config(**kw)
+    v3 = schema.make_config(**kw, version="fa-bench/3")
+    assert v3["gpu"] is None and "H_kv" not in v3
+    v4 = schema.make_config(**kw, version="fa-bench/4")
+    assert (v4["H_kv"], v4["N_kv"], v4["gpu"]) == (8, 128, None)
+    gqa = schema.make_config(**kw, H_kv=2, N_kv=512, gpu={"uuid": "GPU-1", "name": "x"})
+    assert (gqa["H_kv"], gqa["N_kv"], gqa["gpu"]["uuid"]) == (2, 512, "GPU-1")
+    for version in ("fa-bench/3", "fa-bench/4"):
+        doc = schema.new_document("fa-bench --N 128", version=version)
+        doc["configs"].append(schema.make_config(**kw, version=version, results=[
+            make_result("fa2", algorithm="fa2", status="model_only", model=model(False),
+                        version=version)]))
+        validate(doc)
+
+
+def test_shape_text_is_fa_bench_s():
+    """fa-bench's console text: H_kv after H and N_kv after N only where they differ."""
+    c = {"B": 4, "H": 32, "N": 4096, "d": 128}
+    assert schema.shape_text(c) == "B=4 H=32 N=4096 d=128"
+    assert schema.shape_text({**c, "H_kv": 32, "N_kv": 4096}) == "B=4 H=32 N=4096 d=128"
+    assert schema.shape_text({**c, "H_kv": 8}) == "B=4 H=32 H_kv=8 N=4096 d=128"
+    assert schema.shape_text({**c, "H_kv": 8, "N_kv": 65536}) == (
+        "B=4 H=32 H_kv=8 N=4096 N_kv=65536 d=128")
+    assert schema.shape_text({**c, "H_kv": 8}, "fa-bench/3") == "B=4 H=32 N=4096 d=128"
+
+
+def test_cli_table_names_kv_heads_and_length(tmp_path):
+    path = tmp_path / "v4.json"
+    write_results(v4_doc(), path)
+    run = run_reports(str(path))
+    assert run.returncode == 0, run.stderr
+    lines = [line.split() for line in run.stdout.splitlines() if line.strip().startswith("fa2")]
+    assert lines[0][1:5] == [str(B), str(H), str(N), str(D)]  # square: as ever
+    assert lines[2][1:7] == ["1", "32", "(H_kv", "8)", "4096", "64"]
+    assert lines[3][1:7] == ["1", "32", "1", "(N_kv", "4096)", "64"]
+
+
 # --------------------------------------------------------------------------------------------
 # Validation errors: each case mutates a valid document; the message must name the file and
 # the offending key path.
@@ -394,7 +471,7 @@ def test_null_device_allowed(tmp_path):
     assert load_results(path)["device"] is None
 
 
-@pytest.mark.parametrize("version", ["fa-bench/4", "fa-bench/0", "", None, 1])
+@pytest.mark.parametrize("version", ["fa-bench/5", "fa-bench/0", "", None, 1])
 def test_unknown_schema_version_refused(tmp_path, version):
     doc = good_doc()
     doc["schema"] = version
@@ -408,8 +485,8 @@ def test_unknown_schema_version_refused(tmp_path, version):
 
 def test_unknown_schema_checked_before_structure(tmp_path):
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({"schema": "fa-bench/4", "runs": []}))
-    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/4'"):
+    path.write_text(json.dumps({"schema": "fa-bench/5", "runs": []}))
+    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/5'"):
         load_results(path)
 
 
@@ -604,7 +681,7 @@ def test_reads_cpp_output(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"fa-bench failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
     doc = load_results(out)
-    assert doc["schema"] == "fa-bench/3" and doc["tool"]["name"] == "fa-bench"
+    assert doc["schema"] == "fa-bench/4" and doc["tool"]["name"] == "fa-bench"
     assert doc["complete"] is True
     assert sorted({c["N"] for c in doc["configs"]}) == [128, 256]
     variants = set()
