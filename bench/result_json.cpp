@@ -317,7 +317,8 @@ Algorithm parse_algorithm(const Reader& rd, const std::string& s, const std::str
   if (s == "fa1") return Algorithm::fa1;
   if (s == "fa2") return Algorithm::fa2;
   if (s == "fp8") return Algorithm::fp8;
-  rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2, fp8)");
+  if (s == "split_kv") return Algorithm::split_kv;
+  rd.fail(path, "unknown algorithm '" + s + "' (accepted: standard, fa1, fa2, fp8, split_kv)");
 }
 
 // A hardware counter: a count, finite and >= 0.

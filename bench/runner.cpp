@@ -161,6 +161,8 @@ VariantResult planned_result(const PlannedRow& row, const Shape& shape,
   const Tiles tiles = row.spec.tiles();
   const Tiles model_tiles = tiles.block_q > 0 ? tiles : info.model_tiles;
   mo.library_tiles = tiles.block_q == 0;
+  // Without a GPU, Hopper's 132 SMs (the H100 SXM's and H200's).
+  if (info.kv_splits) mo.kv_splits = info.kv_splits(shape, device ? device->sm_count : 132);
   v.reason = direction_unsupported_reason(info, row.spec.direction);
   if (v.reason.empty()) v.reason = info.unsupported_row(shape, row.spec);
   // No model for a shape the variant does not support: it has no tiles there (fa2 at d=256).

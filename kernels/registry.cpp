@@ -1,6 +1,7 @@
 #include "kernels/registry.hpp"
 
 #include "kernels/cudnn/cudnn.hpp"
+#include "kernels/decode/decode.hpp"
 #include "kernels/fa1/fa1.hpp"
 #include "kernels/fa2/fa2.hpp"
 #include "kernels/fa3/fa3.hpp"
@@ -139,6 +140,32 @@ const std::vector<VariantInfo>& variant_registry() {
          "Default: the fastest measured for the shape (fa3_default_schedule)",
          {},
          fa3_default_schedule}};
+    r.push_back(VariantInfo{
+        "decode",
+        Algorithm::split_kv,
+        "flash-decoding: the K/V sequence split across thread blocks where B*H_kv cannot fill "
+        "the GPU (the split chosen from B, H_kv, N_kv and the SMs), the parts combined by a "
+        "second kernel; log-sum-exp written per row",
+        "grid over (splits x batch*K/V heads); each thread block takes its split's keys in "
+        "64-key tiles, 16 per warp, for the group's N x H/H_kv query rows packed into one "
+        "16-row tile (each K/V byte read once per group)",
+        "mma.sync m16n8k16 (fp32 accumulate), a 3-stage cp.async K/V ring (sm_80 and later)",
+        {64, 128},
+        {DType::bf16, DType::fp16},
+        decode_tile_options,
+        [](const LaunchOptions& o) { return make_decode_launcher(o); },
+        80,
+        AccuracyRule::same_precision,
+        /*writes_lse=*/true,
+        /*peer=*/false,
+        /*model_tiles=*/Tiles{},
+        nullptr,
+        decode_shape_rule,
+        /*in_all=*/false});
+    r.back().pipeline.stages = 3;  // the cp.async K/V ring
+    r.back().grouped_heads = true;
+    r.back().kv_length_apart = true;
+    r.back().kv_splits = decode_splits;
     // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).
     const std::vector<OptionDecl> fp8_options = {
         {kOptionPrequantized,

@@ -16,12 +16,15 @@ std::string to_string(Algorithm a) {
       return "fa2";
     case Algorithm::fp8:
       return "fp8";
+    case Algorithm::split_kv:
+      return "split_kv";
   }
   return "?";
 }
 
 bool parse_algorithm(const std::string& s, Algorithm* out) {
-  for (Algorithm a : {Algorithm::standard, Algorithm::fa1, Algorithm::fa2, Algorithm::fp8}) {
+  for (Algorithm a :
+       {Algorithm::standard, Algorithm::fa1, Algorithm::fa2, Algorithm::fp8, Algorithm::split_kv}) {
     if (s == to_string(a)) {
       *out = a;
       return true;

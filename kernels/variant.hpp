@@ -30,7 +30,7 @@ namespace fa {
 using StreamHandle = CUstream_st*;  // the same type as cudaStream_t
 
 // Which IO pattern the variant executes; the IO model in profiler/ has one formula per pattern.
-enum class Algorithm { standard, fa1, fa2, fp8 };
+enum class Algorithm { standard, fa1, fa2, fp8, split_kv };
 std::string to_string(Algorithm a);
 bool parse_algorithm(const std::string& s, Algorithm* out);
 
@@ -264,6 +264,9 @@ struct VariantInfo {
   // either say unsupported: no backward here takes them.
   bool grouped_heads = false;
   bool kv_length_apart = false;
+  // A split-K/V kernel's parts for a shape on a GPU of sm_count SMs (the IO model's split terms);
+  // null: one.
+  int (*kv_splits)(const Shape& s, int sm_count) = nullptr;
   // A forward default tile that depends on more of the shape than d (one of tile_options(s.d));
   // {0, 0} or null: the first of tile_options(d). fa3: d=64 causal short sequences.
   Tiles (*shape_default_tiles)(const Shape& s) = nullptr;

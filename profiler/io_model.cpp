@@ -117,16 +117,20 @@ IoModel fa2_model(const Shape& s, Tiles t, double e_in = 0) {
 
 // A library's kernel (tiles assumed, ModelOptions::library_tiles) on fewer query rows than its
 // tile with grouped heads (decode): the g query heads of a K/V head packed into one tile's rows,
-// N g of them (a position's heads adjacent), the tile no taller than that, K and V read once per
-// tile of each K/V head. Measured on the H200: cuDNN at N = 1, g = 4 issued 4/128 of one 128-row
-// tile's tensor FLOPs per query head, and its prefill rows (N >= 128) the unpacked tiles' exactly.
+// N g of them (a position's heads adjacent) in a tile of those rows rounded up to 16, K and V read
+// once per tile of each K/V head. Measured on the H200: cuDNN at N = 1, g = 4 issued 16 rows'
+// tensor FLOPs per K/V head (4 per query head, 1/32 of a 128-row tile each), and its prefill rows
+// (N >= 128) the unpacked tiles' exactly.
 IoModel fa2_packed_model(const Shape& s, Tiles t) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
   const double kv_heads = static_cast<double>(s.kv_heads_total());
   const std::int64_t g = s.group(), rows = s.N * g, d = s.d;
-  const std::int64_t Br = std::min<std::int64_t>(t.block_q, rows), Bc = t.block_kv;
+  // The tile: the packed rows rounded up to an mma's 16 (cuDNN's counted tensor FLOPs at N = 1,
+  // g = 4: 16 rows per K/V head).
+  const std::int64_t Br = std::min<std::int64_t>(t.block_q, (rows + 15) / 16 * 16);
+  const std::int64_t Bc = t.block_kv;
   double kv_rows = 0, block_pairs = 0;
   for (std::int64_t qb = 0; qb < ceil_div(rows, Br); ++qb) {
     const std::int64_t last_position = (std::min(rows, (qb + 1) * Br) - 1) / g;
@@ -146,6 +150,41 @@ IoModel fa2_packed_model(const Shape& s, Tiles t) {
   m.flops_nonmatrix = kv_heads * block_pairs * (4.0 * Br * Bc + Br * d) + heads * s.N * d;
   m.bytes_compulsory = compulsory(s, true);
   m.onchip_budget_bytes = static_cast<double>(Br + 4 * Bc) * d * e;
+  m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
+  return m;
+}
+
+// The split-K/V decode (kernels/decode/decode.cu): each K/V head's N g query rows packed into one
+// tile of Br rows, its keys cut into `splits` parts of whole Bc-key tiles, one thread block each
+// (every tile of a part is issued; causal masks, it skips none). K and V read once per K/V head;
+// with several parts, each writes its O / l (fp32) and lse, which the combine pass reads back.
+IoModel split_kv_model(const Shape& s, Tiles t, int splits) {
+  IoModel m;
+  const double e = static_cast<double>(element_bytes(s.dtype));
+  const double heads = static_cast<double>(s.heads_total());
+  const double kv_heads = static_cast<double>(s.kv_heads_total());
+  const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
+  const std::int64_t Br = t.block_q, Bc = t.block_kv;
+  const double tiles = static_cast<double>(ceil_div(s.kv_len(), Bc));
+  const double kv = kv_heads * static_cast<double>(s.kv_len()) * d * e;
+  add(m, "Q read (once)", false, heads * N * d * e);
+  add(m, "K read (once per K/V head)", false, kv);
+  add(m, "V read (once per K/V head)", false, kv);
+  if (splits > 1) {
+    const double parts = splits * heads * N * (d + 1) * 4.0;
+    add(m, "parts' O / l and lse written (fp32, once per split)", true, parts);
+    add(m, "parts' O / l and lse read (combine pass)", false, parts);
+  }
+  add(m, "O written (once)", true, heads * N * d * e);
+  add(m, "lse written (once, fp32)", true, heads * N * 4.0);
+  m.flops_matrix = kv_heads * tiles * 4.0 * static_cast<double>(Br * Bc) * d;
+  // Per score: scale, max, exp, sum; per row and tile: O rescale; the combine: a multiply-add per
+  // part and element.
+  m.flops_nonmatrix = kv_heads * tiles * (4.0 * Br * Bc + Br * d) +
+                      (splits > 1 ? 2.0 * splits * heads * N * d : 0.0);
+  m.bytes_compulsory = compulsory(s, true);
+  // The Q tile and the three-stage K and V ring.
+  m.onchip_budget_bytes = static_cast<double>(Br + 6 * Bc) * d * e;
   m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
   return m;
 }
@@ -425,6 +464,9 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
       break;
     case Algorithm::fp8:
       m = fp8_model(shape, tiles, options.fp8_quantisation_timed, options.fp8_amax_pass);
+      break;
+    case Algorithm::split_kv:
+      m = split_kv_model(shape, tiles, options.kv_splits);
       break;
   }
   if (!options.writes_lse) {  // no "lse written" term, and none in the compulsory bytes

@@ -74,6 +74,8 @@ struct ModelOptions {
   // heads and fewer query rows than its tile, it packs a group's query heads into one tile
   // (io_model.cpp, fa2_packed_model).
   bool library_tiles = false;
+  // A split-K/V kernel's parts (VariantInfo::kv_splits; Algorithm::split_kv).
+  int kv_splits = 1;
 };
 
 // `device_smem_per_sm_bytes` is the device's shared memory per SM; the law uses the kernel's

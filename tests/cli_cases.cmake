@@ -29,7 +29,7 @@ endfunction()
 
 # Crashes and runaways.
 expect(0 "fa1 .*unsupported" ${M} --d 256 --json ${OUT}/d256.json)  # was SIGFPE (exit 136)
-expect(2 "--N/--batch/--heads: .*overflows 64-bit" --N 1024:4611686018427387904 --json ${OUT}/x.json)  # was 17 GB, 62 s
+expect(2 "--N/--kv-len/--batch/--heads: .*overflows 64-bit" --N 1024:4611686018427387904 --json ${OUT}/x.json)  # was 17 GB, 62 s
 
 # Output paths are checked before anything runs.
 file(WRITE ${OUT}/afile "x")
@@ -53,7 +53,7 @@ file(WRITE ${OUT}/real.json "old")
 file(CREATE_LINK real.json ${OUT}/link.json SYMBOLIC)
 expect(0 "results: " ${M} --json ${OUT}/link.json)
 file(READ ${OUT}/real.json real)
-if(NOT IS_SYMLINK ${OUT}/link.json OR NOT real MATCHES "fa-bench/3")
+if(NOT IS_SYMLINK ${OUT}/link.json OR NOT real MATCHES "fa-bench/4")
   message(FATAL_ERROR "--json LINK: the link was replaced or its target not written")
 endif()
 

@@ -1,6 +1,7 @@
 // The IO model, hand-checked on small cases, and its scaling laws.
 #include <gtest/gtest.h>
 
+#include "kernels/decode/decode.hpp"
 #include "kernels/fa2/fa2.hpp"
 #include "profiler/io_model.hpp"
 
@@ -371,10 +372,11 @@ TEST(IoModel, LibraryTilesPackAGroupOnDecodeRows) {
   const double q = 2.0 * 32 * 128 * 2;
   EXPECT_DOUBLE_EQ(packed.bytes_read, q + 2 * kv);
   EXPECT_DOUBLE_EQ(packed.bytes(), packed.bytes_compulsory);
-  EXPECT_DOUBLE_EQ(packed.flops_matrix, packed.flops_convention);
+  EXPECT_DOUBLE_EQ(packed.flops_matrix, 4 * packed.flops_convention);  // 4 rows in an m16 tile
   const auto own = model::io_model(Algorithm::fa2, s, {128, 128}, 1024);
   EXPECT_DOUBLE_EQ(own.bytes_read, q + 2 * 4 * kv);  // per query head, one padded tile each
-  EXPECT_DOUBLE_EQ(own.flops_matrix, 128 * packed.flops_matrix);  // 128 rows for each one
+  // 128 rows per query head against 16 per K/V head.
+  EXPECT_DOUBLE_EQ(own.flops_matrix, 32 * packed.flops_matrix);
   // Causal decode: the one query sees every key, the same numbers.
   s.causal = true;
   EXPECT_DOUBLE_EQ(model::io_model(Algorithm::fa2, s, {128, 128}, 1024, library).bytes_read,
@@ -384,6 +386,53 @@ TEST(IoModel, LibraryTilesPackAGroupOnDecodeRows) {
   prefill.H_kv = 8;
   EXPECT_DOUBLE_EQ(model::io_model(Algorithm::fa2, prefill, {128, 128}, 1024, library).bytes(),
                    model::io_model(Algorithm::fa2, prefill, {128, 128}, 1024).bytes());
+}
+
+// decode's split rule: the fewest splits within 85% of the best wave efficiency (264 slots on
+// 132 SMs), none under 256 keys, whole 64-key tiles, none empty; one where the batch fills the GPU.
+TEST(Decode, SplitsFollowTheLengths) {
+  Shape s = shape(1, 128, false, 1, 32);
+  s.H_kv = 8;
+  s.N_kv = 4096;
+  // At most 16 (256 keys each): 8 x 16 = 128 blocks, efficiency 0.48; 14 is within 85% of it,
+  // and 14 splits of 5 tiles leave 13 that have keys.
+  EXPECT_EQ(decode_splits(s, 132), 13);
+  s.N_kv = 131072;
+  EXPECT_EQ(decode_splits(s, 132), 29);  // 8 x 29 = 232 of 264 slots (33 fills them)
+  EXPECT_EQ(decode_split_keys(s, 29), 71 * 64);
+  s.N_kv = 100;
+  EXPECT_EQ(decode_splits(s, 132), 1);
+  s.N_kv = 16384;
+  s.B = 64;
+  EXPECT_EQ(decode_splits(s, 132), 1);  // 512 blocks: two waves at 97%
+  s.B = 16;
+  EXPECT_EQ(decode_splits(s, 132), 2);  // 128 blocks: 256 of 264 slots, where 3 took 1.45 waves
+  for (std::int64_t n_kv : {64, 65, 1000, 4097, 100000}) {
+    s.N_kv = n_kv;
+    s.B = 1;
+    const int splits = decode_splits(s, 132);
+    const std::int64_t keys = decode_split_keys(s, splits);
+    EXPECT_EQ(keys % 64, 0);
+    EXPECT_GT(n_kv, (splits - 1) * keys) << n_kv;  // the last split has keys
+    EXPECT_GE(splits * keys, n_kv) << n_kv;
+  }
+}
+
+// The split-K/V model: K and V once per K/V head, the parts' O and lse written and read back with
+// several splits, nothing of them with one; FLOPs of whole 16 x 64 tiles.
+TEST(IoModel, SplitKvReadsKvOncePerKvHead) {
+  Shape s = shape(1, 128, false, 1, 32);
+  s.H_kv = 8;
+  s.N_kv = 4096;
+  model::ModelOptions one, sixteen;
+  sixteen.kv_splits = 16;
+  const auto a = model::io_model(Algorithm::split_kv, s, {16, 64}, 1024, one);
+  const auto b = model::io_model(Algorithm::split_kv, s, {16, 64}, 1024, sixteen);
+  EXPECT_DOUBLE_EQ(a.bytes(), a.bytes_compulsory);
+  const double parts = 16.0 * 32 * 1 * (128 + 1) * 4;
+  EXPECT_DOUBLE_EQ(b.bytes(), a.bytes() + 2 * parts);
+  EXPECT_DOUBLE_EQ(a.flops_matrix, 8.0 * 64 * 4 * 16 * 64 * 128);  // 8 K/V heads x 64 tiles
+  EXPECT_DOUBLE_EQ(a.flops_convention, 4.0 * 32 * 4096 * 128);
 }
 
 }  // namespace

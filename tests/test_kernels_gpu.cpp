@@ -723,6 +723,23 @@ std::vector<InferenceCase> inference_cases() {
       cases.push_back({"cudnn", 128, DType::bf16, causal, N, N_kv, 8, 2});
   }
   cases.push_back({"cudnn", 64, DType::bf16, false, 1000, 129, 4, 4});  // fewer keys than queries
+  // decode: one to four query positions of a group packed into 16 rows, K/V lengths from one tile
+  // to many splits (decode_splits: 16 at 4096 keys, 39 at 10000 with B H_kv = 4), MQA too.
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      for (auto [N, N_kv] : {std::pair<std::int64_t, std::int64_t>{1, 1},
+                             {1, 17},
+                             {1, 255},
+                             {1, 4096},
+                             {4, 4},
+                             {4, 1000},
+                             {3, 10000}})
+        cases.push_back({"decode", d, DType::bf16, causal, N, N_kv, 8, 2});
+      cases.push_back({"decode", d, DType::bf16, causal, 2, 3000, 8, 1});  // MQA: 16 rows
+    }
+  }
+  cases.push_back({"decode", 128, DType::fp16, true, 1, 4096, 8, 2});
+  cases.push_back({"decode", 128, DType::bf16, true, 1, 65536, 32, 8});
   return cases;
 }
 
@@ -749,6 +766,41 @@ TEST(Fa3, WrongGroupMappingIsCaught) {
       const auto mha =
           run_and_check("fa3", s, 90 + d + causal, false, {}, nullptr, Inputs::normal, faulty);
       EXPECT_TRUE(mha.passed) << bench::verification_failure_reason(mha);
+    }
+  }
+}
+
+// decode's faults, each of which must fail the check while the true kernel passes: a split's part
+// left out of the combine, the group's heads interleaved, a K/V tile dropped, the causal limit one
+// key off either way, a wrong scale.
+TEST(Decode, FaultsAreCaught) {
+  const VariantInfo* info = find_variant("decode");
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  for (bool causal : {false, true}) {
+    const InferenceCase c{"decode", 128, DType::bf16, causal, 4, 4096, 8, 2};
+    const Shape s = inference_shape(c);
+    const std::uint64_t seed = 300 + causal;
+    EXPECT_TRUE(run_and_check("decode", s, seed).passed);
+    std::vector<std::pair<const char*, FaultInjection>> faults;
+    auto add = [&](const char* name, auto set) {
+      FaultInjection f;
+      set(f);
+      faults.push_back({name, f});
+    };
+    add("a split left out", [](FaultInjection& f) { f.drop_split = 5; });
+    add("heads of a group interleaved", [](FaultInjection& f) { f.kv_head_interleaved = true; });
+    add("last K/V tile dropped", [](FaultInjection& f) { f.drop_kv_block = 4096 / 64 - 1; });
+    add("scale x1.05", [](FaultInjection& f) { f.scale_factor = 1.05f; });
+    if (causal) {
+      add("causal limit +1", [](FaultInjection& f) { f.mask_shift = 1; });
+      add("causal limit -1", [](FaultInjection& f) { f.mask_shift = -1; });
+    }
+    for (const auto& [name, fault] : faults) {
+      LaunchOptions lo;
+      lo.fault = fault;
+      const auto v = run_and_check("decode", s, seed, false, {}, nullptr, Inputs::normal, lo);
+      EXPECT_FALSE(v.passed) << name << (causal ? " (causal)" : "") << " passed: worst row "
+                             << v.worst_row_ratio;
     }
   }
 }

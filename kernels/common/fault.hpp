@@ -51,11 +51,13 @@ struct FaultInjection {
   // Grouped-query heads: query head bh reads K/V head bh % (B H_kv), the heads of a group
   // interleaved, where bh / g is meant (a layout mistaken for another). Harmless when g = 1.
   bool kv_head_interleaved = false;
+  // decode: the split whose part the combine pass leaves out; -1: none.
+  int drop_split = -1;
 
   bool in_kernel() const {
     return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped ||
            slowdown_percent > 0 || delta_factor != 1.0f || drop_dq_block >= 0 ||
-           kv_head_interleaved;
+           kv_head_interleaved || drop_split >= 0;
   }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;

@@ -1,0 +1,410 @@
+// decode: attention of a few query rows per sequence against a long K/V (FlashAttention's
+// flash-decoding): the K/V sequence split across thread blocks, the parts combined.
+//
+// Schedule
+//   grid      (splits, B*H_kv): block (s, b h_kv) takes keys [s C, min((s+1) C, N_kv)) of K/V head
+//             (b, h_kv), C = decode_split_keys (whole 64-key tiles; decode_splits picks how many
+//             from B, H_kv, N_kv and the SMs: one split where B*H_kv blocks fill the GPU).
+//   rows      the g = H/H_kv query heads of the group and their N positions packed into one m16
+//             tile (row r: position r / g, query head h_kv g + r % g; rows past N g are zero):
+//             each K/V byte is read once for the whole group.
+//   block     4 warps; K and V tiles of 64 keys stream through a 3-stage cp.async ring; warp w
+//             takes keys [16 w, 16 w + 16) of every tile:
+//               S = Q K_w^T        mma.sync m16n8k16, fp32
+//               mask               N_kv's edge, causal (bottom-right: row r sees keys
+//                                  <= r / g + N_kv - N)
+//               online softmax     m, l per row in registers (kernels/common/online_softmax.cuh)
+//               O += P V_w         P from S's accumulators
+//   merge     the 4 warps' (m, l, O) through shared memory (the ring, drained).
+//   epilogue  one split: O and lse written. Several: the block's O / l (fp32) and lse into the
+//             workspace; a second kernel, one warp per output row, combines them:
+//             lse = log sum exp lse_s, O = sum exp(lse_s - lse) O_s.
+//
+// HBM traffic (profiler/io_model.cpp, decode_model): Q read once, K and V once per K/V head, O
+// and lse written once; with splits, the parts' O and lse written and read once more.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+#include "kernels/common/fault.cuh"
+#include "kernels/common/launch.hpp"
+#include "kernels/common/mma_sm80.cuh"
+#include "kernels/common/online_softmax.cuh"
+#include "kernels/common/per_device.hpp"
+#include "kernels/decode/decode.hpp"
+
+namespace fa {
+
+int decode_splits(const Shape& s, int sm_count) {
+  const std::int64_t blocks = s.B * s.kv_heads();
+  const double slots = static_cast<double>(kDecodeBlocksPerSm) * sm_count;
+  const std::int64_t most =
+      std::clamp<std::int64_t>(s.kv_len() / kDecodeMinSplitKeys, 1, kDecodeMaxSplits);
+  // A split count's wave efficiency: its blocks over the slots of the waves they take. The
+  // fewest splits within kDecodeWaveEfficiency of the best (FlashAttention's
+  // num_splits_heuristic): more splits only add combine work.
+  auto efficiency = [&](std::int64_t n) {
+    const double waves = static_cast<double>(blocks * n) / slots;
+    return waves / std::ceil(waves);
+  };
+  double best = 0;
+  for (std::int64_t n = 1; n <= most; ++n) best = std::max(best, efficiency(n));
+  std::int64_t splits = 1;
+  while (splits < most && efficiency(splits) < kDecodeWaveEfficiency * best) ++splits;
+  // Whole tiles per split, and no split left empty by the rounding.
+  const std::int64_t keys = decode_split_keys(s, static_cast<int>(splits));
+  return static_cast<int>((s.kv_len() + keys - 1) / keys);
+}
+
+std::int64_t decode_split_keys(const Shape& s, int splits) {
+  const std::int64_t tiles = (s.kv_len() + kDecodeKeys - 1) / kDecodeKeys;
+  return (tiles + splits - 1) / splits * kDecodeKeys;
+}
+
+std::string decode_shape_rule(const Shape& s) {
+  if (s.N * s.group() > kDecodeRows)
+    return "unsupported: decode packs N x H/H_kv query rows per K/V head into one 16-row tile (" +
+           std::to_string(s.N * s.group()) + " here; prefill shapes are fa3's)";
+  return "";
+}
+
+std::vector<Tiles> decode_tile_options(int d) {
+  if (d != 64 && d != 128) return {};
+  return {Tiles{kDecodeRows, kDecodeKeys}};
+}
+
+namespace {
+
+using namespace sm80;
+
+constexpr int kWarps = 4, kThreads = kWarps * 32;
+constexpr int kStages = 3;
+constexpr int kWarpKeys = kDecodeKeys / kWarps;  // 16
+
+struct DecodeParams {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  float* part_o;    // [splits][B H N][D] fp32: each split's O / l (splits > 1)
+  float* part_lse;  // [splits][B H N]
+  std::int64_t N, N_kv, split_keys;
+  std::int64_t rows_total;  // B H N: the output rows
+  int H, H_kv, group, splits;
+  float scale_log2;
+  FaultInjection fault;  // read only by the FAULTS instantiations (verification tests)
+};
+
+template <int D>
+constexpr int decode_smem_bytes() {
+  // Q, then the K and V rings (16-bit elements); the merge reuses the rings as fp32.
+  return (kDecodeRows + 2 * kStages * kDecodeKeys) * D * 2;
+}
+static_assert(decode_smem_bytes<64>() >= kWarps * kDecodeRows * 64 * 4 + 2 * kWarps * 16 * 4,
+              "decode: the merge buffer fits in the rings");
+
+// Query head and position of packed row r of K/V head kv_h (of `group` query heads).
+struct PackedRow {
+  int head;  // within the batch
+  std::int64_t position;
+};
+template <bool FAULTS>
+__device__ __forceinline__ PackedRow packed_row(const DecodeParams& p, int kv_h, int r) {
+  const int in_group = r % p.group;
+  // FAULTS: the heads of a group interleaved (h % H_kv == kv_h) where h / g == kv_h is meant.
+  const int head =
+      FAULTS && p.fault.kv_head_interleaved ? in_group * p.H_kv + kv_h : kv_h * p.group + in_group;
+  return {head, r / p.group};
+}
+
+template <int D, bool CAUSAL, typename T, bool FAULTS>
+__global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) {
+  constexpr int kNT = kWarpKeys / 8, kDT = D / 8;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  T* sQ = reinterpret_cast<T*>(smem_raw);
+  T* sK = sQ + kDecodeRows * D;            // [kStages][64][D]
+  T* sV = sK + kStages * kDecodeKeys * D;  // [kStages][64][D]
+
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int g = lane >> 2, t = lane & 3;
+  const int split = blockIdx.x;
+  const int b = blockIdx.y / p.H_kv, kv_h = blockIdx.y % p.H_kv;
+  const int rows = static_cast<int>(p.N) * p.group;
+  const std::int64_t k_begin = split * p.split_keys;
+  const std::int64_t k_end = min(p.N_kv, k_begin + p.split_keys);
+  const int tiles = static_cast<int>((k_end - k_begin + kDecodeKeys - 1) / kDecodeKeys);
+  const std::int64_t kv_offset = (static_cast<std::int64_t>(b) * p.H_kv + kv_h) * p.N_kv * D;
+  const T* Kh = static_cast<const T*>(p.k) + kv_offset;
+  const T* Vh = static_cast<const T*>(p.v) + kv_offset;
+
+  // Q: the packed rows, zero past N g (16 B chunks, one row's D / 8 per pass).
+  for (int c = threadIdx.x; c < kDecodeRows * D / 8; c += kThreads) {
+    const int r = c / (D / 8), ch = c % (D / 8);
+    const bool valid = r < rows;
+    const PackedRow pr = packed_row<FAULTS>(p, kv_h, valid ? r : 0);
+    const T* src = static_cast<const T*>(p.q) +
+                   ((static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position) * D +
+                   ch * 8;
+    cp_async_16(smem_u32(sQ + swz<D>(r, ch * 8)), src, valid);
+  }
+  // The ring's first stages (tile i in stage i % kStages; keys past k_end zero-filled).
+  auto load_stage = [&](int i) {
+    const std::int64_t k0 = k_begin + static_cast<std::int64_t>(i) * kDecodeKeys;
+    T* k_dst = sK + (i % kStages) * kDecodeKeys * D;
+    T* v_dst = sV + (i % kStages) * kDecodeKeys * D;
+    if (k0 + kDecodeKeys <= k_end) {
+      load_tile_inside<kDecodeKeys, D, kThreads>(k_dst, Kh, k0);
+      load_tile_inside<kDecodeKeys, D, kThreads>(v_dst, Vh, k0);
+    } else {
+      load_tile<kDecodeKeys, D, kThreads>(k_dst, Kh, k0, k_end);
+      load_tile<kDecodeKeys, D, kThreads>(v_dst, Vh, k0, k_end);
+    }
+  };
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < tiles) load_stage(i);
+    cp_async_commit();  // empty groups keep the count the waits below expect
+  }
+
+  float o[kDT][4];
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
+  OnlineSoftmax<> softmax;
+  std::uint32_t qf[D / 16][4];
+  // The causal limit of the thread's rows g and g + 8: key <= position + N_kv - N.
+  const std::int64_t shift = (FAULTS ? p.fault.mask_shift : 0) + p.N_kv - p.N;
+  const std::int64_t limit_a = g / p.group + shift, limit_b = (g + 8) / p.group + shift;
+
+  for (int i = 0; i < tiles; ++i) {
+    if (i + kStages - 1 < tiles) load_stage(i + kStages - 1);
+    cp_async_commit();
+    cp_async_wait<kStages - 1>();
+    __syncthreads();
+    if (i == 0) load_a_fragments<D>(qf, sQ, 0, lane);
+
+    const std::int64_t k0 = k_begin + static_cast<std::int64_t>(i) * kDecodeKeys + warp * kWarpKeys;
+    float s[kNT][4];
+    warp_qkt<D, kWarpKeys>(s, qf, sK + (i % kStages) * kDecodeKeys * D + warp * kWarpKeys * D,
+                           lane);
+    const bool dropped = FAULTS && p.fault.drop_kv_block >= 0 &&
+                         (k_begin + static_cast<std::int64_t>(i) * kDecodeKeys) / kDecodeKeys ==
+                             p.fault.drop_kv_block;
+    const bool needs_mask =
+        k0 + kWarpKeys > k_end || (CAUSAL && k0 + kWarpKeys - 1 > shift) || dropped;
+#pragma unroll
+    for (int n = 0; n < kNT; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        float x = s[n][e] * p.scale_log2;
+        if (needs_mask) {
+          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
+          const std::int64_t limit = (e >> 1) ? limit_b : limit_a;
+          if (key >= k_end || (CAUSAL && key > limit) || dropped) x = -INFINITY;
+        }
+        s[n][e] = x;
+      }
+    }
+    softmax.update(s, o);
+    warp_pv<D, kWarpKeys>(o, s, sV + (i % kStages) * kDecodeKeys * D + warp * kWarpKeys * D, lane);
+    __syncthreads();  // the stage read here is the one the next iteration's load refills
+  }
+  cp_async_wait<0>();
+  __syncthreads();
+
+  // Merge the warps: each row's max over the warps, then O and l scaled to it and summed.
+  float* m_w = reinterpret_cast<float*>(sK);  // [kWarps][16]
+  float* l_w = m_w + kWarps * kDecodeRows;    // [kWarps][16]
+  float* o_w = l_w + kWarps * kDecodeRows;    // [kWarps][16][D]
+  float l_part[2] = {softmax.l[0], softmax.l[1]};
+#pragma unroll
+  for (int r = 0; r < 2; ++r) l_part[r] = quad_sum(l_part[r]);
+  if (t == 0) {
+    m_w[warp * kDecodeRows + g] = softmax.m[0];
+    m_w[warp * kDecodeRows + g + 8] = softmax.m[1];
+    l_w[warp * kDecodeRows + g] = l_part[0];
+    l_w[warp * kDecodeRows + g + 8] = l_part[1];
+  }
+  __syncthreads();
+  float scale[2];
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    const int row = g + 8 * r;
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_w[w * kDecodeRows + row]);
+    scale[r] = fast_exp2(softmax.m[r] - exp_base(mx));
+  }
+#pragma unroll
+  for (int i = 0; i < kDT; ++i) {
+    const int col = i * 8 + 2 * t;
+    o_w[(warp * kDecodeRows + g) * D + col] = o[i][0] * scale[0];
+    o_w[(warp * kDecodeRows + g) * D + col + 1] = o[i][1] * scale[0];
+    o_w[(warp * kDecodeRows + g + 8) * D + col] = o[i][2] * scale[1];
+    o_w[(warp * kDecodeRows + g + 8) * D + col + 1] = o[i][3] * scale[1];
+  }
+  __syncthreads();
+
+  // Each thread: rows r, columns c .. c + 3 per pass; the row's m, l over the warps.
+  constexpr float kLn2 = 0.6931471805599453f;
+  for (int idx = threadIdx.x; idx < kDecodeRows * D / 4; idx += kThreads) {
+    const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
+    if (r >= rows) break;  // idx grows with r
+    float mx = -INFINITY;
+    for (int w = 0; w < kWarps; ++w) mx = fmaxf(mx, m_w[w * kDecodeRows + r]);
+    const float base = exp_base(mx);
+    float l = 0.0f;
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    for (int w = 0; w < kWarps; ++w) {
+      l += l_w[w * kDecodeRows + r] * fast_exp2(m_w[w * kDecodeRows + r] - base);
+#pragma unroll
+      for (int j = 0; j < 4; ++j) acc[j] += o_w[(w * kDecodeRows + r) * D + c + j];
+    }
+    const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+    const float lse = l > 0.0f ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    const PackedRow pr = packed_row<FAULTS>(p, kv_h, r);
+    const std::int64_t out_row = (static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position;
+    if (p.splits == 1) {
+      T* dst = static_cast<T*>(p.o) + out_row * D + c;
+      *reinterpret_cast<std::uint32_t*>(dst) = pack2<T>(acc[0] * inv, acc[1] * inv);
+      *reinterpret_cast<std::uint32_t*>(dst + 2) = pack2<T>(acc[2] * inv, acc[3] * inv);
+      if (c == 0) p.lse[out_row] = lse;
+    } else {
+      const std::int64_t part_row = split * p.rows_total + out_row;
+      float4* dst = reinterpret_cast<float4*>(p.part_o + part_row * D + c);
+      *dst = make_float4(acc[0] * inv, acc[1] * inv, acc[2] * inv, acc[3] * inv);
+      if (c == 0) p.part_lse[part_row] = lse;
+    }
+  }
+}
+
+// One warp per output row: lse = log sum_s exp(lse_s), O = sum_s exp(lse_s - lse) O_s (a split
+// that saw no key has lse -inf: weight 0). FAULTS: split fault.drop_split is left out.
+template <int D, typename T, bool FAULTS>
+__global__ void __launch_bounds__(128) decode_combine_kernel(const DecodeParams p) {
+  const std::int64_t rows_total = p.rows_total;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
+  const int lane = threadIdx.x % 32;
+  if (row >= rows_total) return;
+  float mx = -INFINITY;
+  for (int s = 0; s < p.splits; ++s) {
+    if (FAULTS && s == p.fault.drop_split) continue;
+    mx = fmaxf(mx, p.part_lse[s * rows_total + row]);
+  }
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  constexpr int kPerLane = D / 32;
+  float acc[kPerLane] = {};
+  float sum = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    if (FAULTS && s == p.fault.drop_split) continue;
+    const float w = __expf(p.part_lse[s * rows_total + row] - base);
+    sum += w;
+    const float* src = p.part_o + (s * rows_total + row) * D;
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) acc[j] += w * src[lane + 32 * j];
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  T* dst = static_cast<T*>(p.o) + row * D;
+#pragma unroll
+  for (int j = 0; j < kPerLane; ++j) dst[lane + 32 * j] = static_cast<T>(acc[j] * inv);
+  if (lane == 0) p.lse[row] = sum > 0.0f ? base + logf(sum) : -INFINITY;
+}
+
+int sm_count_here() {
+  static PerDevice<int> sms;
+  return sms.get([] {
+    int device = 0, n = 0;
+    cudaGetDevice(&device);
+    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
+    return n > 0 ? n : 132;
+  });
+}
+
+std::size_t workspace_for(const Shape& s, int splits) {
+  if (splits <= 1) return 0;
+  const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N);
+  return static_cast<std::size_t>(splits) * rows * (static_cast<std::size_t>(s.d) + 1) * 4;
+}
+
+template <int D, bool CAUSAL, typename T, bool FAULTS>
+std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
+                          const FaultInjection& fault) {
+  constexpr int kSmem = decode_smem_bytes<D>();
+  auto kernel = decode_kernel<D, CAUSAL, T, FAULTS>;
+  static PerDevice<cudaError_t> attr;
+  const cudaError_t st = attr.get([&] {
+    return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  });
+  if (st != cudaSuccess)
+    return std::string("decode: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
+  const int splits = decode_splits(s, sm_count_here());
+  if (b.workspace_bytes < workspace_for(s, splits)) return "decode: workspace too small";
+  if (s.kv_heads_total() > 65535) return "decode: grid too large (B*H_kv must be <= 65535)";
+  const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N);
+  float* part_o = static_cast<float*>(b.workspace);
+  DecodeParams p{b.q,
+                 b.k,
+                 b.v,
+                 b.o,
+                 b.lse,
+                 part_o,
+                 splits > 1 ? part_o + static_cast<std::size_t>(splits) * rows * D : nullptr,
+                 s.N,
+                 s.kv_len(),
+                 decode_split_keys(s, splits),
+                 static_cast<std::int64_t>(rows),
+                 static_cast<int>(s.H),
+                 static_cast<int>(s.kv_heads()),
+                 static_cast<int>(s.group()),
+                 splits,
+                 softmax_scale_log2(s, fault),
+                 fault};
+  kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(s.kv_heads_total())), kThreads,
+           kSmem, stream>>>(p);
+  if (splits > 1) {
+    decode_combine_kernel<D, T, FAULTS>
+        <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p);
+  }
+  return launch_status("decode");
+}
+
+class DecodeLauncher final : public Launcher {
+ public:
+  explicit DecodeLauncher(const FaultInjection& fault) : fault_(fault) {}
+  std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
+    return workspace_for(s, decode_splits(s, sm_count_here()));
+  }
+  std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
+                  cudaStream_t stream) override {
+    if (std::string r = decode_shape_rule(s); !r.empty()) return r;
+    return fault_.any() ? dispatch<true>(s, b, stream) : dispatch<false>(s, b, stream);
+  }
+
+ private:
+  template <bool FAULTS>
+  std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) const {
+    auto by_type = [&](auto d, auto causal) -> std::string {
+      constexpr int D = decltype(d)::value;
+      constexpr bool C = decltype(causal)::value;
+      if (s.dtype == DType::bf16)
+        return launch_decode<D, C, __nv_bfloat16, FAULTS>(s, b, stream, fault_);
+      return launch_decode<D, C, __half, FAULTS>(s, b, stream, fault_);
+    };
+    auto by_mask = [&](auto d) {
+      return s.causal ? by_type(d, std::true_type{}) : by_type(d, std::false_type{});
+    };
+    if (s.d == 64) return by_mask(std::integral_constant<int, 64>{});
+    if (s.d == 128) return by_mask(std::integral_constant<int, 128>{});
+    return "decode: d=" + std::to_string(s.d) + " (compiled: 64, 128)";
+  }
+
+  FaultInjection fault_;
+};
+
+}  // namespace
+
+std::unique_ptr<Launcher> make_decode_launcher(const LaunchOptions& o) {
+  return std::make_unique<DecodeLauncher>(o.fault);
+}
+
+}  // namespace fa
