@@ -3,11 +3,17 @@
 
     python3 scripts/peers_torch.py --N 4096 --d 64,128 --causal both --json torch.json
     python3 scripts/peers_torch.py --N 4096 --d 128 --direction both --json torch.json
+    python3 scripts/peers_torch.py --N 1 --kv-len 4096,16384 --d 128 --heads 32 --heads-kv 8 \
+        --backends flash,cudnn --json torch-decode.json
 
 For every configuration it runs ``torch.nn.functional.scaled_dot_product_attention`` once per
 backend (flash, efficient, cudnn, math; rows ``torch-flash`` ... ``torch-math``, all peers) on
 fa-bench's conventions: Q, K, V of shape [B, H, N, d] (BHSD, contiguous), N(0, 1) inputs,
 scale 1/sqrt(d), causal = key j > query i masked, B = 16384/N and H = 2048/d unless given.
+Grouped-query heads and K/V lengths apart (``--heads-kv``, ``--kv-len``, forward rows): K and V
+of shape [B, H_kv, N_kv, d], ``enable_gqa`` where H_kv < H, causal aligned bottom-right
+(``torch.nn.attention.bias.causal_lower_right`` where N_kv != N: key j > i + N_kv - N masked),
+B = 16384/N_kv unless given; a backend that cannot run the shape says why in its row.
 
 Each backend is checked before it is timed: sampled rows of two heads against an fp64
 reference, with fa-bench's rule (max error <= 2 x a plain same-precision implementation +
@@ -80,6 +86,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
                    help="forward rows, backward rows (dQ, dK, dV from dO), or both (default fwd)")
     p.add_argument("--batch", type=int, help="batch (default 16384/N)")
     p.add_argument("--heads", type=int, help="heads (default 2048/d)")
+    p.add_argument("--heads-kv", dest="heads_kv", type=int,
+                   help="K/V heads, a divisor of --heads (grouped-query attention; default --heads)")
+    p.add_argument("--kv-len", dest="kv_len", help="K/V lengths, comma-separated, each against every N")
     p.add_argument("--warmup", type=int, default=10)
     p.add_argument("--repetitions", type=int, default=50)
     p.add_argument("--seed", type=int, default=1234)
@@ -92,6 +101,21 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     a.d = int_list(a.d, "--d")
     if any(d not in (64, 128, 256) for d in a.d):
         bad(f"error: --d: accepted 64, 128 or 256, got {a.d}")
+    a.kv_len = int_list(a.kv_len, "--kv-len") if a.kv_len else []
+    if a.heads_kv is not None:
+        if a.heads_kv <= 0:
+            bad(f"error: --heads-kv: {a.heads_kv} (accepted: a positive integer)")
+        for d in a.d:
+            H = a.heads or max(1, 2048 // d)
+            if H % a.heads_kv:
+                bad(f"error: --heads-kv: {a.heads_kv} does not divide the {H} query heads "
+                    "(accepted: a divisor of --heads)")
+    if a.causal != "off" and any(kv < n for kv in a.kv_len for n in a.N):
+        bad("error: --kv-len: shorter than --N with --causal (aligned bottom-right, early query rows "
+            "would see no key; accepted: K/V lengths >= N when causal)")
+    if (a.heads_kv or a.kv_len) and a.direction != "fwd":
+        bad("error: --direction: backward rows are square multi-head attention only here "
+            "(accepted: fwd with --heads-kv or --kv-len)")
     names = a.backends.split(",")
     known = [b[0].removeprefix("torch-") for b in BACKENDS]
     if any(n not in known for n in names):
@@ -103,7 +127,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, dtype: str,
-                    direction: str = "forward") -> dict:
+                    direction: str = "forward", H_kv: int | None = None,
+                    N_kv: int | None = None) -> dict:
     """algorithm -> the model fa-bench computes (cudnn row for fa2, standard row) in `direction`
     ("forward" or "backward"); {} if absent."""
     if not Path(binary).is_file():
@@ -113,6 +138,10 @@ def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, d
         cmd = [binary, "--model-only", "--N", str(N), "--d", str(d), "--batch", str(B), "--heads", str(H),
                "--causal", "on" if causal else "off", "--dtype", dtype, "--variants", "standard,cudnn",
                "--direction", "bwd" if direction == "backward" else "fwd", "--json", str(out)]
+        if H_kv is not None and H_kv != H:
+            cmd += ["--heads-kv", str(H_kv)]
+        if N_kv is not None and N_kv != N:
+            cmd += ["--kv-len", str(N_kv)]
         if subprocess.run(cmd, capture_output=True).returncode != 0 or not out.exists():
             return {}
         rows = json.loads(out.read_text())["configs"][0]["results"]
@@ -139,8 +168,10 @@ def main(argv: list[str]) -> int:
         "compute_capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
         "memory_bytes": props.total_memory, "l2_bytes": props.L2_cache_size,
     }
+    version = "fa-bench/4" if (args.heads_kv or args.kv_len) else None
     doc = new_document(
         "python3 scripts/peers_torch.py " + " ".join(argv), device=device,
+        **({"version": version} if version else {}),
         settings={"seed": args.seed, "warmup": args.warmup, "repetitions": args.repetitions,
                   "timing_engine": f"torch {torch.__version__} CUDA events"})
     dtype = torch.bfloat16 if args.dtype == "bf16" else torch.float16
@@ -148,25 +179,34 @@ def main(argv: list[str]) -> int:
     exit_code = 0
     causal_modes = {"off": [False], "on": [True], "both": [False, True]}[args.causal]
     index = 0
-    for N in args.N:
+    for N, N_kv in [(n, kv) for n in args.N for kv in (args.kv_len or [n])]:
         for d in args.d:
             for causal in causal_modes:
-                B = args.batch or max(1, 16384 // N)
+                B = args.batch or max(1, 16384 // N_kv)
                 H = args.heads or max(1, 2048 // d)
+                H_kv = args.heads_kv or H
                 seed = args.seed + 1000003 * index
                 index += 1
                 gen = torch.Generator(device="cuda").manual_seed(seed)
-                q, k, v = (torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen) for _ in range(3))
-                config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed)
+                q = torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen)
+                k, v = (torch.randn(B, H_kv, N_kv, d, device="cuda", dtype=dtype, generator=gen)
+                        for _ in range(2))
+                config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed,
+                                     **({"H_kv": H_kv, "N_kv": N_kv, "gpu": None, "version": version}
+                                        if version else {}))
                 directions = {"fwd": ["forward"], "bwd": ["backward"], "both": ["forward", "backward"]}
                 for direction in directions[args.direction]:
-                    models = fa_bench_models(args.fa_bench, N, d, B, H, causal, args.dtype, direction)
+                    models = fa_bench_models(args.fa_bench, N, d, B, H, causal, args.dtype, direction,
+                                             H_kv, N_kv)
                     if direction == "forward":
                         reference = Reference(torch, q, k, v, causal, seed)
                     else:
                         d_o = torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen)
                         reference = BackwardReference(torch, q, k, v, d_o, causal, seed)
-                    forward_flops = 4.0 * B * H * N * N * d / (2 if causal else 1)
+                    # The field's convention: N x N_kv pairs per query head, causal's N x N part
+                    # halved (as fa-bench counts it).
+                    pairs = N * N_kv - (N * N / 2 if causal else 0)
+                    forward_flops = 4.0 * B * H * pairs * d
                     flops = forward_flops * (2.5 if direction == "backward" else 1.0)
                     for name, member, algorithm in args.backends:
                         run = run_backend if direction == "forward" else run_backend_backward
@@ -175,13 +215,15 @@ def main(argv: list[str]) -> int:
                         model = {"flops_convention": flops, **models.get(algorithm, {})}
                         model.setdefault("flops_matrix", flops)
                         result = make_result(name, algorithm=algorithm, peer=True, model=model,
-                                             warmup=args.warmup, direction=direction, **row)
+                                             warmup=args.warmup, direction=direction,
+                                             **({"version": version} if version else {}), **row)
                         if result["derived"] is not None:  # the field's convention, as fa-bench reports
                             result["derived"]["tflops_convention"] = flops / (result["timing"]["median_ms"] * 1e9)
                         config["results"].append(result)
                         if row["status"] == "failed":
                             exit_code = 1
-                        print(f"{name:16} {'bwd ' if direction == 'backward' else ''}B={B} H={H} N={N} d={d} "
+                        kv_text = (f" H_kv={H_kv}" if H_kv != H else "") + (f" N_kv={N_kv}" if N_kv != N else "")
+                        print(f"{name:16} {'bwd ' if direction == 'backward' else ''}B={B} H={H} N={N}{kv_text} d={d} "
                               f"causal={'on' if causal else 'off'}: {row['status']}"
                               + (f" ({row['reason']})" if row.get("reason") else "")
                               + (f" {result['timing']['median_ms']:.4f} ms, "
@@ -198,15 +240,18 @@ class Reference:
 
     def __init__(self, torch, q, k, v, causal: bool, seed: int):
         B, H, N, d = q.shape
+        H_kv, N_kv = k.shape[1], k.shape[2]
         gen = torch.Generator().manual_seed(seed)
         self.rows = torch.randperm(N, generator=gen)[: min(N, CHECKED_ROWS)].sort().values.cuda()
         self.heads = [(0, 0), (B - 1, H - 1)]
         scale = 1.0 / math.sqrt(d)
         self.expected, self.plain_error = [], 0.0
         for b, h in self.heads:
-            qs, kk, vv = q[b, h, self.rows], k[b, h], v[b, h]
-            cols = torch.arange(N, device=q.device)
-            masked = (cols[None, :] > self.rows[:, None]) if causal else None
+            h_kv = h // (H // H_kv)  # query head h reads K/V head h / g
+            qs, kk, vv = q[b, h, self.rows], k[b, h_kv], v[b, h_kv]
+            cols = torch.arange(N_kv, device=q.device)
+            # Causal, bottom-right: query i sees keys j <= i + N_kv - N.
+            masked = (cols[None, :] > self.rows[:, None] + (N_kv - N)) if causal else None
             s = (qs.double() @ kk.double().T) * scale
             if masked is not None:
                 s = s.masked_fill(masked, float("-inf"))
@@ -324,8 +369,18 @@ def run_backend(torch, sdpa_kernel, backend, q, k, v, causal, reference, flush, 
     """kwargs for make_result: status, reason, verification, samples_ms."""
     sdpa = torch.nn.functional.scaled_dot_product_attention
 
-    def call():
-        return sdpa(q, k, v, is_causal=causal)
+    gqa = {"enable_gqa": True} if k.shape[1] != q.shape[1] else {}
+    N, N_kv = q.shape[2], k.shape[2]
+    if causal and N_kv != N:  # bottom-right: is_causal aligns top-left
+        from torch.nn.attention.bias import causal_lower_right
+
+        mask = causal_lower_right(N, N_kv)
+
+        def call():
+            return sdpa(q, k, v, attn_mask=mask, **gqa)
+    else:
+        def call():
+            return sdpa(q, k, v, is_causal=causal, **gqa)
 
     try:
         with sdpa_kernel([backend]):

@@ -38,3 +38,15 @@ def test_bad_direction_is_refused_naming_the_flag(tmp_path):
     r = run("--direction", "sideways", "--json", str(tmp_path / "x.json"))
     assert r.returncode == 2
     assert "--direction" in r.stderr and "fwd" in r.stderr
+
+
+def test_grouped_heads_and_kv_lengths_refuse_bad_combinations(tmp_path):
+    out = str(tmp_path / "x.json")
+    r = run("--heads", "32", "--heads-kv", "5", "--d", "128", "--json", out)
+    assert r.returncode == 2 and "--heads-kv: 5 does not divide the 32" in r.stderr
+    r = run("--N", "1024", "--kv-len", "512", "--causal", "on", "--json", out)
+    assert r.returncode == 2 and "--kv-len" in r.stderr
+    r = run("--heads", "32", "--heads-kv", "8", "--direction", "bwd", "--json", out)
+    assert r.returncode == 2 and "--direction" in r.stderr
+    r = run("--kv-len", "0", "--json", out)
+    assert r.returncode == 2 and "--kv-len" in r.stderr
