@@ -118,8 +118,9 @@ struct ParseOutcome {
 ParseOutcome parse_cli(int argc, const char* const* argv);
 
 // Batch and heads for a sequence length and head dim: the FlashAttention benchmark convention
-// (16k tokens, hidden 2048) unless the user fixed them. With --kv-len, N is the K/V length (16k
-// cached tokens a batch), so that decode (N = 1) does not run 16384 sequences.
+// (16k tokens, hidden 2048) unless the user fixed them. With --kv-len, N is the longer of the
+// query and K/V lengths (16k cached tokens a batch), so that decode (N = 1) does not run 16384
+// sequences, nor a short K/V 16384 / N_kv times the usual queries.
 std::int64_t default_batch(std::int64_t N);
 std::int64_t default_heads(std::int64_t d);
 

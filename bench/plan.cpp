@@ -26,7 +26,7 @@ std::vector<Shape> make_plan(const Options& o) {
           s.N = N;
           s.N_kv = kv == N ? 0 : kv;
           s.d = d;
-          s.B = o.batch.value_or(default_batch(kv > 0 ? kv : N));
+          s.B = o.batch.value_or(default_batch(std::max(N, kv)));
           s.H = o.heads.value_or(default_heads(d));
           s.H_kv = o.heads_kv && *o.heads_kv != s.H ? *o.heads_kv : 0;
           s.causal = c;

@@ -145,7 +145,10 @@ def fa_bench_models(binary: str, N: int, d: int, B: int, H: int, causal: bool, d
         if subprocess.run(cmd, capture_output=True).returncode != 0 or not out.exists():
             return {}
         rows = json.loads(out.read_text())["configs"][0]["results"]
-    by_name = {r["variant"]: r["model"] for r in rows if r.get("direction", "forward") == direction}
+    # Rows fa-bench cannot run on the shape (standard with grouped heads) carry no model: none is
+    # taken from them, so the row keeps its convention FLOPs rather than zeros.
+    by_name = {r["variant"]: r["model"] for r in rows
+               if r.get("direction", "forward") == direction and r.get("status") != "unsupported"}
     return {"fa2": by_name.get("cudnn", {}), "standard": by_name.get("standard", {})}
 
 
@@ -192,7 +195,8 @@ def main(argv: list[str]) -> int:
                 k, v = (torch.randn(B, H_kv, N_kv, d, device="cuda", dtype=dtype, generator=gen)
                         for _ in range(2))
                 config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed,
-                                     **({"H_kv": H_kv, "N_kv": N_kv, "gpu": None, "version": version}
+                                     **({"H_kv": H_kv, "N_kv": N_kv, "version": version,
+                                         "gpu": {"uuid": device["uuid"], "name": device["name"]}}
                                         if version else {}))
                 directions = {"fwd": ["forward"], "bwd": ["backward"], "both": ["forward", "backward"]}
                 for direction in directions[args.direction]:

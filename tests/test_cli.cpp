@@ -102,6 +102,8 @@ TEST(Cli, GroupedHeadsAndKvLengths) {
   EXPECT_EQ(square.at(0).H_kv, 0);
   EXPECT_EQ(square.at(0).N_kv, 0);
   EXPECT_EQ(make_plan(parse({"--N", "64"}).options).at(0).B, 256);  // 16384 / N as before
+  // Queries longer than the K/V: the batch by the longer of the two.
+  EXPECT_EQ(make_plan(parse({"--N", "16384", "--kv-len", "128"}).options).at(0).B, 1);
   expect_bad({"--heads", "32", "--heads-kv", "5"}, "--heads-kv: 5 does not divide the 32");
   expect_bad({"--d", "128", "--heads-kv", "3"}, "at d=128 (default 2048/d)");
   expect_bad({"--heads-kv", "0"}, "--heads-kv");

@@ -646,11 +646,6 @@ TEST(Fa3, PassesOnEveryInputFamily) {
   }
 }
 
-// The lazy rescale's fault (FaultInjection::o_rescale_skipped: O not rescaled when the row max
-// moves) must fail verification on the outlier inputs, whose rows' max jumps past the threshold
-// (2^8) after O has taken weight. On normal inputs such a jump is rare, so the line printed for
-// them says whether that family alone would have caught it (not asserted: that it may not is why
-// the outlier family runs).
 // ---- Grouped-query heads and K/V lengths apart from N ----
 
 struct InferenceCase {
@@ -724,7 +719,8 @@ std::vector<InferenceCase> inference_cases() {
   }
   cases.push_back({"cudnn", 64, DType::bf16, false, 1000, 129, 4, 4});  // fewer keys than queries
   // decode: one to four query positions of a group packed into 16 rows, K/V lengths from one tile
-  // to many splits (decode_splits: 16 at 4096 keys, 39 at 10000 with B H_kv = 4), MQA too.
+  // to many splits (decode_splits on 132 SMs with B H_kv = 4: 13 at 4096 keys, 32 at 10000), MQA
+  // too.
   for (int d : {64, 128}) {
     for (bool causal : {false, true}) {
       for (auto [N, N_kv] : {std::pair<std::int64_t, std::int64_t>{1, 1},
@@ -805,6 +801,11 @@ TEST(Decode, FaultsAreCaught) {
   }
 }
 
+// The lazy rescale's fault (FaultInjection::o_rescale_skipped: O not rescaled when the row max
+// moves) must fail verification on the outlier inputs, whose rows' max jumps past the threshold
+// (2^8) after O has taken weight. On normal inputs such a jump is rare, so the line printed for
+// them says whether that family alone would have caught it (not asserted: that it may not is why
+// the outlier family runs).
 TEST(Fa3, LazyRescaleFaultIsCaughtOnOutliers) {
   const VariantInfo* info = find_variant("fa3");
   if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;

@@ -48,8 +48,9 @@ struct FaultInjection {
   // fa3's backward: the query block whose dQ contributions are lost (never added to the
   // accumulator) by every K/V block; -1: none.
   int drop_dq_block = -1;
-  // Grouped-query heads: query head bh reads K/V head bh % (B H_kv), the heads of a group
-  // interleaved, where bh / g is meant (a layout mistaken for another). Harmless when g = 1.
+  // Grouped-query heads: the heads of a group interleaved, where K/V head bh / g is meant (a
+  // layout mistaken for another). fa3: query head bh reads K/V head bh % (B H_kv); decode: its
+  // block of K/V head k takes the query heads h with h % H_kv = k. Harmless when g = 1.
   bool kv_head_interleaved = false;
   // decode: the split whose part the combine pass leaves out; -1: none.
   int drop_split = -1;

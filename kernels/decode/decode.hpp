@@ -26,8 +26,8 @@ inline constexpr std::int64_t kDecodeMaxSplits = 128;
 
 // How many parts the K/V sequence is split into: the fewest whose B * H_kv * splits thread blocks
 // fill their waves of kDecodeBlocksPerSm per SM within kDecodeWaveEfficiency of the best count,
-// none shorter than kDecodeMinSplitKeys keys; the splits are whole tiles of kDecodeKeys, and none
-// is empty (decode_split_keys).
+// no more than N_kv / kDecodeMinSplitKeys; the splits are whole tiles of kDecodeKeys (the last one
+// shorter), and none is empty (decode_split_keys).
 int decode_splits(const Shape& s, int sm_count);
 // Keys per split (a multiple of kDecodeKeys) for `splits` splits.
 std::int64_t decode_split_keys(const Shape& s, int splits);
