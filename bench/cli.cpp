@@ -141,7 +141,8 @@ namespace {
 struct RawFlags {
   std::string n = "4096", d = "64", causal = "off", dtype = "bf16", variants = "all";
   std::string direction = "fwd";
-  std::string block_q, block_kv, metrics, kv_len;
+  std::string block_q, block_kv, metrics, kv_len, kv_lengths;
+  std::int64_t page_size = 0;
   std::int64_t batch = 0, heads = 0, heads_kv = 0;
   bool list = false, warm = false, cold = false, no_counters = false, no_kernel_breakdown = false;
   bool no_energy = false;
@@ -193,6 +194,13 @@ void add_problem_flags(CLI::App& app, Options& o, RawFlags& f) {
   app.add_option("--kv-len", f.kv_len,
                  "K/V lengths, each run against every --N (decode: --N 1 --kv-len 4096:131072); "
                  "causal is aligned bottom-right (default: N)");
+  app.add_option("--kv-lengths", f.kv_lengths,
+                 "each sequence's own K/V length, up to the cache's --kv-len: uniform:MIN (drawn "
+                 "from [MIN, N_kv] by --seed) or a list, one per sequence (the list sets the "
+                 "batch); causal aligns to each (default: N_kv each)");
+  app.add_option("--page-size", f.page_size,
+                 "K/V kept in pages of this many rows (a power of two), scattered through a page "
+                 "table, as a serving cache keeps them (default: contiguous)");
   app.add_option("--causal", f.causal, "off | on | both");
   app.add_option("--dtype", f.dtype, "bf16 | fp16");
   app.add_option("--direction", f.direction,
@@ -220,6 +228,10 @@ void add_measurement_flags(CLI::App& app, Options& o, RawFlags& f) {
                  "seconds of timed launches per variant, finite and > 0 (default 0.2)");
   app.add_flag("--cold", f.cold, "flush L2 before every timed launch (default)");
   app.add_flag("--warm", f.warm, "do not flush L2 between timed launches");
+  app.add_option("--launch", o.launch,
+                 "stream | graph: each timed sample enqueues the row's kernels as the launcher "
+                 "does (default), or replays them captured once in a CUDA graph (short rows: "
+                 "the launch gaps out of the time)");
   app.add_option("--device", o.device, "CUDA device index (default 0)");
   app.add_flag("--model-only", o.model_only, "print the IO model, launch nothing");
   app.add_flag("--no-counters", f.no_counters, "skip hardware-counter collection (CUPTI)");
@@ -298,6 +310,43 @@ bool parse_flags(CLI::App& app, const std::vector<std::string>& ours, ParseOutco
   return false;
 }
 
+// --kv-lengths against the cache (--kv-len, or N) and the batch; --causal's bound is checked
+// with the lengths below.
+void resolve_kv_lengths(const RawFlags& f, Options& o) {
+  if (f.kv_lengths.empty()) return;
+  const std::vector<std::int64_t> caches = o.kv_len.empty() ? o.N : o.kv_len;
+  const std::int64_t smallest_cache = *std::min_element(caches.begin(), caches.end());
+  const std::string accepted =
+      "accepted: uniform:MIN or a list of lengths, one per sequence, each from 1 to the K/V "
+      "length (--kv-len)";
+  std::vector<std::int64_t> lengths;
+  if (f.kv_lengths.rfind("uniform:", 0) == 0) {
+    std::int64_t lo = 0;
+    if (!parse_int(f.kv_lengths.substr(8), &lo) || lo <= 0)
+      throw BadInput{fmt::format("--kv-lengths: '{}' ({})", f.kv_lengths, accepted)};
+    o.kv_lengths_min = lo;
+    lengths = {lo};
+  } else {
+    for (const auto& item : split(f.kv_lengths, ',')) {
+      std::int64_t v = 0;
+      if (!parse_int(item, &v) || v <= 0)
+        throw BadInput{fmt::format("--kv-lengths: '{}' is not a length ({})", item, accepted)};
+      lengths.push_back(v);
+    }
+    if (o.batch && *o.batch != static_cast<std::int64_t>(lengths.size()))
+      throw BadInput{
+          fmt::format("--kv-lengths: {} lengths for --batch {} (accepted: one length per sequence)",
+                      lengths.size(), *o.batch)};
+    o.kv_lengths_list = lengths;
+  }
+  for (std::int64_t len : lengths) {
+    if (len > smallest_cache)
+      throw BadInput{
+          fmt::format("--kv-lengths: {} is longer than the cache's K/V length {} (--kv-len; {})",
+                      len, smallest_cache, accepted)};
+  }
+}
+
 void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
   o.N = parse_sizes("--N", f.n);
   o.d = parse_sizes("--d", f.d);
@@ -331,6 +380,13 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
     }
   }
   if (!f.kv_len.empty()) o.kv_len = parse_sizes("--kv-len", f.kv_len);
+  if (app.count("--page-size")) {
+    if (!is_pow2(f.page_size))
+      throw BadInput{
+          fmt::format("--page-size: {} (accepted: a power of two, 1 or more)", f.page_size)};
+    o.page_size = f.page_size;
+  }
+  resolve_kv_lengths(f, o);
   if (f.causal == "off") {
     o.causal = CausalMode::off;
   } else if (f.causal == "on") {
@@ -349,6 +405,16 @@ void resolve_problem(const CLI::App& app, const RawFlags& f, Options& o) {
               "rows before {} would see no key; accepted: K/V lengths >= N when causal)",
               kv, n, n - kv)};
       }
+    }
+    std::vector<std::int64_t> lengths = o.kv_lengths_list;
+    if (o.kv_lengths_min > 0) lengths.push_back(o.kv_lengths_min);
+    const std::int64_t longest_n = *std::max_element(o.N.begin(), o.N.end());
+    for (auto len : lengths) {
+      if (len < longest_n)
+        throw BadInput{fmt::format(
+            "--kv-lengths: {} is shorter than --N {} with --causal (accepted: lengths >= N when "
+            "causal)",
+            len, longest_n)};
     }
   }
   if (!parse_dtype(f.dtype, &o.dtype)) {
@@ -458,6 +524,8 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
         fmt::format("--min-time: {} (accepted: a finite number of seconds > 0)", o.min_time_s)};
   }
   if (f.cold && f.warm) throw BadInput{"--cold and --warm: choose one"};
+  if (o.launch != "stream" && o.launch != "graph")
+    throw BadInput{fmt::format("--launch: '{}' (accepted: stream, graph)", o.launch)};
   o.cold_l2 = !f.warm;
   if (o.device < 0) throw BadInput{fmt::format("--device: {} (accepted: 0 or more)", o.device)};
   if (o.model_smem_per_sm < 0) {
@@ -483,8 +551,9 @@ void resolve_measurement(const CLI::App& app, const RawFlags& f, Options& o) {
 void check_indexing(const Options& o) {
   for (const Shape& s : make_plan(o)) {
     std::int64_t n1 = 0, n2 = 0, n3 = 0;
+    const std::int64_t kv_rows = s.paged() ? s.pages_per_sequence() * s.page_size : s.kv_len();
     if (!checked_product({s.B, s.H, s.N, s.d, 2}, &n1) ||
-        !checked_product({s.B, s.H, s.kv_len(), s.d, 2}, &n2) ||
+        !checked_product({s.B, s.H, kv_rows, s.d, 2}, &n2) ||
         !checked_product({s.B, s.H, s.N, s.kv_len(), 2}, &n3)) {
       throw BadInput{fmt::format(
           "--N/--kv-len/--batch/--heads: {} overflows 64-bit indexing (B*H*N*N_kv*2 bytes must "

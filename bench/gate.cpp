@@ -614,6 +614,7 @@ void check_files(const RunResult& base, const RunResult& cur, const GateOptions&
     }
   };
   setting("l2", base.settings.l2, cur.settings.l2);
+  setting("launch", base.settings.launch, cur.settings.launch);
   setting("inputs", base.settings.inputs, cur.settings.inputs);
   setting("fp8_prequantized", base.settings.fp8_prequantized ? "true" : "false",
           cur.settings.fp8_prequantized ? "true" : "false");
@@ -1158,10 +1159,11 @@ Calibration calibrate(const std::vector<RunResult>& runs, const std::vector<std:
       bad(fmt::format("{}: revision {} differs from {} in {}: calibrate on runs of one build",
                       sources[i], r.git_revision, first.git_revision, sources[0]));
     }
-    if (r.settings.l2 != first.settings.l2 || r.settings.inputs != first.settings.inputs ||
+    if (r.settings.l2 != first.settings.l2 || r.settings.launch != first.settings.launch ||
+        r.settings.inputs != first.settings.inputs ||
         r.settings.fp8_prequantized != first.settings.fp8_prequantized) {
-      bad(fmt::format("{}: settings (l2, inputs, fp8_prequantized) differ from {}", sources[i],
-                      sources[0]));
+      bad(fmt::format("{}: settings (l2, launch, inputs, fp8_prequantized) differ from {}",
+                      sources[i], sources[0]));
     }
     if (has_counters(r) != has_counters(first)) {
       bad(fmt::format("{}: counters in some runs and not in others ({} {})", sources[i], sources[0],

@@ -40,6 +40,7 @@ std::vector<std::pair<std::string, std::string>> shared_settings(const RunResult
           {"settings.repetitions", std::to_string(s.repetitions)},
           {"settings.min_time_s", fmt::format("{}", s.min_time_s)},
           {"settings.l2", s.l2},
+          {"settings.launch", s.launch},
           {"settings.model_only", s.model_only ? "true" : "false"},
           {"settings.inputs", s.inputs},
           {"settings.fp8_prequantized", s.fp8_prequantized ? "true" : "false"},

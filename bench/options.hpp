@@ -24,6 +24,13 @@ struct Options {
   std::optional<std::int64_t> heads_kv;
   // --kv-len: K/V lengths, each run against every N (empty: each configuration's own N).
   std::vector<std::int64_t> kv_len;
+  // --page-size: K/V in pages of this many rows, a power of two, through a page table (0: not).
+  std::int64_t page_size = 0;
+  // --kv-lengths: each sequence's K/V length, drawn uniformly from [kv_lengths_min, N_kv]
+  // (uniform:MIN, seeded by --seed) or listed (one per sequence: the list sets the batch). Both
+  // unset: every sequence holds N_kv.
+  std::int64_t kv_lengths_min = 0;
+  std::vector<std::int64_t> kv_lengths_list;
   CausalMode causal = CausalMode::off;
   DType dtype = DType::bf16;
   std::vector<std::string> variants;  // resolved names, registry order
@@ -42,6 +49,10 @@ struct Options {
   int repetitions = 0;  // 0: as many as --min-time needs
   double min_time_s = 0.2;
   bool cold_l2 = true;
+  // --launch: how a timed sample enqueues the row: "stream" (the launcher's calls, as an
+  // application makes them) or "graph" (captured once into a CUDA graph, replayed per sample:
+  // the GPU-side gaps before and between a row's kernels shrink, as in graph-launched serving).
+  std::string launch = "stream";
   int device = 0;
   std::string json_path, csv_path, markdown_path;
   bool model_only = false;

@@ -4,11 +4,25 @@
 
 #include <algorithm>
 #include <numeric>
+#include <random>
 #include <set>
 
 #include "kernels/registry.hpp"
 
 namespace fa::bench {
+
+// Each sequence's K/V length for a cache of N_kv (--kv-lengths): the list, or B draws from
+// [kv_lengths_min, N_kv] seeded by --seed and the cache (so every row of one cache, any d or mask,
+// sees the same lengths); empty: N_kv each.
+std::vector<std::int64_t> sequence_kv_lengths(const Options& o, std::int64_t B, std::int64_t N_kv) {
+  if (!o.kv_lengths_list.empty()) return o.kv_lengths_list;
+  if (o.kv_lengths_min <= 0) return {};
+  std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(N_kv));
+  std::uniform_int_distribution<std::int64_t> length(o.kv_lengths_min, N_kv);
+  std::vector<std::int64_t> out(static_cast<std::size_t>(B));
+  for (auto& len : out) len = length(rng);
+  return out;
+}
 
 std::vector<Shape> make_plan(const Options& o) {
   std::vector<bool> causal;
@@ -26,11 +40,14 @@ std::vector<Shape> make_plan(const Options& o) {
           s.N = N;
           s.N_kv = kv == N ? 0 : kv;
           s.d = d;
-          s.B = o.batch.value_or(default_batch(std::max(N, kv)));
+          s.B = !o.kv_lengths_list.empty() ? static_cast<std::int64_t>(o.kv_lengths_list.size())
+                                           : o.batch.value_or(default_batch(std::max(N, kv)));
           s.H = o.heads.value_or(default_heads(d));
           s.H_kv = o.heads_kv && *o.heads_kv != s.H ? *o.heads_kv : 0;
           s.causal = c;
           s.dtype = o.dtype;
+          s.page_size = o.page_size;
+          s.kv_lengths = sequence_kv_lengths(o, s.B, s.kv_len());
           plan.push_back(s);
         }
       }

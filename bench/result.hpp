@@ -20,10 +20,12 @@
 
 namespace fa::bench {
 
-inline constexpr const char* kSchema = "fa-bench/4";
-// Still read: /3 is /4 without the configurations' H_kv and N_kv (square multi-head attention:
-// H and N), /2 also without their `gpu` (taken from the file's device), /1 also without the rows'
-// specs (forward rows, rebuilt from the fields /1 wrote; bench/result_json.cpp).
+inline constexpr const char* kSchema = "fa-bench/5";
+// Still read: /4 is /5 without the configurations' page_size and kv_lengths (a contiguous cache,
+// every sequence at N_kv), /3 also without H_kv and N_kv (square multi-head attention: H and N),
+// /2 also without their `gpu` (taken from the file's device), /1 also without the rows' specs
+// (forward rows, rebuilt from the fields /1 wrote; bench/result_json.cpp).
+inline constexpr const char* kSchemaV4 = "fa-bench/4";
 inline constexpr const char* kSchemaV3 = "fa-bench/3";
 inline constexpr const char* kSchemaV2 = "fa-bench/2";
 inline constexpr const char* kSchemaV1 = "fa-bench/1";
@@ -58,6 +60,9 @@ struct Verification {
 
 struct Timing {
   std::string l2 = "cold";
+  // How each sample enqueued the row: "stream" or "graph" (--launch; a row whose capture failed
+  // is timed with stream launches, and its reason says why).
+  std::string launch = "stream";
   int warmup = 0;
   std::vector<double> samples_ms;
   SampleStats stats;  // of samples_ms, in ms
@@ -176,6 +181,7 @@ struct Settings {
   std::string inputs = "normal";
   bool fp8_prequantized = false;
   std::string timing_engine = "google-benchmark";
+  std::string launch = "stream";  // --launch
   std::int64_t model_smem_per_sm_bytes = 0;
   // --energy-window's seconds; 0: no energy windows (--no-energy, or a file from before them).
   double energy_window_s = 0;

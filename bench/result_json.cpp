@@ -161,6 +161,7 @@ json result_json(const VariantResult& r) {
     for (double s : t.samples_ms) samples.push_back(s);
     j["timing"] = {
         {"l2", t.l2},
+        {"launch", t.launch},
         {"warmup", t.warmup},
         {"samples_ms", samples},
         {"median_ms", t.stats.median},
@@ -493,6 +494,7 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     const std::string tp = p + ".timing";
     Timing tm;
     tm.l2 = rd.str(t, tp, "l2");
+    tm.launch = t.value("launch", "stream");  // optional: files before --launch are stream
     tm.warmup = static_cast<int>(rd.integer(t, tp, "warmup"));
     const json& samples = rd.at(t, tp, "samples_ms");
     if (!samples.is_array()) rd.fail(tp + ".samples_ms", "expected an array");
@@ -688,6 +690,8 @@ std::string to_json_text(const RunResult& r) {
          {"H_kv", c.shape.kv_heads()},
          {"N", c.shape.N},
          {"N_kv", c.shape.kv_len()},
+         {"page_size", c.shape.page_size},
+         {"kv_lengths", c.shape.ragged() ? json(c.shape.kv_lengths) : json(nullptr)},
          {"d", c.shape.d},
          {"causal", c.shape.causal},
          {"dtype", std::string(to_string(c.shape.dtype))},
@@ -713,6 +717,7 @@ std::string to_json_text(const RunResult& r) {
              {"inputs", r.settings.inputs},
              {"fp8_prequantized", r.settings.fp8_prequantized},
              {"timing_engine", r.settings.timing_engine},
+             {"launch", r.settings.launch},
              {"model_smem_per_sm_bytes", r.settings.model_smem_per_sm_bytes},
              {"energy_window_s", r.settings.energy_window_s}}},
            {"ceilings", ceilings_json(r.ceilings)},
@@ -732,6 +737,23 @@ std::string to_json_text(const RunResult& r) {
 
 namespace {
 
+// A configuration's page_size (0 or a power of two) and kv_lengths (null, or B lengths from 1 to
+// N_kv).
+void read_kv_cache(const Reader& rd, const json& cj, const std::string& cp, Shape* s) {
+  s->page_size = rd.integer(cj, cp, "page_size");
+  if (s->page_size < 0 || (s->page_size & (s->page_size - 1)) != 0)
+    rd.fail(cp + ".page_size", "must be 0 or a power of two");
+  const json& lengths = rd.at(cj, cp, "kv_lengths");
+  if (lengths.is_null()) return;
+  if (!lengths.is_array() || static_cast<std::int64_t>(lengths.size()) != s->B)
+    rd.fail(cp + ".kv_lengths", "expected null or an array of B lengths");
+  for (const json& l : lengths) {
+    if (!l.is_number_integer() || l.get<std::int64_t>() < 1 || l.get<std::int64_t>() > s->kv_len())
+      rd.fail(cp + ".kv_lengths", "each length must be an integer from 1 to N_kv");
+    s->kv_lengths.push_back(l.get<std::int64_t>());
+  }
+}
+
 RunResult read_document(const std::string& text, const std::string& source) {
   Reader rd{source};
   json doc;
@@ -744,13 +766,14 @@ RunResult read_document(const std::string& text, const std::string& source) {
   if (!doc.contains("schema"))
     rd.fail("schema", std::string("missing (expected \"") + kSchema + "\")");
   const json& schema = doc["schema"];
-  if (!schema.is_string() ||
-      (schema != kSchema && schema != kSchemaV3 && schema != kSchemaV2 && schema != kSchemaV1)) {
+  if (!schema.is_string() || (schema != kSchema && schema != kSchemaV4 && schema != kSchemaV3 &&
+                              schema != kSchemaV2 && schema != kSchemaV1)) {
     rd.fail("schema", "unknown version " + schema.dump() + " (this reader understands \"" +
-                          kSchema + "\", \"" + kSchemaV3 + "\", \"" + kSchemaV2 + "\" and \"" +
-                          kSchemaV1 + "\")");
+                          kSchema + "\", \"" + kSchemaV4 + "\", \"" + kSchemaV3 + "\", \"" +
+                          kSchemaV2 + "\" and \"" + kSchemaV1 + "\")");
   }
   const bool v1 = schema == kSchemaV1, v2 = schema == kSchemaV2, v3 = schema == kSchemaV3;
+  const bool v4 = schema == kSchemaV4;
   RunResult r;
   r.schema = schema.get<std::string>();
   const json& tool = rd.at(doc, "", "tool");
@@ -772,6 +795,7 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.inputs = s.value("inputs", "normal");
   r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
+  r.settings.launch = s.value("launch", "stream");
   r.settings.model_smem_per_sm_bytes =
       rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
   if (s.contains("energy_window_s"))
@@ -823,6 +847,8 @@ RunResult read_document(const std::string& text, const std::string& source) {
       cr.shape.H_kv = h_kv == cr.shape.H ? 0 : h_kv;
       cr.shape.N_kv = n_kv == cr.shape.N ? 0 : n_kv;
     }
+    // fa-bench/5: the cache's pages and each sequence's length.
+    if (!v1 && !v2 && !v3 && !v4) read_kv_cache(rd, cj, cp, &cr.shape);
     cr.shape.causal = rd.boolean(cj, cp, "causal");
     const std::string dt = rd.str(cj, cp, "dtype");
     if (!parse_dtype(dt, &cr.shape.dtype)) rd.fail(cp + ".dtype", "unknown dtype '" + dt + "'");
@@ -838,7 +864,7 @@ RunResult read_document(const std::string& text, const std::string& source) {
     const auto key = std::pair{cr.shape.key(), cr.gpu ? cr.gpu->uuid : std::string()};
     if (auto [it, fresh] = seen.emplace(key, i); !fresh) {
       rd.fail(cp, "the same configuration as configs[" + std::to_string(it->second) +
-                      "] (B, H, H_kv, N, N_kv, d, causal, dtype, gpu)");
+                      "] (B, H, H_kv, N, N_kv, d, causal, dtype, page_size, kv_lengths, gpu)");
     }
     const json& results = rd.at(cj, cp, "results");
     if (!results.is_array()) rd.fail(cp + ".results", "expected an array");

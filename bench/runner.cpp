@@ -56,13 +56,61 @@ std::string benchmark_name(const std::string& variant, const Shape& s) {
   return fmt::format("{}/{}/causal={}/{}", variant, shape, s.causal ? 1 : 0, to_string(s.dtype));
 }
 
+// A CUDA graph of one enqueue of `launch` on `stream`, instantiated: the row's kernels replayed
+// with the GPU's own launch path (--launch graph). Relaxed capture: a launcher's host-side work
+// (a plan already cached, a kernel attribute already set) is allowed, only the stream's work is
+// recorded. "" and *exec, or why the row cannot be captured.
+std::string capture_graph(cudaStream_t stream, const std::function<std::string()>& launch,
+                          cudaGraphExec_t* exec) {
+  if (cudaError_t e = cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed);
+      e != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("graph capture: ") + cudaGetErrorString(e);
+  }
+  const std::string launched = launch();
+  cudaGraph_t graph = nullptr;
+  const cudaError_t ended = cudaStreamEndCapture(stream, &graph);
+  if (!launched.empty() || ended != cudaSuccess) {
+    cudaGetLastError();
+    if (graph) cudaGraphDestroy(graph);
+    return "graph capture: " + (launched.empty() ? cudaGetErrorString(ended) : launched);
+  }
+  const cudaError_t made = cudaGraphInstantiate(exec, graph, 0);
+  cudaGraphDestroy(graph);
+  if (made != cudaSuccess) {
+    cudaGetLastError();
+    return std::string("graph instantiate: ") + cudaGetErrorString(made);
+  }
+  return "";
+}
+
 // Times `launch` as one Google Benchmark benchmark with manual (CUDA event) time. Every timed
-// launch is one iteration; the samples of the final run are returned. Returns an error string.
+// launch is one iteration; the samples of the final run are returned. `graph` (--launch graph):
+// each sample replays it from a graph captured here, after one untimed replay (the graph's
+// upload); *graph_note is why a capture failed (the row is then timed with stream launches).
+// Returns an error string.
 std::string time_variant(const std::string& name, const Options& o, L2Flusher* flusher,
-                         cudaStream_t stream, const std::function<std::string()>& launch,
-                         std::vector<double>* samples) {
+                         cudaStream_t stream, const std::function<std::string()>& stream_launch,
+                         std::vector<double>* samples, std::string* launched_as,
+                         std::string* graph_note) {
   std::string error;
   EventTimer timer;
+  cudaGraphExec_t exec = nullptr;
+  *launched_as = "stream";
+  if (o.launch == "graph") {
+    *graph_note = capture_graph(stream, stream_launch, &exec);
+    if (graph_note->empty()) {
+      *launched_as = "graph";
+      FA_CUDA_CHECK(cudaGraphLaunch(exec, stream));
+      FA_CUDA_CHECK(cudaStreamSynchronize(stream));
+    }
+  }
+  const std::function<std::string()> launch =
+      exec ? std::function<std::string()>([&]() -> std::string {
+        const cudaError_t e = cudaGraphLaunch(exec, stream);
+        return e == cudaSuccess ? "" : std::string("cudaGraphLaunch: ") + cudaGetErrorString(e);
+      })
+           : stream_launch;
   benchmark::ClearRegisteredBenchmarks();
   auto* b = benchmark::RegisterBenchmark(name.c_str(), [&](benchmark::State& state) {
     samples->clear();  // Google Benchmark may call this more than once while sizing the run
@@ -99,6 +147,7 @@ std::string time_variant(const std::string& name, const Options& o, L2Flusher* f
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
   benchmark::ClearRegisteredBenchmarks();
+  if (exec) cudaGraphExecDestroy(exec);
   if (error.empty() && samples->empty()) {
     error = "not timed (excluded by --benchmark_filter?)";
   }
@@ -198,6 +247,7 @@ RunResult plan_run(const Options& o, const std::optional<DeviceInfo>& device,
   r.settings.repetitions = o.repetitions;
   r.settings.min_time_s = o.min_time_s;
   r.settings.l2 = o.cold_l2 ? "cold" : "warm";
+  r.settings.launch = o.launch;
   r.settings.inputs = o.inputs;
   r.settings.fp8_prequantized = o.fp8_prequantized();
   r.settings.model_only = o.model_only || !device;
@@ -463,6 +513,7 @@ void start_energy(RunContext& ctx) {
 // (fa2's, or standard's where fa2 has no kernel), and dQ, dK, dV to be written.
 struct ConfigInputs {
   DeviceAllocation q, k, v, out, lse;
+  DeviceAllocation page_table, kv_lengths;  // a paged or ragged cache (Shape::paged, ragged)
   DeviceBuffers buffers{};
   std::optional<ReferenceSample> reference;
   std::size_t qkv_bytes = 0, lse_bytes = 0;
@@ -519,19 +570,41 @@ void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, Confi
 void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
   const Shape& s = c.shape;
   in->qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * element_bytes(s.dtype);
+  const std::size_t kv_bytes =
+      static_cast<std::size_t>(s.kv_stored_elements()) * element_bytes(s.dtype);
   in->lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
   in->ok = in->q.allocate(in->qkv_bytes) && in->k.allocate(kv_bytes) && in->v.allocate(kv_bytes) &&
            in->out.allocate(in->qkv_bytes) && in->lse.allocate(in->lse_bytes);
   in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
                  nullptr,   0};
   if (!in->ok) return;
+  if (s.paged() || s.ragged()) {
+    const std::vector<std::int32_t> table = kv_page_table(s, c.seed);
+    std::vector<std::int32_t> lengths(static_cast<std::size_t>(s.B));
+    for (std::int64_t b = 0; b < s.B; ++b)
+      lengths[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(s.kv_len_of(b));
+    in->ok = in->kv_lengths.allocate(lengths.size() * 4) &&
+             (table.empty() || in->page_table.allocate(table.size() * 4));
+    if (!in->ok) return;
+    FA_CUDA_CHECK(
+        cudaMemcpy(in->kv_lengths.ptr, lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice));
+    if (!table.empty()) {
+      FA_CUDA_CHECK(
+          cudaMemcpy(in->page_table.ptr, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+    }
+    in->buffers.page_table = static_cast<const std::int32_t*>(in->page_table.ptr);
+    in->buffers.kv_lengths = static_cast<const std::int32_t*>(in->kv_lengths.ptr);
+  }
   Inputs dist = Inputs::normal;
   parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
   const cudaStream_t stream = ctx.stream;
   FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
-  FA_CUDA_CHECK(fill_normal(in->k.ptr, s.kv_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
-  FA_CUDA_CHECK(fill_normal(in->v.ptr, s.kv_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
+  // Every stored row, the pages' and the sequences' rows past their lengths too: a kernel that
+  // reads them sees values the reference never used.
+  FA_CUDA_CHECK(
+      fill_normal(in->k.ptr, s.kv_stored_elements(), s.dtype, c.seed * 3 + 1, stream, dist));
+  FA_CUDA_CHECK(
+      fill_normal(in->v.ptr, s.kv_stored_elements(), s.dtype, c.seed * 3 + 2, stream, dist));
   FA_CUDA_CHECK(cudaStreamSynchronize(stream));
   if (has_rows(c, Direction::forward)) in->reference.emplace(s, in->buffers, c.seed);
   if (has_rows(c, Direction::backward)) prepare_backward_inputs(ctx, c, in);
@@ -654,7 +727,8 @@ std::string verify_row(const RunContext& ctx, VariantResult& row, const Shape& s
 
 // Time: warm-up launches, then Google Benchmark with CUDA-event manual time. Returns "" or why
 // the row was not timed.
-std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run, Timing* t) {
+std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run, Timing* t,
+                     std::string* graph_note) {
   std::string err;
   for (int i = 0; i < ctx.o.warmup && err.empty(); ++i) err = run.launch();
   FA_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
@@ -663,7 +737,7 @@ std::string time_row(const RunContext& ctx, const std::string& name, RowRun& run
   t->sm_clock_before_mhz = current_sm_clock_mhz(*ctx.r.device);
   if (err.empty()) {
     err = time_variant(name, ctx.o, ctx.o.cold_l2 ? ctx.flusher.get() : nullptr, ctx.stream,
-                       run.launch, &t->samples_ms);
+                       run.launch, &t->samples_ms, &t->launch, graph_note);
   }
   t->sm_clock_after_mhz = current_sm_clock_mhz(*ctx.r.device);
   return err;
@@ -759,7 +833,9 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   }
   Timing t;
   step("timing");
-  if (std::string err = time_row(ctx, benchmark_name(label, s), run, &t); !err.empty()) {
+  std::string graph_note;
+  if (std::string err = time_row(ctx, benchmark_name(label, s), run, &t, &graph_note);
+      !err.empty()) {
     stop_row(ctx, row, err == "interrupted" ? Status::interrupted : Status::error, err);
     return true;
   }
@@ -768,7 +844,7 @@ bool run_row(const RunContext& ctx, const ConfigResult& c, VariantResult& row,
   row.derived = derive(row.model, t, ctx.r.ceilings, peak);
   row.timing = std::move(t);
   row.status = Status::ok;
-  row.reason.clear();
+  row.reason = graph_note.empty() ? "" : graph_note + "; timed with stream launches";
   // The energy window before the counters, and never beside them: the range profiler is enabled
   // only inside a counter measurement (CounterSession), so the window sees the row as a run
   // without counters does.
@@ -803,7 +879,7 @@ bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::s
     if (!in.ok) {
       row.status = Status::skipped;
       const double kv_bytes =
-          static_cast<double>(c.shape.kv_elements()) * element_bytes(c.shape.dtype);
+          static_cast<double>(c.shape.kv_stored_elements()) * element_bytes(c.shape.dtype);
       row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
                                (2 * in.qkv_bytes + 2 * kv_bytes + in.lse_bytes) / kGiB);
       continue;

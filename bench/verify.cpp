@@ -88,17 +88,45 @@ std::vector<double> load_head(const void* base, std::int64_t bh, std::int64_t he
       copy_bits(static_cast<const std::uint16_t*>(base) + bh * head_elems, head_elems), dtype);
 }
 
-// Query head bh of the device inputs Q, with the K and V of the K/V head it reads.
-reference::Head device_head(const Shape& s, const DeviceBuffers& in, std::int64_t bh) {
-  const std::int64_t kv = s.kv_head_of(bh), kv_elems = s.kv_len() * s.d;
+// The rows [0, L_b) of K or V head kv_bh (b = kv_bh / H_kv) as stored: contiguous, or a page's
+// rows at a time through the host copy of the page table.
+std::vector<std::uint16_t> kv_head_bits(const Shape& s, const void* base,
+                                        const std::vector<std::int32_t>& page_table,
+                                        std::int64_t kv_bh) {
+  const std::int64_t rows = s.kv_len_of(kv_bh / s.kv_heads());
+  const auto* elements = static_cast<const std::uint16_t*>(base);
+  if (!s.paged()) return copy_bits(elements + kv_row_offset(s, page_table, kv_bh, 0), rows * s.d);
+  std::vector<std::uint16_t> out;
+  out.reserve(static_cast<std::size_t>(rows * s.d));
+  for (std::int64_t j = 0; j < rows; j += s.page_size) {
+    const auto part = copy_bits(elements + kv_row_offset(s, page_table, kv_bh, j),
+                                std::min(s.page_size, rows - j) * s.d);
+    out.insert(out.end(), part.begin(), part.end());
+  }
+  return out;
+}
+
+// Query head bh of the device inputs Q, with the K and V of the K/V head it reads (its sequence's
+// own rows).
+reference::Head device_head(const Shape& s, const DeviceBuffers& in,
+                            const std::vector<std::int32_t>& page_table, std::int64_t bh) {
+  const std::int64_t kv = s.kv_head_of(bh);
   reference::Head head;
   head.N = s.N;
-  head.N_kv = s.kv_len();
+  head.N_kv = s.kv_len_of(bh / s.H);
   head.d = s.d;
   head.q = load_head(in.q, bh, s.N * s.d, s.dtype);
-  head.k = load_head(in.k, kv, kv_elems, s.dtype);
-  head.v = load_head(in.v, kv, kv_elems, s.dtype);
+  head.k = to_doubles(kv_head_bits(s, in.k, page_table, kv), s.dtype);
+  head.v = to_doubles(kv_head_bits(s, in.v, page_table, kv), s.dtype);
   return head;
+}
+
+// The page table on the host (empty when the cache is not paged).
+std::vector<std::int32_t> host_page_table(const Shape& s, const DeviceBuffers& in) {
+  if (!s.paged()) return {};
+  std::vector<std::int32_t> table(static_cast<std::size_t>(s.B * s.pages_per_sequence()));
+  FA_CUDA_CHECK(cudaMemcpy(table.data(), in.page_table, table.size() * 4, cudaMemcpyDeviceToHost));
+  return table;
 }
 
 }  // namespace
@@ -157,8 +185,8 @@ std::vector<std::int64_t> verification_rows(std::int64_t N, std::uint64_t seed) 
 }
 
 ReferenceSample::ReferenceSample(const Shape& s, const DeviceBuffers& in, std::uint64_t seed)
-    : shape_(s) {
-  build([&](std::int64_t bh) { return device_head(s, in, bh); }, seed);
+    : shape_(s), page_table_(host_page_table(s, in)) {
+  build([&](std::int64_t bh) { return device_head(s, in, page_table_, bh); }, seed);
 }
 
 ReferenceSample::ReferenceSample(const Shape& s,
@@ -219,7 +247,7 @@ void ReferenceSample::build(const std::function<reference::Head(std::int64_t)>& 
 reference::Head ReferenceSample::head_inputs(const HeadSample& hs) const {
   reference::Head head;
   head.N = shape_.N;
-  head.N_kv = shape_.kv_len();
+  head.N_kv = shape_.kv_len_of(hs.bh / shape_.H);
   head.d = shape_.d;
   head.q = to_doubles(hs.q_bits, shape_.dtype);
   head.k = to_doubles(hs.k_bits, shape_.dtype);
@@ -293,7 +321,8 @@ double ReferenceSample::fp8_per_tensor_relative_rmse(
 }
 
 double ReferenceSample::fp8_per_tensor_relative_rmse(const DeviceBuffers& in) const {
-  return fp8_per_tensor_relative_rmse([&](std::int64_t bh) { return device_head(shape_, in, bh); });
+  return fp8_per_tensor_relative_rmse(
+      [&](std::int64_t bh) { return device_head(shape_, in, page_table_, bh); });
 }
 
 ReferenceSample::Rule ReferenceSample::rule_for(const VariantInfo& info,
@@ -426,15 +455,13 @@ Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) 
   };
   Verification v = judge(o_at, rule.check_lse ? &lse_at : nullptr, nonfinite, rule);
   // The inputs of the sampled heads must be what the reference was computed from.
-  const std::int64_t head_elems = s.N * s.d, kv_elems = s.kv_len() * s.d;
+  const std::int64_t head_elems = s.N * s.d;
   for (const auto& hs : heads_) {
     const std::int64_t kv = s.kv_head_of(hs.bh);
     if (copy_bits(static_cast<const std::uint16_t*>(out.q) + hs.bh * head_elems, head_elems) !=
             hs.q_bits ||
-        copy_bits(static_cast<const std::uint16_t*>(out.k) + kv * kv_elems, kv_elems) !=
-            hs.k_bits ||
-        copy_bits(static_cast<const std::uint16_t*>(out.v) + kv * kv_elems, kv_elems) !=
-            hs.v_bits) {
+        kv_head_bits(s, out.k, page_table_, kv) != hs.k_bits ||
+        kv_head_bits(s, out.v, page_table_, kv) != hs.v_bits) {
       v.inputs_unchanged = false;
       v.passed = false;
     }

@@ -97,6 +97,7 @@ class ReferenceSample {
   Fp8Baseline compute_fp8_baseline(const Fp8Scheme& scheme,
                                    const reference::Fp8Amax* tensor_amax = nullptr) const;
   Shape shape_;
+  std::vector<std::int32_t> page_table_;  // a paged cache's table, as the device had it
   std::vector<HeadSample> heads_;
   double baseline_max_abs_error_ = 0, baseline_rmse_ = 0;  // plain same-precision
   mutable std::mutex fp8_mutex_;

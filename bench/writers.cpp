@@ -238,7 +238,7 @@ std::string to_csv(const RunResult& r) {
       "energy_seconds_per_launch,model_energy_mj,model_flop_mj,model_byte_mj,model_idle_mj,"
       "model_energy_bytes_basis,energy_temperature_mean_c,energy_temperature_max_c,model_inst_mj,"
       "model_instructions,model_clock_scale,model_energy_reason,model_l2_mj,model_l2_bytes,H_kv,N_"
-      "kv\n";
+      "kv,launch,page_size,kv_lengths\n";
   auto quote = [](std::string s) {
     std::string q = "\"";
     for (char ch : s) q += (ch == '"') ? std::string("\"\"") : std::string(1, ch);
@@ -310,12 +310,13 @@ std::string to_csv(const RunResult& r) {
         later = fmt::format("{},,,,{},,", temperature, quote(v.energy_model_reason));
       }
       out += fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n", s.B,
-          s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          s.B, s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
           to_string(v.status), quote(v.reason), timing, derived, v.model.flops_matrix,
           v.model.flops_convention, v.model.bytes_read, v.model.bytes_written,
           v.model.bytes_compulsory, gbps, v.model.arithmetic_intensity(), roof, err, vs_peer,
-          energy, model, later, s.kv_heads(), s.kv_len());
+          energy, model, later, s.kv_heads(), s.kv_len(), v.timing ? v.timing->launch : "",
+          s.page_size, s.ragged() ? quote(fmt::format("{}", fmt::join(s.kv_lengths, " "))) : "");
     }
   }
   return out;
@@ -323,8 +324,9 @@ std::string to_csv(const RunResult& r) {
 
 std::string to_markdown(const RunResult& r) {
   std::string out = "# fa-bench results\n\n";
-  out += fmt::format("- command: `{}`\n- device: {}\n- L2: {}\n\n", r.command_line,
-                     r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2);
+  out += fmt::format("- command: `{}`\n- device: {}\n- L2: {}\n- launch: {}\n\n", r.command_line,
+                     r.device ? r.device->name : "none (" + r.no_gpu_reason + ")", r.settings.l2,
+                     r.settings.launch);
   for (const auto& c : r.configs) {
     out += "## " + format_config_header(c) + "\n\n";
     out +=

@@ -144,8 +144,9 @@ const std::vector<VariantInfo>& variant_registry() {
         "decode",
         Algorithm::split_kv,
         "flash-decoding: the K/V sequence split across thread blocks where B*H_kv cannot fill "
-        "the GPU (the split chosen from B, H_kv, N_kv and the SMs), the parts combined by a "
-        "second kernel; log-sum-exp written per row",
+        "the GPU (the split chosen from the sequences' lengths, H_kv and the SMs), the parts "
+        "combined by the last block of each K/V head; a paged cache read through its page "
+        "table; log-sum-exp written per row",
         "grid over (splits x batch*K/V heads); each thread block takes its split's keys in "
         "64-key tiles, 16 per warp, for the group's N x H/H_kv query rows packed into one "
         "16-row tile (each K/V byte read once per group)",
@@ -167,6 +168,8 @@ const std::vector<VariantInfo>& variant_registry() {
     r.back().pipeline.stages = 3;  // the cp.async K/V ring
     r.back().grouped_heads = true;
     r.back().kv_length_apart = true;
+    r.back().paged_kv = true;
+    r.back().kv_lengths_per_sequence = true;
     r.back().kv_splits = decode_splits;
     // The options both FP8 kernels take (the quantisation pass is shared: fp8_quant.cu).
     const std::vector<OptionDecl> fp8_options = {
@@ -274,9 +277,12 @@ const std::vector<VariantInfo>& variant_registry() {
     // tests (tests/test_backward_gpu.cpp: d 64 and 128), so its rows say so rather than run
     // unchecked.
     r.back().backward_head_dims = {64, 128};
-    // The forward graph takes K and V with their own heads and length, causal bottom-right.
+    // The forward graph takes K and V with their own heads and length, causal bottom-right, and
+    // the cache paged (its page tables) or ragged (its padding mask and sequence lengths).
     r.back().grouped_heads = true;
     r.back().kv_length_apart = true;
+    r.back().paged_kv = true;
+    r.back().kv_lengths_per_sequence = true;
     r.push_back(VariantInfo{
         "cudnn-fp8",
         Algorithm::fp8,

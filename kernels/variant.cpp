@@ -149,14 +149,20 @@ std::string VariantInfo::unsupported_reason(const Shape& s) const {
     return "unsupported: " + name + " takes as many K/V heads as query heads (--heads-kv)";
   if (!s.square() && !kv_length_apart)
     return "unsupported: " + name + " takes a K/V length equal to the query length (--kv-len)";
+  if (s.paged() && !paged_kv)
+    return "unsupported: " + name + " reads contiguous K/V, not pages (--page-size)";
+  if (s.ragged() && !kv_lengths_per_sequence)
+    return "unsupported: " + name + " takes one K/V length for the batch (--kv-lengths)";
   return shape_rule ? shape_rule(s) : "";
 }
 
 std::string VariantInfo::unsupported_row(const Shape& s, const RowSpec& row) const {
   if (std::string r = unsupported_reason(s); !r.empty()) return r;
-  if (row.direction == Direction::backward && (s.grouped() || !s.square()))
+  if (row.direction == Direction::backward &&
+      (s.grouped() || !s.square() || s.paged() || s.ragged()))
     return "unsupported: " + name +
-           "'s backward takes square multi-head attention only (no --heads-kv, no --kv-len)";
+           "'s backward takes square multi-head attention only (no --heads-kv, --kv-len, "
+           "--page-size or --kv-lengths)";
   const auto& bwd = backward_dims();
   if (row.direction == Direction::backward &&
       std::find(bwd.begin(), bwd.end(), static_cast<int>(s.d)) == bwd.end()) {

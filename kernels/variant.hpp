@@ -264,6 +264,10 @@ struct VariantInfo {
   // either say unsupported: no backward here takes them.
   bool grouped_heads = false;
   bool kv_length_apart = false;
+  // The inference cache: K/V in pages through a page table (--page-size), and each sequence of
+  // the batch at its own K/V length (--kv-lengths).
+  bool paged_kv = false;
+  bool kv_lengths_per_sequence = false;
   // A split-K/V kernel's parts for a shape on a GPU of sm_count SMs (the IO model's split terms);
   // null: one.
   int (*kv_splits)(const Shape& s, int sm_count) = nullptr;

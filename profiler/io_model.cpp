@@ -1,6 +1,7 @@
 #include "profiler/io_model.hpp"
 
 #include <algorithm>
+#include <functional>
 
 #include "kernels/fa2/fa2.hpp"
 
@@ -21,15 +22,25 @@ std::int64_t rows_in_block(std::int64_t N, std::int64_t size, std::int64_t blk) 
   return std::min(size, N - blk * size);
 }
 
+// A paged cache's page-table entries covering each sequence's keys (4 bytes each), read `readers`
+// times (0 when not paged).
+double page_table_bytes(const Shape& s, std::int64_t readers) {
+  if (!s.paged()) return 0;
+  double entries = 0;
+  for (std::int64_t b = 0; b < s.B; ++b)
+    entries += static_cast<double>(ceil_div(s.kv_len_of(b), s.page_size));
+  return entries * 4.0 * static_cast<double>(readers);
+}
+
 // Each input read once, each output written once: Q, O and the lse per query head, K and V per
 // K/V head (grouped-query heads share them).
 double compulsory(const Shape& s, bool writes_lse) {
   const double e = static_cast<double>(element_bytes(s.dtype));
   const double heads = static_cast<double>(s.heads_total());
-  const double kv_heads = static_cast<double>(s.kv_heads_total());
-  const double qo = static_cast<double>(s.N) * s.d * e,
-               kv = static_cast<double>(s.kv_len()) * s.d * e;
-  return heads * (2 * qo + (writes_lse ? 4.0 * s.N : 0.0)) + kv_heads * 2 * kv;
+  const double qo = static_cast<double>(s.N) * s.d * e;
+  // Each sequence's own K/V rows, once per K/V head; a paged cache's table entries once.
+  const double kv = static_cast<double>(s.kv_rows_total()) * s.kv_heads() * s.d * e;
+  return heads * (2 * qo + (writes_lse ? 4.0 * s.N : 0.0)) + 2 * kv + page_table_bytes(s, 1);
 }
 
 // The seed's FlashAttention law for a tile budget of `budget` bytes (IoModel::bytes_asymptotic).
@@ -155,37 +166,84 @@ IoModel fa2_packed_model(const Shape& s, Tiles t) {
 }
 
 // The split-K/V decode (kernels/decode/decode.cu): each K/V head's N g query rows packed into one
-// tile of Br rows, its keys cut into `splits` parts of whole Bc-key tiles, one thread block each
-// (every tile of a part is issued; causal masks, it skips none). K and V read once per K/V head;
-// with several parts, each writes its O / l (fp32) and lse, which the combine pass reads back.
+// tile of Br rows, the cache cut into `splits` parts of C keys (whole Bc-key tiles, C as
+// decode_split_keys), one thread block each; sequence b's keys fill ceil(L_b / C) of them (every
+// tile of a part is issued; causal masks, it skips none). K and V read once per K/V head; with
+// several parts, each writes its O / l (fp32) and lse, which the combine (in the last block of each
+// K/V head to finish) reads back; a paged
+// cache's table entries read by each K/V head's blocks.
 IoModel split_kv_model(const Shape& s, Tiles t, int splits) {
   IoModel m;
   const double e = static_cast<double>(element_bytes(s.dtype));
-  const double heads = static_cast<double>(s.heads_total());
-  const double kv_heads = static_cast<double>(s.kv_heads_total());
+  const double H = static_cast<double>(s.H), H_kv = static_cast<double>(s.kv_heads());
   const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
   const std::int64_t Br = t.block_q, Bc = t.block_kv;
-  const double tiles = static_cast<double>(ceil_div(s.kv_len(), Bc));
-  const double kv = kv_heads * static_cast<double>(s.kv_len()) * d * e;
+  const std::int64_t split_keys = ceil_div(ceil_div(s.kv_len(), Bc), splits) * Bc;
+  double tiles = 0, parts = 0;
+  for (std::int64_t b = 0; b < s.B; ++b) {
+    tiles += static_cast<double>(ceil_div(s.kv_len_of(b), Bc));
+    parts += static_cast<double>(ceil_div(s.kv_len_of(b), split_keys));
+  }
+  const double kv = H_kv * static_cast<double>(s.kv_rows_total()) * d * e;
+  const double heads = static_cast<double>(s.heads_total());
   add(m, "Q read (once)", false, heads * N * d * e);
   add(m, "K read (once per K/V head)", false, kv);
   add(m, "V read (once per K/V head)", false, kv);
+  if (s.paged()) {
+    add(m, "page table read (once per K/V head)", false, page_table_bytes(s, s.kv_heads()));
+  }
   if (splits > 1) {
-    const double parts = splits * heads * N * (d + 1) * 4.0;
-    add(m, "parts' O / l and lse written (fp32, once per split)", true, parts);
-    add(m, "parts' O / l and lse read (combine pass)", false, parts);
+    const double part_bytes = parts * H * N * (d + 1) * 4.0;
+    add(m, "parts' O / l and lse written (fp32, once per split)", true, part_bytes);
+    add(m, "parts' O / l and lse read (the combine)", false, part_bytes);
   }
   add(m, "O written (once)", true, heads * N * d * e);
   add(m, "lse written (once, fp32)", true, heads * N * 4.0);
-  m.flops_matrix = kv_heads * tiles * 4.0 * static_cast<double>(Br * Bc) * d;
+  m.flops_matrix = H_kv * tiles * 4.0 * static_cast<double>(Br * Bc) * d;
   // Per score: scale, max, exp, sum; per row and tile: O rescale; the combine: a multiply-add per
   // part and element.
-  m.flops_nonmatrix = kv_heads * tiles * (4.0 * Br * Bc + Br * d) +
-                      (splits > 1 ? 2.0 * splits * heads * N * d : 0.0);
+  m.flops_nonmatrix =
+      H_kv * tiles * (4.0 * Br * Bc + Br * d) + (splits > 1 ? 2.0 * parts * H * N * d : 0.0);
   m.bytes_compulsory = compulsory(s, true);
   // The Q tile and the three-stage K and V ring.
   m.onchip_budget_bytes = static_cast<double>(Br + 6 * Bc) * d * e;
   m.bytes_asymptotic = flash_law_bytes(s, e, m.onchip_budget_bytes);
+  return m;
+}
+
+// A model of a cache with lengths apart (or paged) as the sum of each sequence's own: sequence b
+// alone (B = 1, N_kv = L_b, contiguous), its terms added by name; a paged cache adds its table
+// entries, read once per K/V head. The compulsory bytes are the whole shape's.
+IoModel per_sequence_model(const Shape& s, const std::function<IoModel(const Shape&)>& model) {
+  IoModel m;
+  // Without lengths apart, the whole batch is one part.
+  for (std::int64_t b = 0; b < (s.ragged() ? s.B : 1); ++b) {
+    Shape one = s;
+    if (s.ragged()) {
+      one.B = 1;
+      one.N_kv = s.kv_len_of(b);
+      one.kv_lengths.clear();
+    }
+    one.page_size = 0;
+    const IoModel part = model(one);
+    for (const ByteTerm& t : part.terms) {
+      auto it = std::find_if(m.terms.begin(), m.terms.end(),
+                             [&](const ByteTerm& x) { return x.name == t.name; });
+      if (it == m.terms.end()) {
+        add(m, t.name, t.is_write, t.bytes);
+      } else {
+        it->bytes += t.bytes;
+        (t.is_write ? m.bytes_written : m.bytes_read) += t.bytes;
+      }
+    }
+    m.flops_matrix += part.flops_matrix;
+    m.flops_nonmatrix += part.flops_nonmatrix;
+    m.bytes_asymptotic += part.bytes_asymptotic;
+    m.onchip_budget_bytes = part.onchip_budget_bytes;
+  }
+  if (s.paged())
+    add(m, "page table read (once per K/V head)", false, page_table_bytes(s, s.kv_heads()));
+  m.bytes_compulsory = compulsory(s, true);
   return m;
 }
 
@@ -439,10 +497,16 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
   // The field's convention (flash-attention's benchmarks): the two products over N x N_kv per
   // query head, causal's square part halved (N N_kv - N^2 / 2: N^2 / 2 for square attention, about
   // N_kv for one decode row).
-  const double N = static_cast<double>(shape.N), Nkv = static_cast<double>(shape.kv_len());
-  const double pairs = shape.causal ? N * Nkv - N * N / 2 : N * Nkv;
+  // N_kv is each sequence's own length where they differ.
+  const double N = static_cast<double>(shape.N);
+  double pairs = 0;
+  for (std::int64_t b = 0; b < (shape.ragged() ? shape.B : 1); ++b) {
+    const double Nkv = static_cast<double>(shape.kv_len_of(b));
+    pairs += shape.causal ? N * Nkv - N * N / 2 : N * Nkv;
+  }
+  const double sequences = shape.ragged() ? 1.0 : static_cast<double>(shape.B);
   const double forward_convention =
-      4.0 * static_cast<double>(shape.heads_total()) * pairs * static_cast<double>(shape.d);
+      4.0 * sequences * static_cast<double>(shape.H) * pairs * static_cast<double>(shape.d);
   if (options.direction == Direction::backward) {
     if (algorithm == Algorithm::standard) m = standard_backward_model(shape);
     if (algorithm == Algorithm::fa2)
@@ -454,11 +518,15 @@ IoModel io_model(Algorithm algorithm, const Shape& shape, Tiles tiles,
     case Algorithm::standard:
       m = standard_model(shape);
       break;
-    case Algorithm::fa2:
-      m = options.library_tiles && shape.grouped() && shape.N < tiles.block_q
-              ? fa2_packed_model(shape, tiles)
-              : fa2_model(shape, tiles);
+    case Algorithm::fa2: {
+      auto one_model = [&](const Shape& s) {
+        return options.library_tiles && s.grouped() && s.N < tiles.block_q
+                   ? fa2_packed_model(s, tiles)
+                   : fa2_model(s, tiles);
+      };
+      m = shape.ragged() || shape.paged() ? per_sequence_model(shape, one_model) : one_model(shape);
       break;
+    }
     case Algorithm::fa1:
       m = fa1_model(shape, tiles, options.fa1);
       break;

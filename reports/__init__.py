@@ -1,1 +1,1 @@
-"""Python side of fa-bench: read, validate, write and summarise result files (schema fa-bench/1)."""
+"""Python side of fa-bench: read, validate, write and summarise result files (schemas fa-bench/1 to /5)."""

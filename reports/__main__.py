@@ -39,7 +39,7 @@ def _kv_cell(value: int, kv: int, name: str) -> str:
 
 
 def table(doc: dict) -> str:
-    from reports.data import placement, roofs_of
+    from reports.data import n_cell, placement, roofs_of
 
     roofs = roofs_of(doc)
     lines = []
@@ -47,9 +47,9 @@ def table(doc: dict) -> str:
         place = placement(r, roofs) or {}
         lines.append((
             r["label"] + (" (peer)" if r["peer"] else ""),
-            # H_kv and N_kv beside H and N where they differ (grouped-query, non-square)
-            _cell(r["B"]), _kv_cell(r["H"], r["H_kv"], "H_kv"),
-            _kv_cell(r["N"], r["N_kv"], "N_kv"), _cell(r["d"]),
+            # H_kv and N_kv beside H and N where they differ (grouped-query, non-square), the
+            # cache's pages and each sequence's length beside N (n_cell)
+            _cell(r["B"]), _kv_cell(r["H"], r["H_kv"], "H_kv"), n_cell(r), _cell(r["d"]),
             _cell(r["causal"]), r["dtype"], r["status"],
             _cell(r["median_ms"], "{:.4f}"),
             _cell(r["tflops_convention"], "{:.4g}"),

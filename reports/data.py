@@ -18,9 +18,11 @@ Rows are told apart by their identity, never by parsing a name. Each flat row ca
 - ``tiles``, ``block_order``: from ``kernel_config`` and ``options`` in fa-bench/2;
 - ``tile_variant``: a non-default tile row of a configuration that also holds the default one.
 
-Every row also has ``H_kv`` and ``N_kv`` (K/V heads and length; H and N before fa-bench/4), part
-of its configuration's identity; :func:`kv_class`, :func:`kv_note`, :func:`n_cell` and :func:`bh_cell` tell
-grouped-query and non-square rows apart and name them, square rows as they always were.
+Every row also has ``H_kv`` and ``N_kv`` (K/V heads and length; H and N before fa-bench/4),
+``page_size`` and ``kv_lengths`` (the K/V cache's pages and each sequence's length, a tuple; 0
+and None before fa-bench/5), part of its configuration's identity; :func:`kv_class`,
+:func:`kv_note`, :func:`n_cell` and :func:`bh_cell` tell grouped-query, non-square, paged and
+ragged rows apart and name them, square contiguous rows as they always were.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from reports.schema import load_results, option_text, rows
+from reports.schema import kv_lengths_text, load_results, option_text, rows
 
 # Okabe-Ito colours (colour-blind safe) for the variants the tool knows; peers get their own.
 KNOWN_COLOURS = {
@@ -315,7 +317,7 @@ def series_labels(rows_: list[dict]) -> list[str]:
     """
     def shape(r):
         return (r["device_name"], r["inputs"], r["B"], r["H"], r["N"], r["d"], r["causal"],
-                r["dtype"], r["H_kv"], r["N_kv"])
+                r["dtype"], r["H_kv"], r["N_kv"], *kv_cache_key(r))
 
     def family(r):
         return (r["variant"], r.get("direction", "forward"))
@@ -469,29 +471,62 @@ def slug(text: str) -> str:
 
 
 def config_key(r: dict) -> tuple:
-    return (r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["H_kv"], r["N_kv"])
+    return (r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["H_kv"], r["N_kv"],
+            *kv_cache_key(r))
 
 
-# -- grouped-query and non-square rows ----------------------------------------------------------
+# -- grouped-query, non-square, paged and ragged rows -------------------------------------------
 
 
-def kv_class(r: dict) -> tuple[int, int]:
-    """(H_kv, N_kv) where they differ from H and N, 0 where they do not: (0, 0) for square
-    multi-head attention. Rows of one class may share a line or a panel; rows of two may not
-    (an 8-head K/V row is not the next point of a 32-head one)."""
-    return (r["H_kv"] if r["H_kv"] != r["H"] else 0, r["N_kv"] if r["N_kv"] != r["N"] else 0)
+def kv_cache_key(r: dict) -> tuple[int, tuple[int, ...]]:
+    """(page_size, kv_lengths) of a row as a key part that sorts: (0, ()) for a contiguous
+    cache with every sequence N_kv long (kv_lengths None)."""
+    return (r.get("page_size", 0), tuple(r.get("kv_lengths") or ()))
+
+
+# kv_class of square multi-head attention on a contiguous cache.
+SQUARE = (0, 0, 0, ())
+
+
+def kv_class(r: dict) -> tuple[int, int, int, tuple[int, ...]]:
+    """(H_kv, N_kv, page_size, kv_lengths): H_kv and N_kv where they differ from H and N, 0 where
+    they do not; page_size 0 for a contiguous cache; kv_lengths () where every sequence holds
+    N_kv keys. SQUARE, (0, 0, 0, ()), for square multi-head attention. Rows of one class may
+    share a line or a panel; rows of two may not (an 8-head K/V row is not the next point of a
+    32-head one, nor a paged cache's the next of a contiguous one)."""
+    return (r["H_kv"] if r["H_kv"] != r["H"] else 0, r["N_kv"] if r["N_kv"] != r["N"] else 0,
+            *kv_cache_key(r))
+
+
+def _n_kv_notes(r: dict) -> list[str]:
+    """What tells a row's K/V length and cache apart: "N_kv 4096"; with lengths apart, the
+    cache's capacity and the lengths, "N_kv ≤4096, lengths 512..4096/sum=20000" (kv_lengths_text,
+    fa-bench's spelling); "pages of 64" for a paged cache."""
+    _, n_kv, page_size, lengths = kv_class(r)
+    notes = []
+    if lengths:
+        notes += [f"N_kv ≤{r['N_kv']}", f"lengths {kv_lengths_text(lengths)}"]
+    elif n_kv:
+        notes.append(f"N_kv {n_kv}")
+    if page_size:
+        notes.append(f"pages of {page_size}")
+    return notes
 
 
 def kv_note(r: dict) -> str:
-    """"H_kv 8", "N_kv 4096", "H_kv 8, N_kv 4096"; "" for a square multi-head row."""
-    h_kv, n_kv = kv_class(r)
-    return ", ".join(([f"H_kv {h_kv}"] if h_kv else []) + ([f"N_kv {n_kv}"] if n_kv else []))
+    """"H_kv 8", "N_kv 4096", "H_kv 8, N_kv 4096", "N_kv 4096, pages of 64",
+    "N_kv ≤4096, lengths 512..4096/sum=20000, pages of 64"; "" for a square multi-head row on a
+    contiguous cache."""
+    h_kv = kv_class(r)[0]
+    return ", ".join(([f"H_kv {h_kv}"] if h_kv else []) + _n_kv_notes(r))
 
 
 def n_cell(r: dict) -> str:
-    """A table's N cell: "4096"; "1 (N_kv 4096)" where the K/V length differs."""
-    n_kv = kv_class(r)[1]
-    return str(r["N"]) + (f" (N_kv {n_kv})" if n_kv else "")
+    """A table's N cell: "4096"; "1 (N_kv 4096)" where the K/V length differs; "1 (N_kv 4096,
+    pages of 64)" for a paged cache, "1 (N_kv ≤4096, lengths 100,4096)" where the sequences'
+    lengths differ."""
+    notes = _n_kv_notes(r)
+    return str(r["N"]) + (f" ({', '.join(notes)})" if notes else "")
 
 
 def bh_cell(r: dict) -> str:

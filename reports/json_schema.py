@@ -8,11 +8,13 @@ JSON Schema as written there, plus what JSON Schema cannot say, as small explici
   gets that one line rather than its differences);
 - an integer is written as one (``5``, not ``5.0``) and a number is finite (``1e999`` parses
   to inf): the type checker says so, as the C++ reader does;
-- a configuration (B, H, H_kv, N, N_kv, d, causal, dtype, H_kv and N_kv being H and N before
-  fa-bench/4; fa-bench/3 on: and gpu.uuid) appears once per file, a row's identity once per
-  configuration (fa-bench/1: variant; fa-bench/2 on: variant, direction, kernel_config,
-  options), a ``gate_calibration`` row once; a ``shard`` index is below its count; fa-bench/4:
-  a configuration's H_kv divides its H.
+- a configuration (B, H, H_kv, N, N_kv, d, causal, dtype, page_size, kv_lengths, H_kv and N_kv
+  being H and N before fa-bench/4, page_size and kv_lengths 0 and null before fa-bench/5;
+  fa-bench/3 on: and gpu.uuid) appears once per file, a row's identity once per configuration
+  (fa-bench/1: variant; fa-bench/2 on: variant, direction, kernel_config, options), a
+  ``gate_calibration`` row once; a ``shard`` index is below its count; fa-bench/4 on: a
+  configuration's H_kv divides its H; fa-bench/5: its page_size is 0 or a power of two, its
+  kv_lengths (when not null) holds B lengths, none above its N_kv.
 
 Speed: jsonschema descends into every value (a 20,000-row sweep holds millions). The schema is
 loaded with its ``$ref``s inlined, and a value whose subschema is a leaf (type, bounds, enum,
@@ -33,6 +35,7 @@ from typing import Any, Callable
 
 from reports.schema import (
     CONFIG_KEY,
+    CONTIGUOUS_VERSIONS,
     SQUARE_VERSIONS,
     UNDERSTOOD_VERSIONS,
     SchemaError,
@@ -560,13 +563,16 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
         if version not in SQUARE_VERSIONS and c["H"] % c["H_kv"]:
             found.append((f"configs[{i}].H_kv",
                           f"expected a divisor of H ({c['H']}), got {c['H_kv']}"))
+        if version not in CONTIGUOUS_VERSIONS:
+            found += _kv_cache_problems(c, f"configs[{i}]")
         key = config_key(c, version)
         if key in configs:
             values = shape_values(c, version)
-            # H_kv and N_kv named where they differ from H and N (square rows read as before)
-            same = {"H_kv": "H", "N_kv": "N"}
+            # H_kv and N_kv named where they differ from H and N, page_size and kv_lengths where
+            # the cache is paged or its lengths apart (square, contiguous rows read as before)
+            same = {"H_kv": values["H"], "N_kv": values["N"], "page_size": 0, "kv_lengths": None}
             what = ", ".join(f"{k}={json.dumps(values[k])}" for k in CONFIG_KEY
-                             if k not in same or values[k] != values[same[k]])
+                             if k not in same or values[k] != same[k])
             if c.get("gpu"):
                 what += f", gpu {c['gpu']['uuid']}"
             found.append((f"configs[{i}]",
@@ -592,6 +598,25 @@ def unique_rows(doc: dict) -> list[tuple[str, str]]:
                 found.append((f"gate_calibration.rows[{i}].row",
                               f"row {row['row']!r} appears twice (also at rows[{seen[row['row']]}])"))
             seen.setdefault(row["row"], i)
+    return found
+
+
+def _kv_cache_problems(c: dict, where: str) -> list[tuple[str, str]]:
+    """A fa-bench/5 configuration's page_size (0 or a power of two) and kv_lengths (null, or B
+    lengths from 1 to N_kv; JSON Schema holds each to >= 1)."""
+    found = []
+    page = c["page_size"]
+    if page & (page - 1):
+        found.append((f"{where}.page_size", f"expected 0 or a power of two, got {page}"))
+    lengths = c["kv_lengths"]
+    if lengths is not None:
+        if len(lengths) != c["B"]:
+            found.append((f"{where}.kv_lengths",
+                          f"expected B ({c['B']}) lengths, one per sequence, got {len(lengths)}"))
+        over = next((j for j, n in enumerate(lengths) if n > c["N_kv"]), None)
+        if over is not None:
+            found.append((f"{where}.kv_lengths[{over}]",
+                          f"expected a length from 1 to N_kv ({c['N_kv']}), got {lengths[over]}"))
     return found
 
 

@@ -32,9 +32,11 @@ from matplotlib.ticker import (  # noqa: E402
 )
 
 from reports.data import (  # noqa: E402
+    SQUARE,
     Results,
     attained_flops,
     default_rows,
+    kv_cache_key,
     kv_class,
     kv_note,
     precision,
@@ -214,14 +216,20 @@ def _tflops_formatter(x, _pos) -> str:
 
 
 def _square_in_n(rows: list[dict], plot: Plot) -> list[dict]:
-    """The rows a plot against N can draw: those whose K/V length is N. A row with N_kv != N
-    (decode: N = 1 against a long cache) is not a point on an N axis; the plot's notes count
-    those left out (the tables hold them)."""
-    kept = [r for r in rows if not kv_class(r)[1]]
-    if len(kept) < len(rows):
-        plot.notes.append(f"{len(rows) - len(kept)} row(s) whose K/V length differs from N "
+    """The rows a plot against N can draw: those whose K/V length is N, on a contiguous cache
+    with every sequence N_kv long. A row with N_kv != N (decode: N = 1 against a long cache) is
+    not a point on an N axis, nor is one whose sequences hold lengths apart or whose cache is
+    paged (not the next point of a contiguous row's line); the plot's notes count those left
+    out (the tables hold them)."""
+    other_n = [r for r in rows if kv_class(r)[1]]
+    cache = [r for r in rows if not kv_class(r)[1] and kv_class(r)[2:] != SQUARE[2:]]
+    if other_n:
+        plot.notes.append(f"{len(other_n)} row(s) whose K/V length differs from N "
                           "(N_kv ≠ N) are not drawn against N; the tables hold them.")
-    return kept
+    if cache:
+        plot.notes.append(f"{len(cache)} row(s) of a paged K/V cache or with each sequence's "
+                          "own K/V length are not drawn against N; the tables hold them.")
+    return [r for r in rows if kv_class(r)[1:] == SQUARE[1:]]
 
 
 def _panels_by_d(rows: list[dict]) -> list[tuple[int, int]]:
@@ -634,7 +642,8 @@ def plot_block_size(res: Results, device: str, name: str = "block-size") -> Plot
             continue
         # one line per family (variant, direction, options) and the rest of its configuration
         key = (r["algorithm"], r["block_order"], r["dtype"], r["d"], r["causal"], r["N"], r["B"],
-               r["H"], r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"])
+               r["H"], r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"],
+               *kv_cache_key(r))
         groups.setdefault(key, []).append(r)
     groups = {k: v for k, v in groups.items()
               if len({(r["tiles"]["block_q"], r["tiles"]["block_kv"]) for r in v}) >= 2}
@@ -981,10 +990,10 @@ def plot_bytes_vs_d(res: Results, device: str, name: str = "bytes-vs-d") -> Plot
     rows = [r for r in rows if r["causal"] == causal]
     # one shape of K/V: square multi-head rows when there are any, else the commonest kind
     classes = [kv_class(r) for r in rows]
-    kind = (0, 0) if (0, 0) in classes else max(set(classes), key=classes.count)
+    kind = SQUARE if SQUARE in classes else max(set(classes), key=classes.count)
     if len(set(classes)) > 1:
         plot.notes.append(f"{sum(c != kind for c in classes)} row(s) of other K/V shapes "
-                          "(H_kv ≠ H or N_kv ≠ N) are left out.")
+                          "(H_kv ≠ H, N_kv ≠ N, a paged cache or lengths apart) are left out.")
     rows = [r for r, c in zip(rows, classes) if c == kind]
     by_n: dict[int, set[int]] = {}
     for r in rows:
@@ -1081,7 +1090,8 @@ def plot_bytes_vs_tile(res: Results, device: str, name: str = "bytes-vs-tile") -
                 or r["status"] not in ("ok", "model_only") or r["tiles"]["block_q"] <= 0):
             continue
         key = (r["algorithm"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["block_order"],
-               r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"])
+               r["run_index"], r["family"], r["config_rest"], r["H_kv"], r["N_kv"],
+               *kv_cache_key(r))
         groups.setdefault(key, []).append(r)
     groups = {k: g for k, g in groups.items()
               if len({r["tiles"][TILE_AXIS[k[0]][0]] for r in g}) >= 2}

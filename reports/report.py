@@ -15,11 +15,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from reports.data import (
+    SQUARE,
     Results,
     attained_flops,
     bh_cell,
     bh_text,
     default_rows,
+    kv_cache_key,
     kv_class,
     kv_note,
     n_cell,
@@ -94,7 +96,8 @@ def config_label(r: dict, res: Results) -> list[str]:
     cells = []
     if many_devices:
         cells.append(r["device_name"])
-    # grouped-query and non-square rows: "4×32 (H_kv 8)", "1 (N_kv 4096)"; square rows as ever
+    # grouped-query, non-square, paged and ragged rows: "4×32 (H_kv 8)", "1 (N_kv 4096)",
+    # "1 (N_kv 4096, pages of 64)", "1 (N_kv ≤4096, lengths 100,4096)"; square rows as ever
     cells += [n_cell(r), str(r["d"]), causal_word(r["causal"]), r["dtype"], bh_cell(r)]
     if many_inputs:
         cells.append(r["inputs"])
@@ -109,7 +112,7 @@ def config_columns(res: Results) -> list[str]:
 
 def _ckey(r: dict) -> tuple:
     return (r["device_name"], r["dtype"], r["d"], r["causal"], r["N"], r["B"], r["H"], r["inputs"],
-            r["H_kv"], r["N_kv"])
+            r["H_kv"], r["N_kv"], *kv_cache_key(r))
 
 
 def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
@@ -122,9 +125,11 @@ def latest_rows(res: Results, rows: list[dict]) -> tuple[list[dict], int]:
 
 
 def _pivot(res: Results, rows: list[dict]) -> tuple[list[tuple], list[str], dict]:
-    # ... N, then N_kv, then multi-head before grouped-query (k[8] H_kv against k[6] H)
+    # ... N, then N_kv, then multi-head before grouped-query (k[8] H_kv against k[6] H), then
+    # contiguous before paged (k[10] page_size), every sequence N_kv long before lengths apart
     configs = sorted({_ckey(r) for r in rows},
-                     key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4], k[9], k[8] != k[6], k[8]))
+                     key=lambda k: (k[0], k[7], k[1], k[2], k[3], k[4], k[9], k[8] != k[6], k[8],
+                                    k[10], k[11]))
     variants = list(dict.fromkeys(r["label"] for r in rows))
     cell = {(_ckey(r), r["label"]): r for r in rows}
     return configs, variants, cell
@@ -239,9 +244,13 @@ def time_table(res: Results) -> Table:
 
 def tflops_table(res: Results) -> Table:
     title = "Throughput [TFLOP/s] (4·B·H·N²·d per second, halved for causal)"
-    if any(kv_class(r)[1] for r in res.rows):  # the convention for a K/V length other than N
+    if any(kv_class(r)[1] or kv_class(r)[3] for r in res.rows):  # a K/V length other than N
         title = ("Throughput [TFLOP/s] (4·B·H·N·N_kv·d per second; causal: 4·B·H·d·(N·N_kv − "
-                 "N²/2), the mask aligned bottom-right)")
+                 "N²/2), the mask aligned bottom-right")
+        if any(kv_class(r)[3] for r in res.rows):  # each sequence's own K/V length
+            title += ("; each sequence b of its own K/V length L_b: 4·H·d·Σ_b N·L_b, causal "
+                      "4·H·d·Σ_b (N·L_b − N²/2)")
+        title += ")"
     t = _pivot_table(res, "tflops", title, lambda r: r["tflops_convention"], fmt_tflops,
                      lambda vals: max(vals, key=vals.get))
     return t
@@ -543,7 +552,7 @@ def roofline_reading(res: Results) -> list[str]:
             if any(p["from_counters"] for _, p in placed):
                 placed = [(r, p) for r, p in placed if p["from_counters"]]
             r, p = max(placed, key=lambda rp: (not rp[0]["causal"], rp[0]["N"],
-                                               kv_class(rp[0]) == (0, 0)))
+                                               kv_class(rp[0]) == SQUARE))
             note = f" ({kv_note(r)})" if kv_note(r) else ""  # grouped-query, non-square
             where = f"d={d}, N={r['N']}{note}{', causal' if r['causal'] else ''}"
             name = res.label(variant)

@@ -1,4 +1,5 @@
-"""Reader and writer for fa-bench result files, schemas ``fa-bench/4``, ``/3``, ``/2`` and ``/1``.
+"""Reader and writer for fa-bench result files, schemas ``fa-bench/5``, ``/4``, ``/3``, ``/2`` and
+``/1``.
 
 The one definition of the file is ``schema/fa-bench-result.schema.json`` (JSON Schema 2020-12,
 explained in ``docs/results-schema.md``); the C++ side (``bench/result_json.cpp``) writes and
@@ -21,17 +22,25 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable
 
-UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3", "fa-bench/4")
+UNDERSTOOD_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3", "fa-bench/4", "fa-bench/5")
+# The version fa-bench writes now.
+CURRENT_VERSION = "fa-bench/5"
 # Versions whose configurations have no H_kv and N_kv: square multi-head attention (H_kv = H,
 # N_kv = N), whatever keys of those names a file may carry (the C++ reader ignores them too).
 SQUARE_VERSIONS = ("fa-bench/1", "fa-bench/2", "fa-bench/3")
+# Versions whose configurations have no page_size and kv_lengths: K/V contiguous, every sequence
+# N_kv long (page_size 0, kv_lengths null), whatever keys of those names a file may carry.
+CONTIGUOUS_VERSIONS = (*SQUARE_VERSIONS, "fa-bench/4")
+# Versions whose configurations say the GPU they ran on.
+GPU_VERSIONS = ("fa-bench/3", "fa-bench/4", "fa-bench/5")
 # What new_document() writes. fa-bench/1 until the C++ reader reads fa-bench/2 (issue 14: the
 # C++ side moves to /2 with its vocabulary; ctest has the C++ reader read this writer's output);
 # make_result()/new_document() write /2 when asked.
 SCHEMA_VERSION = "fa-bench/2"
 
-# With the GPU: what makes a configuration unique (H_kv and N_kv: H and N before fa-bench/4).
-CONFIG_KEY = ("B", "H", "H_kv", "N", "N_kv", "d", "causal", "dtype")
+# With the GPU: what makes a configuration unique (H_kv and N_kv: H and N before fa-bench/4;
+# page_size and kv_lengths: 0 and None before fa-bench/5).
+CONFIG_KEY = ("B", "H", "H_kv", "N", "N_kv", "d", "causal", "dtype", "page_size", "kv_lengths")
 MODEL_NUMBERS = (
     "flops_matrix",
     "flops_convention",
@@ -117,35 +126,85 @@ def kv_shape(config: dict, version: str | None = None) -> tuple[int, int]:
     return config.get("H_kv", config["H"]), config.get("N_kv", config["N"])
 
 
+def kv_cache(config: dict, version: str | None = None) -> tuple[int, tuple[int, ...] | None]:
+    """(page_size, kv_lengths) of a configuration (or of a flat row): 0 for K/V kept contiguous,
+    else the rows of a page; None when every sequence holds N_kv keys, else each sequence's own
+    K/V length, as a tuple (hashable: it is part of the configuration's key). fa-bench/5 writes
+    both; older versions (``version`` one of CONTIGUOUS_VERSIONS) and a dict without them mean
+    (0, None)."""
+    if version in CONTIGUOUS_VERSIONS:
+        return 0, None
+    lengths = config.get("kv_lengths")
+    return config.get("page_size", 0), tuple(lengths) if lengths is not None else None
+
+
 def shape_values(config: dict, version: str | None = None) -> dict:
-    """The configuration's CONFIG_KEY values by name, H_kv and N_kv filled in (kv_shape)."""
+    """The configuration's CONFIG_KEY values by name, H_kv and N_kv (kv_shape), page_size and
+    kv_lengths (kv_cache: a tuple or None) filled in."""
     h_kv, n_kv = kv_shape(config, version)
-    return {**{k: config[k] for k in CONFIG_KEY if k not in ("H_kv", "N_kv")},
-            "H_kv": h_kv, "N_kv": n_kv}
+    page_size, kv_lengths = kv_cache(config, version)
+    filled = {"H_kv": h_kv, "N_kv": n_kv, "page_size": page_size, "kv_lengths": kv_lengths}
+    return {k: filled[k] if k in filled else config[k] for k in CONFIG_KEY}
 
 
 def config_key(config: dict, version: str | None = None) -> tuple:
     """What makes a configuration unique in a file: its shape (CONFIG_KEY: B, H, H_kv, N, N_kv,
-    d, causal, dtype) and, fa-bench/3 on, the UUID of the GPU it ran on (one file may hold the
-    same shape on several GPUs). H_kv and N_kv are H and N in files before fa-bench/4 (see
-    kv_shape), so that keys compare across versions."""
+    d, causal, dtype, page_size, kv_lengths) and, fa-bench/3 on, the UUID of the GPU it ran on
+    (one file may hold the same shape on several GPUs). H_kv and N_kv are H and N in files
+    before fa-bench/4 (see kv_shape), page_size and kv_lengths 0 and None before fa-bench/5 (see
+    kv_cache), so that keys compare across versions."""
     values = shape_values(config, version)
     gpu = config.get("gpu")
     return (*(values[k] for k in CONFIG_KEY), gpu.get("uuid") if isinstance(gpu, dict) else None)
 
 
+def kv_lengths_text(lengths) -> str:
+    """Each sequence's K/V length as fa-bench writes it (kernels/problem.cpp kv_lengths_text):
+    the lengths joined by "," for a batch of 4 or fewer (``100,4096``), else
+    ``MIN..MAX/sum=S`` (``512..4096/sum=147456``)."""
+    lengths = list(lengths)
+    if len(lengths) <= 4:
+        return ",".join(str(x) for x in lengths)
+    return f"{min(lengths)}..{max(lengths)}/sum={sum(lengths)}"
+
+
 def shape_text(config: dict, version: str | None = None) -> str:
     """The shape as fa-bench's console writes it: ``B=4 H=32 N=4096 d=128``, with `` H_kv=8``
-    after H and `` N_kv=65536`` after N only where they differ from H and N (a square
-    multi-head configuration's text is the same in every version)."""
+    after H and `` N_kv=65536`` after N only where they differ from H and N, then
+    `` kv_lengths=...`` (:func:`kv_lengths_text`) where the sequences' lengths differ and
+    `` page=64`` for a paged cache (a square, contiguous multi-head configuration's text is the
+    same in every version):
+    ``B=8 H=32 H_kv=8 N=1 N_kv=4096 kv_lengths=512..4096/sum=20000 page=64 d=128``."""
     h_kv, n_kv = kv_shape(config, version)
+    page_size, kv_lengths = kv_cache(config, version)
     text = f"B={config['B']} H={config['H']}"
     if h_kv != config["H"]:
         text += f" H_kv={h_kv}"
     text += f" N={config['N']}"
     if n_kv != config["N"]:
         text += f" N_kv={n_kv}"
+    if kv_lengths is not None:
+        text += f" kv_lengths={kv_lengths_text(kv_lengths)}"
+    if page_size > 0:
+        text += f" page={page_size}"
     return text + f" d={config['d']}"
+
+
+def flops_convention(*, B: int, H: int, N: int, d: int, causal: bool, N_kv: int | None = None,
+                     kv_lengths=None) -> float:
+    """The field's convention FLOPs of one forward pass, as fa-bench's model counts them
+    (profiler/io_model.cpp): the two products over N x N_kv (query, key) pairs per query head,
+    causal's N x N part halved: 4·B·H·d·pairs, pairs = N·N_kv (causal: N·N_kv − N²/2). With
+    ``kv_lengths`` each sequence's own: 4·H·d·Σ_b pairs(N, L_b). A backward pass is 2.5 times
+    the forward's."""
+    n_kv = N if N_kv is None else N_kv
+    if kv_lengths is None:
+        pairs = N * n_kv - (N * N / 2 if causal else 0)
+        return 4.0 * B * H * pairs * d
+    pairs = 0.0
+    for length in kv_lengths:
+        pairs += N * length - (N * N / 2 if causal else 0)
+    return 4.0 * H * pairs * d
 
 
 def row_identity(result: dict, version: str) -> Any:
@@ -354,7 +413,8 @@ def new_document(
 ) -> dict:
     """An empty, complete document; append configs (see :func:`make_config`) to ``configs``.
     ``version``: "fa-bench/1", or "fa-bench/2" on (its rows made by ``make_result(version=...)``,
-    its configurations by ``make_config(version=...)``: /3 and /4 add the gpu, /4 H_kv and N_kv).
+    its configurations by ``make_config(version=...)``: /3 on add the gpu, /4 on H_kv and N_kv,
+    /5 page_size and kv_lengths).
 
     ``settings`` and ``ceilings`` are laid over defaults (roofs of 0 = unknown).
     """
@@ -389,32 +449,41 @@ def new_document(
     }
 
 
-_NO_GPU = object()  # make_config: no gpu key (null is a value: no GPU)
+_ABSENT = object()  # make_config: no such key (null is a value: no GPU, no lengths apart)
 
 
 def make_config(
     *, B: int, H: int, N: int, d: int, causal: bool, dtype: str, seed: int, results=None,
-    H_kv: int | None = None, N_kv: int | None = None, gpu: Any = _NO_GPU,
-    version: str | None = None,
+    H_kv: int | None = None, N_kv: int | None = None, page_size: int | None = None,
+    kv_lengths: Any = _ABSENT, gpu: Any = _ABSENT, version: str | None = None,
 ) -> dict:
     """One configuration (inputs N(0,1) from ``seed``) with its results, keys in fa-bench's
-    order. ``H_kv``/``N_kv`` (K/V heads and length) and ``gpu`` ({"uuid", "name"} or None) are
-    written when given; a ``version`` document's required ones are written in any case:
-    fa-bench/4 H_kv and N_kv (default H and N: square multi-head attention), fa-bench/3 and /4
-    the gpu (default None: no GPU)."""
-    if version in ("fa-bench/3", "fa-bench/4") and gpu is _NO_GPU:
+    order. ``H_kv``/``N_kv`` (K/V heads and length), ``page_size`` and ``kv_lengths`` (a list
+    of B lengths, or None) and ``gpu`` ({"uuid", "name"} or None) are written when given; a
+    ``version`` document's required ones are written in any case: fa-bench/4 on H_kv and N_kv
+    (default H and N: square multi-head attention), fa-bench/5 page_size and kv_lengths
+    (default 0 and None: K/V contiguous, every sequence N_kv long), fa-bench/3 on the gpu
+    (default None: no GPU)."""
+    if version in GPU_VERSIONS and gpu is _ABSENT:
         gpu = None
-    if version == "fa-bench/4":
+    if version in ("fa-bench/4", "fa-bench/5"):
         H_kv = H if H_kv is None else H_kv
         N_kv = N if N_kv is None else N_kv
+    if version == "fa-bench/5":
+        page_size = 0 if page_size is None else page_size
+        kv_lengths = None if kv_lengths is _ABSENT else kv_lengths
     config: dict[str, Any] = {"B": B, "H": H}
     if H_kv is not None:
         config["H_kv"] = H_kv
     config["N"] = N
     if N_kv is not None:
         config["N_kv"] = N_kv
+    if page_size is not None:
+        config["page_size"] = page_size
+    if kv_lengths is not _ABSENT:
+        config["kv_lengths"] = list(kv_lengths) if kv_lengths is not None else None
     config.update(d=d, causal=causal, dtype=dtype, seed=seed)
-    if gpu is not _NO_GPU:
+    if gpu is not _ABSENT:
         config["gpu"] = gpu
     config["results"] = list(results or [])
     return config
@@ -434,6 +503,7 @@ def make_result(
     derived: dict | None = None,
     l2: str = "cold",
     warmup: int = 0,
+    launch: str | None = None,
     version: str = SCHEMA_VERSION,
     direction: str = "forward",
     kernel_config: dict | None = None,
@@ -446,7 +516,8 @@ def make_result(
     ({} when none); fa-bench/1 rows get them only when given; ``default_config`` (whether
     kernel_config is the variant's default) and ``default_options`` (whether every option value
     is the shape's default) are written when given. ``samples_ms`` (required exactly when status is "ok") becomes ``timing``
-    with statistics computed as the C++ side does (SM clocks -1 = unknown). ``model`` keys
+    with statistics computed as the C++ side does (SM clocks -1 = unknown) and, when given,
+    ``launch`` ("stream" | "graph"; absent means stream). ``model`` keys
     not given are 0 (not modelled), ``terms`` []. ``derived`` defaults, for status "ok", to
     :func:`derive` with unknown roofs.
     Raises SchemaError when the result breaks a schema rule.
@@ -456,6 +527,7 @@ def make_result(
         samples = [float(x) for x in samples_ms]
         timing = {
             "l2": l2,
+            **({"launch": launch} if launch is not None else {}),
             "warmup": int(warmup),
             "samples_ms": samples,
             **(summarize(samples) if samples else {"median_ms": 0.0}),
@@ -535,7 +607,11 @@ def rows(doc: dict) -> list[dict]:
     rows; a fa-bench/1 file's ``variant`` already is that name). ``variant`` stays the file's.
     ``gpu_uuid`` and ``gpu_name``: the GPU the row ran on (fa-bench/3 on: its configuration's
     ``gpu``; older files: the file's ``device``), None without one. ``H_kv`` and ``N_kv``: the
-    K/V heads and length, H and N in files before fa-bench/4 (:func:`kv_shape`).
+    K/V heads and length, H and N in files before fa-bench/4 (:func:`kv_shape`). ``page_size``
+    and ``kv_lengths``: the K/V cache's page rows (0: contiguous) and each sequence's K/V length
+    (a tuple, or None: N_kv each), 0 and None in files before fa-bench/5 (:func:`kv_cache`).
+    ``launch``: how the row's timed samples were enqueued (``timing.launch``: "stream" or
+    "graph"; "stream" where the file does not say), None for a row without timing.
     """
     version = doc.get("schema")
     v1 = version == "fa-bench/1"
@@ -543,6 +619,7 @@ def rows(doc: dict) -> list[dict]:
     for ci, config in enumerate(doc["configs"]):
         cfields = {k: v for k, v in config.items() if k != "results"}
         cfields["H_kv"], cfields["N_kv"] = kv_shape(config, version)
+        cfields["page_size"], cfields["kv_lengths"] = kv_cache(config, version)
         labels = ([r["variant"] for r in config["results"]] if v1
                   else row_labels(config["results"]))
         for ri, result in enumerate(config["results"]):
@@ -556,6 +633,7 @@ def rows(doc: dict) -> list[dict]:
                 gpu_name=gpu.get("name"),
                 label=labels[ri],
                 median_ms=timing.get("median_ms"),
+                launch=timing.get("launch", "stream") if timing else None,
                 relative_iqr=timing.get("relative_iqr"),
                 tflops_convention=derived.get("tflops_convention"),
                 tflops_model=derived.get("tflops_model"),

@@ -50,14 +50,16 @@ def fraction(text: str) -> float:
 
 
 def row_key(r: dict) -> tuple:
-    """A flat row's configuration (H_kv and N_kv: H and N in files before fa-bench/4) and label."""
-    return (r["B"], r["H"], r["H_kv"], r["N"], r["N_kv"], r["d"], r["causal"], r["dtype"],
-            r["label"])
+    """A flat row's configuration (H_kv and N_kv: H and N in files before fa-bench/4; page_size
+    and kv_lengths, a tuple or None: 0 and None before fa-bench/5) and label."""
+    return (r["B"], r["H"], r["H_kv"], r["N"], r["N_kv"], r["page_size"], r["kv_lengths"],
+            r["d"], r["causal"], r["dtype"], r["label"])
 
 
 def key_text(key: tuple) -> str:
-    b, h, h_kv, n, n_kv, d, causal, dtype, label = key
-    shape = shape_text({"B": b, "H": h, "H_kv": h_kv, "N": n, "N_kv": n_kv, "d": d})
+    b, h, h_kv, n, n_kv, page_size, kv_lengths, d, causal, dtype, label = key
+    shape = shape_text({"B": b, "H": h, "H_kv": h_kv, "N": n, "N_kv": n_kv,
+                        "page_size": page_size, "kv_lengths": kv_lengths, "d": d})
     return f"{label} {shape}{' causal' if causal else ''} {dtype}"
 
 

@@ -133,25 +133,51 @@ class Row:
     missing: str = ""  # why ncu has no figure for this row
     notes: list[str] = field(default_factory=list)
     kv: tuple[int, int] = (0, 0)  # (H_kv, N_kv) where they differ from H and N, else 0
+    # (page_size, kv_lengths): 0 for a contiguous K/V cache, () where every sequence is N_kv long
+    cache: tuple[int, tuple[int, ...]] = (0, ())
+    N_kv: int = 0  # the K/V length (the cache's capacity with kv_lengths); 0: N
 
     @property
     def key(self) -> tuple:
-        return (self.variant, self.direction, self.N, self.d, self.causal, self.options, self.kv)
+        return (self.variant, self.direction, self.N, self.d, self.causal, self.options, self.kv,
+                self.cache)
 
     @property
     def n_text(self) -> str:
-        """N, and the K/V heads and length where they differ from H and N: "1 (N_kv 4096)"."""
+        """N, and the K/V heads and length where they differ from H and N: "1 (N_kv 4096)"; a
+        paged cache's pages, "1 (N_kv 4096, pages of 64)"; each sequence's length where they
+        differ, "1 (N_kv ≤4096, lengths 100,4096)" (fa-bench's spelling of the lengths)."""
         h_kv, n_kv = self.kv
-        notes = ([f"H_kv {h_kv}"] if h_kv else []) + ([f"N_kv {n_kv}"] if n_kv else [])
+        page_size, lengths = self.cache
+        notes = [f"H_kv {h_kv}"] if h_kv else []
+        if lengths:
+            notes += [f"N_kv ≤{self.N_kv or self.N}", f"lengths {kv_lengths_text(lengths)}"]
+        elif n_kv:
+            notes.append(f"N_kv {n_kv}")
+        if page_size:
+            notes.append(f"pages of {page_size}")
         return str(self.N) + (f" ({', '.join(notes)})" if notes else "")
 
 
 def kv_of(config: dict) -> tuple[int, int]:
-    """A configuration's (H_kv, N_kv) where they differ from (H, N), 0 where not (fa-bench/4
+    """A configuration's (H_kv, N_kv) where they differ from (H, N), 0 where not (fa-bench/4 on
     writes both; a record without them is square multi-head attention)."""
     h, n = config.get("H"), config["N"]
     h_kv, n_kv = config.get("H_kv", h), config.get("N_kv", n)
     return (h_kv if h_kv != h else 0, n_kv if n_kv != n else 0)
+
+
+def cache_of(config: dict) -> tuple[int, tuple[int, ...]]:
+    """A configuration's (page_size, kv_lengths as a tuple, () when null) (fa-bench/5 writes
+    both; a record without them keeps K/V contiguous, every sequence N_kv long: (0, ()))."""
+    return (int(config.get("page_size") or 0), tuple(config.get("kv_lengths") or ()))
+
+
+def kv_lengths_text(lengths) -> str:
+    """As fa-bench writes them: joined by "," for four or fewer, else "MIN..MAX/sum=S"."""
+    if len(lengths) <= 4:
+        return ",".join(str(x) for x in lengths)
+    return f"{min(lengths)}..{max(lengths)}/sum={sum(lengths)}"
 
 
 def rows_of(record: dict) -> list[Row]:
@@ -166,7 +192,8 @@ def rows_of(record: dict) -> list[Row]:
                       options=json.dumps(r.get("options") or {}, sort_keys=True),
                       status=r.get("status", ""), reason=r.get("reason", ""),
                       peer=bool(r.get("peer")), kernels=len(counters.get("kernels") or []),
-                      kv=kv_of(config))
+                      kv=kv_of(config), cache=cache_of(config),
+                      N_kv=int(config.get("N_kv", config["N"])))
             if counters.get("status") == "ok":
                 row.dram = sum(values.get(m, 0.0) for m in DRAM)
                 row.tensor = sum(values.get(m, 0.0) for m in TENSOR)
@@ -243,13 +270,13 @@ def table(rows: list[Row]) -> tuple[list[str], int]:
     failures = 0
     labels = {}
     for r in rows:  # options in the label only where two rows would read the same
-        labels.setdefault((r.variant, r.direction, r.N, r.kv, r.d), set()).add(
+        labels.setdefault((r.variant, r.direction, r.N, r.kv, r.cache, r.d), set()).add(
             (r.causal, r.options))
     for r in rows:
         v = judge(r)
         failures += not v.ok
         name = r.variant
-        if len(labels[(r.variant, r.direction, r.N, r.kv, r.d)]) > 1:
+        if len(labels[(r.variant, r.direction, r.N, r.kv, r.cache, r.d)]) > 1:
             opts = ", ".join(f"{k}={val}" for k, val in json.loads(r.options).items())
             name += f" ({'causal, ' if r.causal else ''}{opts})"
         ours = f"{r.dram:.4g}" if r.dram is not None else ""

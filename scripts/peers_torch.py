@@ -49,7 +49,14 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from reports.schema import make_config, make_result, new_document, write_results  # noqa: E402
+from reports.schema import (  # noqa: E402
+    CURRENT_VERSION,
+    flops_convention,
+    make_config,
+    make_result,
+    new_document,
+    write_results,
+)
 
 BACKENDS = (  # row name, SDPBackend member, fa-bench IO pattern whose model applies
     ("torch-flash", "FLASH_ATTENTION", "fa2"),
@@ -171,7 +178,9 @@ def main(argv: list[str]) -> int:
         "compute_capability": f"{props.major}.{props.minor}", "sm_count": props.multi_processor_count,
         "memory_bytes": props.total_memory, "l2_bytes": props.L2_cache_size,
     }
-    version = "fa-bench/4" if (args.heads_kv or args.kv_len) else None
+    # Shapes other than square multi-head: fa-bench's current version (fa-bench/5), its K/V
+    # contiguous and every sequence N_kv long (page_size 0, kv_lengths null).
+    version = CURRENT_VERSION if (args.heads_kv or args.kv_len) else None
     doc = new_document(
         "python3 scripts/peers_torch.py " + " ".join(argv), device=device,
         **({"version": version} if version else {}),
@@ -195,7 +204,8 @@ def main(argv: list[str]) -> int:
                 k, v = (torch.randn(B, H_kv, N_kv, d, device="cuda", dtype=dtype, generator=gen)
                         for _ in range(2))
                 config = make_config(B=B, H=H, N=N, d=d, causal=causal, dtype=args.dtype, seed=seed,
-                                     **({"H_kv": H_kv, "N_kv": N_kv, "version": version,
+                                     **({"H_kv": H_kv, "N_kv": N_kv, "page_size": 0,
+                                         "kv_lengths": None, "version": version,
                                          "gpu": {"uuid": device["uuid"], "name": device["name"]}}
                                         if version else {}))
                 directions = {"fwd": ["forward"], "bwd": ["backward"], "both": ["forward", "backward"]}
@@ -208,9 +218,8 @@ def main(argv: list[str]) -> int:
                         d_o = torch.randn(B, H, N, d, device="cuda", dtype=dtype, generator=gen)
                         reference = BackwardReference(torch, q, k, v, d_o, causal, seed)
                     # The field's convention: N x N_kv pairs per query head, causal's N x N part
-                    # halved (as fa-bench counts it).
-                    pairs = N * N_kv - (N * N / 2 if causal else 0)
-                    forward_flops = 4.0 * B * H * pairs * d
+                    # halved (as fa-bench counts it; every sequence N_kv long here).
+                    forward_flops = flops_convention(B=B, H=H, N=N, N_kv=N_kv, d=d, causal=causal)
                     flops = forward_flops * (2.5 if direction == "backward" else 1.0)
                     for name, member, algorithm in args.backends:
                         run = run_backend if direction == "forward" else run_backend_backward

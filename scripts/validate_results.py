@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
 """Validates fa-bench result files against schema/fa-bench-result.schema.json (the one
-definition of the file; fa-bench/4, /3, /2 and /1), run by jsonschema, plus the rules JSON
+definition of the file; fa-bench/5, /4, /3, /2 and /1), run by jsonschema, plus the rules JSON
 Schema cannot say (reports/json_schema.py: a known schema version, integers written as integers,
-finite numbers, unique configurations -- (B, H, H_kv, N, N_kv, d, causal, dtype) and the GPU,
-H_kv and N_kv being H and N before fa-bench/4 --, H_kv a divisor of H, unique rows and
-calibration rows), each problem in the words `python -m reports` uses.
+finite numbers, unique configurations -- (B, H, H_kv, N, N_kv, d, causal, dtype, page_size,
+kv_lengths) and the GPU, H_kv and N_kv being H and N before fa-bench/4, page_size and kv_lengths
+0 and null before fa-bench/5 --, H_kv a divisor of H, page_size 0 or a power of two, kv_lengths
+B lengths of at most N_kv, unique rows and calibration rows), each problem in the words
+`python -m reports` uses.
 
     .venv/bin/python scripts/validate_results.py FILE...
 

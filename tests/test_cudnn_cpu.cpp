@@ -51,6 +51,17 @@ TEST(CudnnPlanKey, EveryFieldAGraphDependsOnSeparatesPlans) {
   Shape more_batch = shape();
   more_batch.B = 3;
   others.push_back(cudnn::plan_key(GraphKind::forward, more_batch, true, 0));
+  // The cache: paged (the pool's and the table's dims), ragged (the padding mask). The lengths'
+  // values are the graph's inputs, not its shape: two draws share a plan.
+  Shape paged = shape();
+  paged.page_size = 64;
+  others.push_back(cudnn::plan_key(GraphKind::forward, paged, true, 0));
+  Shape ragged = shape();
+  ragged.kv_lengths = {100, 129};
+  others.push_back(cudnn::plan_key(GraphKind::forward, ragged, true, 0));
+  Shape other_draw = ragged;
+  other_draw.kv_lengths = {7, 20};
+  EXPECT_TRUE(cudnn::plan_key(GraphKind::forward, other_draw, true, 0) == others.back());
   std::set<PlanKey> all{base};
   for (const PlanKey& k : others) {
     EXPECT_FALSE(k == base) << to_string(k);
@@ -58,6 +69,8 @@ TEST(CudnnPlanKey, EveryFieldAGraphDependsOnSeparatesPlans) {
   }
   EXPECT_EQ(to_string(base), "forward bf16 B=2 H=3 N=129 d=64 stats device 0");
   EXPECT_EQ(to_string(others[2]), "forward bf16 B=2 H=3 N=129 d=64 no-stats device 0");
+  EXPECT_EQ(to_string(others[others.size() - 2]),
+            "forward bf16 B=2 H=3 N=129 page=64 d=64 stats device 0");
 }
 
 TEST(CudnnPlanKey, FieldsAGraphIgnoresDoNotSeparatePlans) {

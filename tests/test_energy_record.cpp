@@ -261,6 +261,7 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
   EXPECT_NEAR(std::stod(column("model_clock_scale")), scale, 1e-12);
   EXPECT_EQ(std::stod(column("energy_temperature_max_c")), 54);
   EXPECT_EQ(column("model_energy_reason"), "");
+  EXPECT_EQ(column("launch"), "stream");  // the row's timing.launch
   std::vector<std::string> last;
   while (std::getline(csv, line)) {
     EXPECT_EQ(csv_fields(line).size(), header.size()) << line;
@@ -271,11 +272,12 @@ TEST(EnergyRecord, OneFigureInEveryWriter) {
   ASSERT_NE(reason, header.end());
   EXPECT_EQ(last[reason - header.begin()],
             "the energy model needs the counted instructions: counters off (--no-counters)");
-  // Columns are added at the end: the energy model's last, then the K/V heads and length.
+  // Columns are added at the end: the energy model's last, then the K/V heads and length, the
+  // row's launch, the cache's pages and lengths.
   const auto l2 = std::find(header.begin(), header.end(), "model_l2_bytes");
   ASSERT_NE(l2, header.end());
   EXPECT_EQ(last[l2 - header.begin()], "");
-  EXPECT_EQ(header.back(), "N_kv");
+  EXPECT_EQ(header.back(), "kv_lengths");
 }
 
 TEST(EnergyRecord, ModelFigureOnlyWithCountedInstructions) {

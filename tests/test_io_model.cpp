@@ -435,5 +435,69 @@ TEST(IoModel, SplitKvReadsKvOncePerKvHead) {
   EXPECT_DOUBLE_EQ(a.flops_convention, 4.0 * 32 * 4096 * 128);
 }
 
+// A paged cache with each sequence at its own length: K and V once per K/V head over each
+// sequence's own rows, the table entries covering them once per K/V head (once in the compulsory
+// bytes), the parts per sequence (the splits its keys reach), the convention's pairs per sequence.
+TEST(IoModel, PagedRaggedCacheCountsEachSequencesRows) {
+  Shape s = shape(1, 128, false, 3, 32);
+  s.H_kv = 8;
+  s.N_kv = 4096;
+  s.page_size = 64;
+  s.kv_lengths = {4096, 100, 1000};
+  model::ModelOptions four;
+  four.kv_splits = 4;  // C = 1024 keys: parts 4, 1, 1
+  const auto m = model::io_model(Algorithm::split_kv, s, {16, 64}, 1024, four);
+  const double e = 2, d = 128, rows = 4096 + 100 + 1000;
+  const double entries = 64 + 2 + 16;  // ceil(L_b / 64)
+  auto term = [&](const std::string& name) {
+    for (const auto& t : m.terms)
+      if (t.name == name) return t.bytes;
+    ADD_FAILURE() << "no term " << name;
+    return 0.0;
+  };
+  EXPECT_DOUBLE_EQ(term("K read (once per K/V head)"), 8 * rows * d * e);
+  EXPECT_DOUBLE_EQ(term("page table read (once per K/V head)"), 8 * entries * 4);
+  EXPECT_DOUBLE_EQ(term("parts' O / l and lse written (fp32, once per split)"),
+                   (4 + 1 + 1) * 32 * (d + 1) * 4);
+  const double qo = 3 * 32 * d * e;
+  EXPECT_DOUBLE_EQ(m.bytes_compulsory, 2 * qo + 3 * 32 * 4 + 2 * 8 * rows * d * e + entries * 4);
+  EXPECT_DOUBLE_EQ(m.flops_convention, 4.0 * 32 * d * rows);
+  EXPECT_DOUBLE_EQ(m.flops_matrix, 8.0 * (64 + 2 + 16) * 4 * 16 * 64 * d);
+  // A library's rows: the sum of each sequence's own model, and the table's entries.
+  model::ModelOptions library;
+  library.library_tiles = true;
+  const auto lib = model::io_model(Algorithm::fa2, s, {128, 128}, 1024, library);
+  double bytes = entries * 4 * 8;
+  for (std::int64_t len : s.kv_lengths) {
+    Shape one = s;
+    one.B = 1;
+    one.N_kv = len;
+    one.kv_lengths.clear();
+    one.page_size = 0;
+    bytes += model::io_model(Algorithm::fa2, one, {128, 128}, 1024, library).bytes();
+  }
+  EXPECT_DOUBLE_EQ(lib.bytes(), bytes);
+  EXPECT_DOUBLE_EQ(lib.flops_convention, m.flops_convention);
+  // Causal: each sequence's bottom-right pairs (N = 1: all L_b keys).
+  s.causal = true;
+  EXPECT_DOUBLE_EQ(model::io_model(Algorithm::split_kv, s, {16, 64}, 1024, four).flops_convention,
+                   4.0 * 32 * d * (rows - 3 * 0.5));
+}
+
+// The split count from the lengths given: a batch of short sequences and one long one fills the
+// GPU with fewer splits than the long one alone would take.
+TEST(Decode, SplitsFollowEachSequencesLength) {
+  Shape s = shape(1, 128, false, 8, 32);
+  s.H_kv = 8;
+  s.N_kv = 65536;
+  const int full = decode_splits(s, 132);
+  s.kv_lengths = {65536, 512, 512, 512, 512, 512, 512, 512};
+  const int ragged = decode_splits(s, 132);
+  EXPECT_NE(ragged, full);
+  const std::int64_t keys = decode_split_keys(s, ragged);
+  EXPECT_EQ(keys % 64, 0);
+  EXPECT_GE(ragged * keys, 65536);
+}
+
 }  // namespace
 }  // namespace fa

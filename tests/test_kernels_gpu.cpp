@@ -79,12 +79,28 @@ constexpr int kHangExitCode = 124;
 
 struct Buffers {
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr, *ws = nullptr;
+  void *page_table = nullptr, *kv_lengths = nullptr;
   ~Buffers() {
-    for (void* p : {q, k, v, o, lse, ws}) {
+    for (void* p : {q, k, v, o, lse, ws, page_table, kv_lengths}) {
       if (p) cudaFree(p);
     }
   }
 };
+
+// A paged or ragged cache's page table (scattered by `seed`) and lengths, on the device.
+void upload_kv_cache(const Shape& s, std::uint64_t seed, Buffers* b) {
+  if (!s.paged() && !s.ragged()) return;
+  std::vector<std::int32_t> lengths;
+  for (std::int64_t i = 0; i < s.B; ++i)
+    lengths.push_back(static_cast<std::int32_t>(s.kv_len_of(i)));
+  FA_CUDA_CHECK(cudaMalloc(&b->kv_lengths, lengths.size() * 4));
+  FA_CUDA_CHECK(
+      cudaMemcpy(b->kv_lengths, lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice));
+  if (!s.paged()) return;
+  const std::vector<std::int32_t> table = kv_page_table(s, seed);
+  FA_CUDA_CHECK(cudaMalloc(&b->page_table, table.size() * 4));
+  FA_CUDA_CHECK(cudaMemcpy(b->page_table, table.data(), table.size() * 4, cudaMemcpyHostToDevice));
+}
 
 // Why `info` cannot run on this machine ("no GPU: ...", or the GPU is not one the variant runs on);
 // "" when it can.
@@ -121,7 +137,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
   const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_stored_elements()) * 2;
   FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.k, kv_bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.v, kv_bytes));
@@ -130,12 +146,21 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws) FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
   FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr, inputs));
-  FA_CUDA_CHECK(fill_normal(b.k, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
-  FA_CUDA_CHECK(fill_normal(b.v, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.k, s.kv_stored_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.v, s.kv_stored_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
+  upload_kv_cache(s, seed, &b);
   FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
   if (ws) FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // NaN in every type a workspace holds
-  DeviceBuffers db{b.q, b.k, b.v, b.o, static_cast<float*>(b.lse), b.ws, ws};
+  DeviceBuffers db{b.q,
+                   b.k,
+                   b.v,
+                   b.o,
+                   static_cast<float*>(b.lse),
+                   b.ws,
+                   ws,
+                   static_cast<const std::int32_t*>(b.page_table),
+                   static_cast<const std::int32_t*>(b.kv_lengths)};
   // The reference from the inputs as they are before the run (a run that corrupts its inputs
   // must not be checked against the corrupted ones).
   FA_CUDA_CHECK(cudaDeviceSynchronize());
@@ -654,23 +679,33 @@ struct InferenceCase {
   DType dtype;
   bool causal;
   std::int64_t N, N_kv, H, H_kv;
+  std::int64_t page_size = 0;            // a paged cache
+  std::vector<std::int64_t> kv_lengths;  // lengths per sequence (the batch: their count)
 };
 
 void PrintTo(const InferenceCase& c, std::ostream* os) {
   *os << c.variant << " d=" << c.d << " " << to_string(c.dtype) << (c.causal ? " causal" : "")
       << " N=" << c.N << " N_kv=" << c.N_kv << " H=" << c.H << " H_kv=" << c.H_kv;
+  if (c.page_size) *os << " page=" << c.page_size;
+  if (!c.kv_lengths.empty()) *os << " kv_lengths=" << kv_lengths_text(c.kv_lengths);
 }
 
 std::string inference_case_name(const testing::TestParamInfo<InferenceCase>& p) {
   const InferenceCase& c = p.param;
+  std::string lengths;
+  for (std::int64_t len : c.kv_lengths) lengths += "_" + std::to_string(len);
   return c.variant + "_d" + std::to_string(c.d) + "_" + std::string(to_string(c.dtype)) +
          (c.causal ? "_causal" : "_full") + "_N" + std::to_string(c.N) + "_Nkv" +
-         std::to_string(c.N_kv) + "_H" + std::to_string(c.H) + "_Hkv" + std::to_string(c.H_kv);
+         std::to_string(c.N_kv) + "_H" + std::to_string(c.H) + "_Hkv" + std::to_string(c.H_kv) +
+         (c.page_size ? "_page" + std::to_string(c.page_size) : "") +
+         (lengths.empty() ? "" : "_lengths" + lengths);
 }
 
 Shape inference_shape(const InferenceCase& c) {
   Shape s;
-  s.B = 2;
+  s.B = c.kv_lengths.empty() ? 2 : static_cast<std::int64_t>(c.kv_lengths.size());
+  s.page_size = c.page_size;
+  s.kv_lengths = c.kv_lengths;
   s.H = c.H;
   s.H_kv = c.H_kv;
   s.N = c.N;
@@ -736,6 +771,25 @@ std::vector<InferenceCase> inference_cases() {
   }
   cases.push_back({"decode", 128, DType::fp16, true, 1, 4096, 8, 2});
   cases.push_back({"decode", 128, DType::bf16, true, 1, 65536, 32, 8});
+  // The inference cache: pages of 64 (a tile a page), 16 and 1 (a tile over several), 256 (several
+  // tiles a page), each sequence at its own length (one key to the whole cache), and both apart.
+  using Lengths = std::vector<std::int64_t>;
+  for (int d : {64, 128}) {
+    for (bool causal : {false, true}) {
+      cases.push_back(
+          {"decode", d, DType::bf16, causal, 1, 4096, 8, 2, 64, Lengths{4096, 1, 1000, 65}});
+      cases.push_back({"decode", d, DType::bf16, causal, 4, 10000, 8, 2, 256, Lengths{10000, 4}});
+      cases.push_back(
+          {"cudnn", d, DType::bf16, causal, 1, 4096, 8, 2, 64, Lengths{4096, 1000, 65}});
+    }
+  }
+  cases.push_back({"decode", 128, DType::bf16, false, 1, 1000, 8, 2, 16, Lengths{1000, 333}});
+  cases.push_back({"decode", 128, DType::bf16, true, 1, 100, 8, 8, 1, Lengths{100, 50}});
+  cases.push_back({"decode", 128, DType::bf16, true, 1, 5000, 8, 2, 0, Lengths{5000, 1, 2500}});
+  cases.push_back({"decode", 128, DType::fp16, false, 1, 4096, 32, 8, 64});
+  cases.push_back({"cudnn", 128, DType::bf16, false, 1, 4096, 32, 8, 64});
+  for (bool causal : {false, true})
+    cases.push_back({"cudnn", 128, DType::bf16, causal, 16, 1000, 8, 2, 0, Lengths{1000, 500}});
   return cases;
 }
 
@@ -796,6 +850,31 @@ TEST(Decode, FaultsAreCaught) {
       lo.fault = fault;
       const auto v = run_and_check("decode", s, seed, false, {}, nullptr, Inputs::normal, lo);
       EXPECT_FALSE(v.passed) << name << (causal ? " (causal)" : "") << " passed: worst row "
+                             << v.worst_row_ratio;
+    }
+  }
+}
+
+// The cache's faults, on a paged cache with lengths per sequence (pages of 64 and of 16): a page
+// table entry off by one, every sequence read to N_kv past its own length; each must fail while
+// the true kernel passes.
+TEST(Decode, CacheFaultsAreCaught) {
+  const VariantInfo* info = find_variant("decode");
+  if (const std::string r = cannot_run_here(*info); !r.empty()) GTEST_SKIP() << r;
+  for (std::int64_t page : {64, 16}) {
+    const InferenceCase c{
+        "decode", 128, DType::bf16, true, 1,
+        4096,     8,   2,           page, std::vector<std::int64_t>{4096, 1000, 65}};
+    const Shape s = inference_shape(c);
+    const std::uint64_t seed = 310 + page;
+    EXPECT_TRUE(run_and_check("decode", s, seed).passed) << "page " << page;
+    for (auto [name, set] : std::vector<std::pair<const char*, void (*)(FaultInjection&)>>{
+             {"page table entry off by one", [](FaultInjection& f) { f.page_off_by_one = true; }},
+             {"lengths ignored", [](FaultInjection& f) { f.kv_lengths_ignored = true; }}}) {
+      LaunchOptions lo;
+      set(lo.fault);
+      const auto v = run_and_check("decode", s, seed, false, {}, nullptr, Inputs::normal, lo);
+      EXPECT_FALSE(v.passed) << name << " (page " << page << ") passed: worst row "
                              << v.worst_row_ratio;
     }
   }

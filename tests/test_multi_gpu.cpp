@@ -331,6 +331,9 @@ TEST(Merge, RefusesDuplicatesAndConflicts) {
   c.settings.l2 = "warm";
   refused(c, "settings.l2");
   c = b;
+  c.settings.launch = "graph";
+  refused(c, "settings.launch");
+  c = b;
   c.configs[0].seed += 1;
   refused(c, "seed");
   c = b;

@@ -129,6 +129,8 @@ TEST(ResultJson, RoundTrip) {
   EXPECT_DOUBLE_EQ(*c.results[0].verification->lse_max_abs_error, 1e-6);
   EXPECT_EQ(c.results[1].status, Status::failed);
   EXPECT_EQ(c.results[2].reason, "needs 9 GiB, 1 GiB free");
+  EXPECT_EQ(c.results[0].timing->launch, "stream");
+  EXPECT_EQ(b.settings.launch, "stream");
   // Writing what was read gives the same text.
   EXPECT_EQ(to_json_text(b), to_json_text(a));
 }
@@ -388,8 +390,55 @@ TEST(ResultJson, KvHeadsAndLengthRoundTrip) {
   const RunResult v3 = from_json_text(doc.dump(), "v3.json");
   EXPECT_EQ(v3.configs.at(0).shape.kv_heads(), 5);
   EXPECT_EQ(v3.configs.at(0).shape.kv_len(), 17);
-  // The CSV's last two columns.
-  EXPECT_NE(to_csv(b).find(",2,4096\n"), std::string::npos) << to_csv(b);
+  // The CSV's last columns: H_kv, N_kv, the row's launch, page_size, kv_lengths.
+  EXPECT_NE(to_csv(b).find(",2,4096,stream,0,\n"), std::string::npos) << to_csv(b);
+}
+
+// fa-bench/5: a paged cache and lengths per sequence round-trip, are the configuration's
+// identity, and are checked on read; /4 reads as contiguous, every sequence at N_kv.
+TEST(ResultJson, PagedCacheAndLengthsRoundTrip) {
+  RunResult a = sample_record();
+  a.configs.push_back(a.configs[0]);
+  Shape& s = a.configs[1].shape;
+  s.N_kv = 4096;
+  s.page_size = 64;
+  s.kv_lengths = {100, 4096, 7};
+  const auto doc = nlohmann::json::parse(to_json_text(a));
+  EXPECT_EQ(doc["schema"], "fa-bench/5");
+  EXPECT_EQ(doc["configs"][0]["page_size"], 0);
+  EXPECT_TRUE(doc["configs"][0]["kv_lengths"].is_null());
+  EXPECT_EQ(doc["configs"][1]["kv_lengths"], nlohmann::json::array({100, 4096, 7}));
+  const RunResult b = from_json_text(to_json_text(a), "mem");
+  EXPECT_EQ(b.configs[1].shape.page_size, 64);
+  EXPECT_EQ(b.configs[1].shape.kv_lengths, (std::vector<std::int64_t>{100, 4096, 7}));
+  EXPECT_EQ(to_json_text(b), to_json_text(a));
+  EXPECT_NE(to_csv(b).find(",64,\"100 4096 7\"\n"), std::string::npos) << to_csv(b);
+  EXPECT_NE(format_config_header(b.configs[1]).find("N_kv=4096 kv_lengths=100,4096,7 page=64"),
+            std::string::npos);
+  // Apart only by the lengths: two configurations.
+  RunResult c = a;
+  c.configs[0] = a.configs[1];
+  c.configs[0].shape.kv_lengths = {100, 4096, 8};
+  EXPECT_NO_THROW(from_json_text(to_json_text(c), "two.json"));
+  auto bad = [&](const char* field, nlohmann::json value, const std::string& why) {
+    auto d = doc;
+    d["configs"][1][field] = value;
+    expect_refused(d.dump(), why);
+  };
+  bad("page_size", 48, "configs[1].page_size: must be 0 or a power of two");
+  bad("kv_lengths", nlohmann::json::array({1, 2}), "expected null or an array of B lengths");
+  bad("kv_lengths", nlohmann::json::array({1, 2, 4097}), "from 1 to N_kv");
+  bad("kv_lengths", nlohmann::json::array({0, 2, 3}), "from 1 to N_kv");
+  auto missing = doc;
+  missing["configs"][1].erase("page_size");
+  expect_refused(missing.dump(), "configs[1].page_size: missing");
+  auto v4 = doc;
+  v4["schema"] = "fa-bench/4";
+  v4["configs"][1].erase("page_size");
+  v4["configs"][1].erase("kv_lengths");
+  const RunResult old = from_json_text(v4.dump(), "v4.json");
+  EXPECT_FALSE(old.configs[1].shape.paged());
+  EXPECT_FALSE(old.configs[1].shape.ragged());
 }
 
 // Without FA_RESULT_FILE (a plain ctest or fa_tests_cpu run) it reads a committed H200 file, so it

@@ -52,13 +52,19 @@ struct FaultInjection {
   // layout mistaken for another). fa3: query head bh reads K/V head bh % (B H_kv); decode: its
   // block of K/V head k takes the query heads h with h % H_kv = k. Harmless when g = 1.
   bool kv_head_interleaved = false;
-  // decode: the split whose part the combine pass leaves out; -1: none.
+  // decode: the split whose part the combine leaves out; -1: none.
   int drop_split = -1;
+  // decode on a paged cache: each key read through the page table's next entry (wrapping at the
+  // sequence's last), an index off by one.
+  bool page_off_by_one = false;
+  // decode on lengths per sequence: every sequence read to the cache's N_kv (its rows past L_b
+  // taken as keys).
+  bool kv_lengths_ignored = false;
 
   bool in_kernel() const {
     return drop_kv_block >= 0 || wrong_v_block >= 0 || mask_shift != 0 || o_rescale_skipped ||
            slowdown_percent > 0 || delta_factor != 1.0f || drop_dq_block >= 0 ||
-           kv_head_interleaved || drop_split >= 0;
+           kv_head_interleaved || drop_split >= 0 || page_off_by_one || kv_lengths_ignored;
   }
   bool any() const {
     return in_kernel() || scale_factor != 1.0f || natural_exp || skip_last_query_block;

@@ -32,6 +32,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/common/device_buffer.hpp"
 #include "kernels/common/per_device.hpp"
 #include "kernels/cudnn/fp8_io.hpp"
 #include "kernels/cudnn/plan_cache.hpp"
@@ -154,6 +155,9 @@ enum Uid : std::int64_t {
   kDQ,
   kDK,
   kDV,
+  kPageTable,  // a paged cache's table (K's and V's: one)
+  kSeqLenQ,    // the padding mask's lengths: N each
+  kSeqLenKv,   // each sequence's K/V length
 };
 // The FP8 graph's scalars: uid = kFp8Scalar0 + CudnnFp8Scalar index (kernels/cudnn/fp8_io.hpp).
 constexpr std::int64_t kFp8Scalar0 = 20;
@@ -190,15 +194,31 @@ fe::DataType_t io_type(DType t) {
   return t == DType::bf16 ? fe::DataType_t::BFLOAT16 : fe::DataType_t::HALF;
 }
 
-// A [B, H, N, d] tensor in place (BHSD); K and V: [B, H_kv, N_kv, d].
+// A [B, H, N, d] tensor in place (BHSD); K and V: [B, H_kv, N_kv, d], or a paged cache's pool
+// [pages][H_kv][P][d] (the container cuDNN's paged attention takes).
 Tensor bhsd(fe::graph::Graph& g, const char* name, std::int64_t uid, const cudnn::PlanKey& k) {
   const bool kv = uid == kK || uid == kV;
   const std::int64_t H = kv ? k.H_kv : k.H, N = kv ? k.N_kv : k.N;
+  std::int64_t outer = k.B, rows = N;
+  if (kv && k.page_size > 0) {
+    rows = k.page_size;
+    outer = k.B * ((k.N_kv + k.page_size - 1) / k.page_size);
+  }
   return g.tensor(fe::graph::Tensor_attributes()
                       .set_name(name)
                       .set_uid(uid)
-                      .set_dim({k.B, H, N, k.d})
-                      .set_stride({H * N * k.d, N * k.d, k.d, 1}));
+                      .set_dim({outer, H, rows, k.d})
+                      .set_stride({H * rows * k.d, rows * k.d, k.d, 1}));
+}
+// An int32 [B, 1, rows, 1] tensor: the page table (rows: pages per sequence) or the lengths.
+Tensor int32_per_sequence(fe::graph::Graph& g, const char* name, std::int64_t uid, std::int64_t B,
+                          std::int64_t rows) {
+  return g.tensor(fe::graph::Tensor_attributes()
+                      .set_name(name)
+                      .set_uid(uid)
+                      .set_dim({B, 1, rows, 1})
+                      .set_stride({rows, rows, 1, 1})
+                      .set_data_type(fe::DataType_t::INT32));
 }
 void as_bhsd_output(const Tensor& t, std::int64_t uid, const cudnn::PlanKey& k) {
   t->set_output(true)
@@ -235,8 +255,23 @@ void define_forward(fe::graph::Graph& g, const cudnn::PlanKey& k) {
           softmax_scale(k));
   // Bottom-right where the K/V length is apart, as the reference aligns it (square: the same
   // mask, set as before so that cuDNN's engine choice for square rows stays its own).
-  if (k.causal && k.N_kv != k.N) options.set_causal_mask_bottom_right(true);
-  if (k.causal && k.N_kv == k.N) options.set_causal_mask(true);
+  const bool apart = k.N_kv != k.N || k.ragged;
+  if (k.causal && apart) options.set_causal_mask_bottom_right(true);
+  if (k.causal && !apart) options.set_causal_mask(true);
+  // A paged or ragged cache: the padding mask with each sequence's lengths (cuDNN takes pages
+  // only with it), and the page table for K and V.
+  if (k.page_size > 0 || k.ragged) {
+    options.set_padding_mask(true)
+        .set_seq_len_q(int32_per_sequence(g, "seq_len_q", kSeqLenQ, k.B, 1))
+        .set_seq_len_kv(int32_per_sequence(g, "seq_len_kv", kSeqLenKv, k.B, 1));
+  }
+  if (k.page_size > 0) {
+    const Tensor table = int32_per_sequence(g, "page_table", kPageTable, k.B,
+                                            (k.N_kv + k.page_size - 1) / k.page_size);
+    options.set_paged_attention_k_table(table)
+        .set_paged_attention_v_table(table)
+        .set_paged_attention_max_seq_len_kv(static_cast<int>(k.N_kv));
+  }
   auto [o, stats] = g.sdpa(q, kk, v, options);
   as_bhsd_output(o, kO, k);
   if (k.stats) {
@@ -409,6 +444,14 @@ class CudnnLauncher final : public Launcher {
                                                  {kV, const_cast<void*>(b.v)},
                                                  {kO, b.o}};
     if (stats_) pack[kStats] = b.lse;
+    if (s.paged() || s.ragged()) {
+      if (!b.kv_lengths || (s.paged() && !b.page_table))
+        return "cudnn: the shape's page table or K/V lengths are not in its buffers";
+      if (std::string e = query_lengths(s); !e.empty()) return e;
+      pack[kSeqLenQ] = query_lengths_.ptr;
+      pack[kSeqLenKv] = const_cast<std::int32_t*>(b.kv_lengths);
+      if (s.paged()) pack[kPageTable] = const_cast<std::int32_t*>(b.page_table);
+    }
     return execute(*plan, std::move(pack), stream);
   }
 
@@ -434,6 +477,24 @@ class CudnnLauncher final : public Launcher {
  private:
   cudnn::GraphKind kind() const {
     return fp8_ ? cudnn::GraphKind::forward_fp8 : cudnn::GraphKind::forward;
+  }
+
+  // The padding mask's query lengths (N for each of B sequences), written once per (B, N) with a
+  // synchronous copy: the first run of a shape is its untimed verification, never a capture.
+  std::string query_lengths(const Shape& s) {
+    if (query_lengths_for_ == std::pair{s.B, s.N}) return "";
+    const std::vector<std::int32_t> lengths(static_cast<std::size_t>(s.B),
+                                            static_cast<std::int32_t>(s.N));
+    if (query_lengths_.ptr) cudaFree(query_lengths_.ptr);
+    query_lengths_.ptr = nullptr;
+    if (!query_lengths_.allocate(lengths.size() * 4) ||
+        cudaMemcpy(query_lengths_.ptr, lengths.data(), lengths.size() * 4,
+                   cudaMemcpyHostToDevice) != cudaSuccess) {
+      cudaGetLastError();
+      return "cudnn: the padding mask's query lengths could not be written";
+    }
+    query_lengths_for_ = {s.B, s.N};
+    return "";
   }
 
   std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {
@@ -468,6 +529,8 @@ class CudnnLauncher final : public Launcher {
 
   bool fp8_;
   bool stats_;
+  DeviceAllocation query_lengths_;
+  std::pair<std::int64_t, std::int64_t> query_lengths_for_{0, 0};  // (B, N) written there
   const void* quantised_q_ = nullptr;  // fp8: the Q whose E4M3 copy is in the workspace
 };
 

@@ -22,8 +22,9 @@ std::string to_string(const PlanKey& k) {
                                            : std::string(fa::to_string(k.dtype))) +
          " B=" + std::to_string(k.B) + " H=" + std::to_string(k.H) +
          (k.H_kv != k.H ? " H_kv=" + std::to_string(k.H_kv) : "") + " N=" + std::to_string(k.N) +
-         (k.N_kv != k.N ? " N_kv=" + std::to_string(k.N_kv) : "") + " d=" + std::to_string(k.d) +
-         (k.causal ? " causal" : "") +
+         (k.N_kv != k.N ? " N_kv=" + std::to_string(k.N_kv) : "") +
+         (k.page_size > 0 ? " page=" + std::to_string(k.page_size) : "") +
+         (k.ragged ? " ragged" : "") + " d=" + std::to_string(k.d) + (k.causal ? " causal" : "") +
          (k.kind == GraphKind::forward ? (k.stats ? " stats" : " no-stats") : "") + " device " +
          std::to_string(k.device);
 }
@@ -38,6 +39,8 @@ PlanKey plan_key(GraphKind kind, const Shape& s, bool stats, int device) {
   k.d = s.d;
   k.H_kv = s.kv_heads();
   k.N_kv = s.kv_len();
+  k.page_size = s.page_size;
+  k.ragged = s.ragged();
   k.causal = s.causal;
   k.dtype = kind == GraphKind::forward_fp8 ? DType::bf16 : s.dtype;  // FP8: E4M3 in any case
   k.stats = kind == GraphKind::forward ? stats : kind == GraphKind::backward;

@@ -32,16 +32,20 @@ struct PlanKey {
   int device = 0;
   std::int64_t B = 0, H = 0, N = 0, d = 0;
   std::int64_t H_kv = 0, N_kv = 0;  // K and V's heads and rows (as H and N when square)
+  std::int64_t page_size = 0;       // a paged cache's page rows (0: contiguous K/V)
+  bool ragged = false;  // sequences at their own K/V lengths (the padding mask's lengths)
   bool causal = false;
   DType dtype = DType::bf16;
   bool stats = true;  // the forward writes the log-sum-exp (its only use: the 16-bit forward)
 
-  auto tie() const { return std::tie(kind, device, B, H, N, d, H_kv, N_kv, causal, dtype, stats); }
+  auto tie() const {
+    return std::tie(kind, device, B, H, N, d, H_kv, N_kv, page_size, ragged, causal, dtype, stats);
+  }
   bool operator==(const PlanKey& o) const { return tie() == o.tie(); }
   bool operator<(const PlanKey& o) const { return tie() < o.tie(); }
 };
 // "forward bf16 B=2 H=3 N=129 d=64 causal stats device 0" (with H_kv= and N_kv= where they
-// differ from H and N)
+// differ from H and N, page= and "ragged" for the cache)
 std::string to_string(const PlanKey& k);
 
 // The key of `kind` on `shape`: fields a graph does not depend on are fixed (the FP8 graph writes

@@ -2,22 +2,26 @@
 // flash-decoding): the K/V sequence split across thread blocks, the parts combined.
 //
 // Schedule
-//   grid      (splits, B*H_kv): block (s, b h_kv) takes keys [s C, min((s+1) C, N_kv)) of K/V head
-//             (b, h_kv), C = decode_split_keys (whole 64-key tiles; decode_splits picks how many
-//             from B, H_kv, N_kv and the SMs: one split where B*H_kv blocks fill the GPU).
+//   grid      (splits, B*H_kv): block (s, b h_kv) takes keys [s C, min((s+1) C, L_b)) of K/V head
+//             (b, h_kv), L_b its sequence's length (N_kv, or --kv-lengths), C = decode_split_keys
+//             (whole 64-key tiles; decode_splits picks how many from the lengths, H_kv and the
+//             SMs: one split where the blocks fill the GPU); a block past L_b has no keys.
+//   pages     a paged cache (--page-size P): tile keys k0.. read from pool page
+//             page_table[b][k0 / P] (P >= 64: the tile lies in one page; P < 64: per row).
 //   rows      the g = H/H_kv query heads of the group and their N positions packed into one m16
 //             tile (row r: position r / g, query head h_kv g + r % g; rows past N g are zero):
 //             each K/V byte is read once for the whole group.
 //   block     4 warps; K and V tiles of 64 keys stream through a 3-stage cp.async ring; warp w
 //             takes keys [16 w, 16 w + 16) of every tile:
 //               S = Q K_w^T        mma.sync m16n8k16, fp32
-//               mask               N_kv's edge, causal (bottom-right: row r sees keys
-//                                  <= r / g + N_kv - N)
+//               mask               L_b's edge, causal (bottom-right: row r sees keys
+//                                  <= r / g + L_b - N)
 //               online softmax     m, l per row in registers (kernels/common/online_softmax.cuh)
 //               O += P V_w         P from S's accumulators
 //   merge     the 4 warps' (m, l, O) through shared memory (the ring, drained).
 //   epilogue  one split: O and lse written. Several: the block's O / l (fp32) and lse into the
-//             workspace; a second kernel, one warp per output row, combines them:
+//             workspace, then an arrival counted per K/V head; the last of the sequence's
+//             ceil(L_b / C) parts to arrive combines them, one warp per output row:
 //             lse = log sum exp lse_s, O = sum exp(lse_s - lse) O_s.
 //
 // HBM traffic (profiler/io_model.cpp, decode_model): Q read once, K and V once per K/V head, O
@@ -27,26 +31,34 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
+#include <type_traits>
 
+#include "kernels/common/device_buffer.hpp"
 #include "kernels/common/fault.cuh"
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/common/online_softmax.cuh"
 #include "kernels/common/per_device.hpp"
 #include "kernels/decode/decode.hpp"
+#include "kernels/hopper/persistent_grid.hpp"
 
 namespace fa {
 
 int decode_splits(const Shape& s, int sm_count) {
-  const std::int64_t blocks = s.B * s.kv_heads();
   const double slots = static_cast<double>(kDecodeBlocksPerSm) * sm_count;
   const std::int64_t most =
       std::clamp<std::int64_t>(s.kv_len() / kDecodeMinSplitKeys, 1, kDecodeMaxSplits);
-  // A split count's wave efficiency: its blocks over the slots of the waves they take. The
-  // fewest splits within kDecodeWaveEfficiency of the best (FlashAttention's
-  // num_splits_heuristic): more splits only add combine work.
+  // A split count's wave efficiency: the blocks that hold keys (sequence b fills
+  // ceil(L_b / C) of its splits) over the slots of the waves they take. The fewest splits within
+  // kDecodeWaveEfficiency of the best (FlashAttention's num_splits_heuristic): more splits only
+  // add combine work.
   auto efficiency = [&](std::int64_t n) {
-    const double waves = static_cast<double>(blocks * n) / slots;
+    const std::int64_t keys = decode_split_keys(s, static_cast<int>(n));
+    std::int64_t blocks = 0;
+    for (std::int64_t b = 0; b < (s.ragged() ? s.B : 1); ++b)
+      blocks += (s.kv_len_of(b) + keys - 1) / keys;
+    if (!s.ragged()) blocks *= s.B;
+    const double waves = static_cast<double>(blocks * s.kv_heads()) / slots;
     return waves / std::ceil(waves);
   };
   double best = 0;
@@ -85,15 +97,22 @@ constexpr int kWarpKeys = kDecodeKeys / kWarps;  // 16
 
 struct DecodeParams {
   const void* q;
-  const void* k;
+  const void* k;  // [B][H_kv][N_kv][D], or a paged cache's pool [pages][H_kv][P][D]
   const void* v;
   void* o;
   float* lse;
-  float* part_o;    // [splits][B H N][D] fp32: each split's O / l (splits > 1)
-  float* part_lse;  // [splits][B H N]
+  float* part_o;                   // [splits][B H N][D] fp32: each split's O / l (splits > 1)
+  float* part_lse;                 // [splits][B H N]
+  const std::int32_t* page_table;  // [B][pages_per_sequence] (paged)
+  const std::int32_t* kv_lengths;  // [B]; null: N_kv each
   std::int64_t N, N_kv, split_keys;
   std::int64_t rows_total;  // B H N: the output rows
+  std::int64_t pages_per_sequence;
   int H, H_kv, group, splits;
+  int page_shift;  // log2 of the page size (paged)
+  // Splits > 1: per K/V head (b, h_kv), the blocks that have written their part; the last to
+  // arrive combines and resets it to 0.
+  unsigned* arrivals;
   float scale_log2;
   FaultInjection fault;  // read only by the FAULTS instantiations (verification tests)
 };
@@ -103,7 +122,12 @@ constexpr int decode_smem_bytes() {
   // Q, then the K and V rings (16-bit elements); the merge reuses the rings as fp32.
   return (kDecodeRows + 2 * kStages * kDecodeKeys) * D * 2;
 }
-static_assert(decode_smem_bytes<64>() >= kWarps * kDecodeRows * 64 * 4 + 2 * kWarps * 16 * 4,
+// The merge's m, l and O of every warp (fp32) reuse the K and V rings.
+template <int D>
+constexpr bool merge_fits_in_rings() {
+  return 2 * kStages * kDecodeKeys * D * 2 >= (2 + D) * kWarps * kDecodeRows * 4;
+}
+static_assert(merge_fits_in_rings<64>() && merge_fits_in_rings<128>(),
               "decode: the merge buffer fits in the rings");
 
 // Query head and position of packed row r of K/V head kv_h (of `group` query heads).
@@ -120,7 +144,94 @@ __device__ __forceinline__ PackedRow packed_row(const DecodeParams& p, int kv_h,
   return {head, r / p.group};
 }
 
-template <int D, bool CAUSAL, typename T, bool FAULTS>
+// Sequence b's K/V length. FAULTS: the cache's N_kv for every sequence (kv_lengths_ignored).
+template <bool FAULTS>
+__device__ __forceinline__ std::int64_t sequence_length(const DecodeParams& p, int b) {
+  if (FAULTS && p.fault.kv_lengths_ignored) return p.N_kv;
+  return p.kv_lengths ? static_cast<std::int64_t>(p.kv_lengths[b]) : p.N_kv;
+}
+
+// The element offset of key `key` of K/V head kv_h of sequence b in a paged pool. FAULTS: the
+// table's next entry (page_off_by_one).
+template <int D, bool FAULTS>
+__device__ __forceinline__ std::int64_t paged_offset(const DecodeParams& p, int b, int kv_h,
+                                                     std::int64_t key) {
+  std::int64_t entry = key >> p.page_shift;
+  if (FAULTS && p.fault.page_off_by_one) entry = (entry + 1) % p.pages_per_sequence;
+  const std::int64_t page = p.page_table[b * p.pages_per_sequence + entry];
+  const std::int64_t page_rows = std::int64_t{1} << p.page_shift;
+  return ((page * p.H_kv + kv_h) * page_rows + (key & (page_rows - 1))) * D;
+}
+
+// A 64-key tile of a paged pool whose pages are shorter than the tile: each row's own page
+// (rows at or past `end` zero-filled).
+template <int D, bool FAULTS, typename T>
+__device__ __forceinline__ void load_tile_paged_rows(T* smem, const T* pool, const DecodeParams& p,
+                                                     int b, int kv_h, std::int64_t k0,
+                                                     std::int64_t end) {
+  constexpr int kChunksPerRow = D / 8;
+  for (int c = threadIdx.x; c < kDecodeKeys * kChunksPerRow; c += kThreads) {
+    const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
+    const bool valid = k0 + r < end;
+    const T* src = pool + (valid ? paged_offset<D, FAULTS>(p, b, kv_h, k0 + r) + ch * 8 : 0);
+    cp_async_16(smem_u32(smem + swz<D>(r, ch * 8)), src, valid);
+  }
+}
+
+// The parts of sequence b's rows: the splits its keys reach.
+template <bool FAULTS>
+__device__ __forceinline__ int parts_of(const DecodeParams& p, int b) {
+  const std::int64_t reached = (sequence_length<FAULTS>(p, b) + p.split_keys - 1) / p.split_keys;
+  return reached < p.splits ? static_cast<int>(reached) : p.splits;
+}
+
+// One warp combines output row `row` of sequence b: lse = log sum_s exp(lse_s),
+// O = sum_s exp(lse_s - lse) O_s over its parts (a part whose keys were all masked has lse -inf:
+// weight 0). The lanes read the parts' lse 32 at a time and reduce them across the warp; then each
+// lane adds its D/32 adjacent columns of every part's O, eight parts' loads in flight: a handful
+// of memory latencies per row, not one per part. Reads bypass L1 (__ldcg): other blocks wrote the
+// parts. FAULTS: split fault.drop_split is left out.
+template <int D, typename T, bool FAULTS>
+__device__ __forceinline__ void combine_row(const DecodeParams& p, std::int64_t row, int parts,
+                                            int lane) {
+  constexpr int kPerLane = D / 32;
+  using Vec = std::conditional_t<kPerLane == 4, float4, float2>;
+  static_assert(kPerLane == 2 || kPerLane == 4, "decode combine: d 64 or 128");
+  const std::int64_t rows_total = p.rows_total;
+  auto kept = [&](int s) { return !(FAULTS && s == p.fault.drop_split); };
+  float mx = -INFINITY;
+  for (int s = lane; s < parts; s += 32) {
+    if (kept(s)) mx = fmaxf(mx, __ldcg(p.part_lse + s * rows_total + row));
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
+  const float base = mx == -INFINITY ? 0.0f : mx;
+  float sum = 0.0f;
+  for (int s = lane; s < parts; s += 32) {
+    if (kept(s)) sum += __expf(__ldcg(p.part_lse + s * rows_total + row) - base);
+  }
+#pragma unroll
+  for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
+  float acc[kPerLane] = {};
+#pragma unroll 8
+  for (int s = 0; s < parts; ++s) {
+    if (!kept(s)) continue;
+    const float w = __expf(__ldcg(p.part_lse + s * rows_total + row) - base);
+    const Vec v =
+        __ldcg(reinterpret_cast<const Vec*>(p.part_o + (s * rows_total + row) * D) + lane);
+    const float* x = reinterpret_cast<const float*>(&v);
+#pragma unroll
+    for (int j = 0; j < kPerLane; ++j) acc[j] += w * x[j];
+  }
+  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+  T* dst = static_cast<T*>(p.o) + row * D + lane * kPerLane;
+#pragma unroll
+  for (int j = 0; j < kPerLane; j += 2)
+    *reinterpret_cast<std::uint32_t*>(dst + j) = pack2<T>(acc[j] * inv, acc[j + 1] * inv);
+  if (lane == 0) p.lse[row] = sum > 0.0f ? base + logf(sum) : -INFINITY;
+}
+
+template <int D, bool CAUSAL, bool PAGED, typename T, bool FAULTS>
 __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) {
   constexpr int kNT = kWarpKeys / 8, kDT = D / 8;
   extern __shared__ __align__(128) unsigned char smem_raw[];
@@ -133,10 +244,14 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
   const int split = blockIdx.x;
   const int b = blockIdx.y / p.H_kv, kv_h = blockIdx.y % p.H_kv;
   const int rows = static_cast<int>(p.N) * p.group;
+  const std::int64_t length = sequence_length<FAULTS>(p, b);
   const std::int64_t k_begin = split * p.split_keys;
-  const std::int64_t k_end = min(p.N_kv, k_begin + p.split_keys);
+  if (k_begin >= length) return;  // a split past a shorter sequence's keys: no part (combine)
+  const std::int64_t k_end = min(length, k_begin + p.split_keys);
   const int tiles = static_cast<int>((k_end - k_begin + kDecodeKeys - 1) / kDecodeKeys);
-  const std::int64_t kv_offset = (static_cast<std::int64_t>(b) * p.H_kv + kv_h) * p.N_kv * D;
+  // Contiguous: this K/V head's rows. Paged: the pool (rows through paged_offset).
+  const std::int64_t kv_offset =
+      PAGED ? 0 : (static_cast<std::int64_t>(b) * p.H_kv + kv_h) * p.N_kv * D;
   const T* Kh = static_cast<const T*>(p.k) + kv_offset;
   const T* Vh = static_cast<const T*>(p.v) + kv_offset;
 
@@ -155,6 +270,23 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
     const std::int64_t k0 = k_begin + static_cast<std::int64_t>(i) * kDecodeKeys;
     T* k_dst = sK + (i % kStages) * kDecodeKeys * D;
     T* v_dst = sV + (i % kStages) * kDecodeKeys * D;
+    if constexpr (PAGED) {
+      if (p.page_shift < 6) {  // pages shorter than the tile
+        load_tile_paged_rows<D, FAULTS>(k_dst, Kh, p, b, kv_h, k0, k_end);
+        load_tile_paged_rows<D, FAULTS>(v_dst, Vh, p, b, kv_h, k0, k_end);
+        return;
+      }
+      // The tile lies in one page: its rows are contiguous there.
+      const std::int64_t page = paged_offset<D, FAULTS>(p, b, kv_h, k0);
+      if (k0 + kDecodeKeys <= k_end) {
+        load_tile_inside<kDecodeKeys, D, kThreads>(k_dst, Kh + page, 0);
+        load_tile_inside<kDecodeKeys, D, kThreads>(v_dst, Vh + page, 0);
+      } else {
+        load_tile<kDecodeKeys, D, kThreads>(k_dst, Kh + page, 0, k_end - k0);
+        load_tile<kDecodeKeys, D, kThreads>(v_dst, Vh + page, 0, k_end - k0);
+      }
+      return;
+    }
     if (k0 + kDecodeKeys <= k_end) {
       load_tile_inside<kDecodeKeys, D, kThreads>(k_dst, Kh, k0);
       load_tile_inside<kDecodeKeys, D, kThreads>(v_dst, Vh, k0);
@@ -173,8 +305,8 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
   for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   OnlineSoftmax<> softmax;
   std::uint32_t qf[D / 16][4];
-  // The causal limit of the thread's rows g and g + 8: key <= position + N_kv - N.
-  const std::int64_t shift = (FAULTS ? p.fault.mask_shift : 0) + p.N_kv - p.N;
+  // The causal limit of the thread's rows g and g + 8: key <= position + L_b - N.
+  const std::int64_t shift = (FAULTS ? p.fault.mask_shift : 0) + length - p.N;
   const std::int64_t limit_a = g / p.group + shift, limit_b = (g + 8) / p.group + shift;
 
   for (int i = 0; i < tiles; ++i) {
@@ -276,48 +408,33 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
       if (c == 0) p.part_lse[part_row] = lse;
     }
   }
+  if (p.splits == 1) return;
+  // The last of the sequence's parts to be written combines its K/V head's rows (threadFence-
+  // Reduction's pattern: each block's parts visible before its arrival is counted). Not a second
+  // kernel: at batch 1 its launch and its reads from a cold start cost a sixth of the row.
+  __shared__ bool last;
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    const unsigned arrived = atomicAdd(p.arrivals + blockIdx.y, 1u) + 1;
+    last = arrived == static_cast<unsigned>(parts_of<FAULTS>(p, b));
+    if (last) p.arrivals[blockIdx.y] = 0;  // ready for the next launch
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const int parts = parts_of<FAULTS>(p, b);
+  for (int r = warp; r < rows; r += kWarps) {
+    const PackedRow pr = packed_row<FAULTS>(p, kv_h, r);
+    combine_row<D, T, FAULTS>(p, (static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position,
+                              parts, lane);
+  }
 }
 
-// One warp per output row: lse = log sum_s exp(lse_s), O = sum_s exp(lse_s - lse) O_s (a split
-// that saw no key has lse -inf: weight 0). FAULTS: split fault.drop_split is left out.
-template <int D, typename T, bool FAULTS>
-__global__ void __launch_bounds__(128) decode_combine_kernel(const DecodeParams p) {
-  const std::int64_t rows_total = p.rows_total;
-  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * 4 + threadIdx.x / 32;
-  const int lane = threadIdx.x % 32;
-  if (row >= rows_total) return;
-  float mx = -INFINITY;
-  for (int s = 0; s < p.splits; ++s) {
-    if (FAULTS && s == p.fault.drop_split) continue;
-    mx = fmaxf(mx, p.part_lse[s * rows_total + row]);
-  }
-  const float base = mx == -INFINITY ? 0.0f : mx;
-  constexpr int kPerLane = D / 32;
-  float acc[kPerLane] = {};
-  float sum = 0.0f;
-  for (int s = 0; s < p.splits; ++s) {
-    if (FAULTS && s == p.fault.drop_split) continue;
-    const float w = __expf(p.part_lse[s * rows_total + row] - base);
-    sum += w;
-    const float* src = p.part_o + (s * rows_total + row) * D;
-#pragma unroll
-    for (int j = 0; j < kPerLane; ++j) acc[j] += w * src[lane + 32 * j];
-  }
-  const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-  T* dst = static_cast<T*>(p.o) + row * D;
-#pragma unroll
-  for (int j = 0; j < kPerLane; ++j) dst[lane + 32 * j] = static_cast<T>(acc[j] * inv);
-  if (lane == 0) p.lse[row] = sum > 0.0f ? base + logf(sum) : -INFINITY;
-}
-
+// The SMs of the current device, or 0 where it cannot be asked (the launcher says why).
 int sm_count_here() {
-  static PerDevice<int> sms;
-  return sms.get([] {
-    int device = 0, n = 0;
-    cudaGetDevice(&device);
-    cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, device);
-    return n > 0 ? n : 132;
-  });
+  const hopper::DeviceFacts facts = hopper::device_facts();
+  return facts.status == cudaSuccess ? facts.sms : 0;
 }
 
 std::size_t workspace_for(const Shape& s, int splits) {
@@ -326,22 +443,28 @@ std::size_t workspace_for(const Shape& s, int splits) {
   return static_cast<std::size_t>(splits) * rows * (static_cast<std::size_t>(s.d) + 1) * 4;
 }
 
-template <int D, bool CAUSAL, typename T, bool FAULTS>
+template <int D, bool CAUSAL, bool PAGED, typename T, bool FAULTS>
 std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
-                          const FaultInjection& fault) {
+                          const FaultInjection& fault, unsigned* arrivals) {
   constexpr int kSmem = decode_smem_bytes<D>();
-  auto kernel = decode_kernel<D, CAUSAL, T, FAULTS>;
+  auto kernel = decode_kernel<D, CAUSAL, PAGED, T, FAULTS>;
   static PerDevice<cudaError_t> attr;
   const cudaError_t st = attr.get([&] {
     return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
   });
   if (st != cudaSuccess)
     return std::string("decode: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
-  const int splits = decode_splits(s, sm_count_here());
+  const int sms = sm_count_here();
+  if (sms <= 0) return "decode: the device's SM count could not be read";
+  const int splits = decode_splits(s, sms);
   if (b.workspace_bytes < workspace_for(s, splits)) return "decode: workspace too small";
   if (s.kv_heads_total() > 65535) return "decode: grid too large (B*H_kv must be <= 65535)";
+  if ((s.paged() && !b.page_table) || (s.ragged() && !b.kv_lengths))
+    return "decode: the shape's page table or K/V lengths are not in its buffers";
   const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N);
   float* part_o = static_cast<float*>(b.workspace);
+  int page_shift = 0;
+  while (s.paged() && (std::int64_t{1} << page_shift) < s.page_size) ++page_shift;
   DecodeParams p{b.q,
                  b.k,
                  b.v,
@@ -349,22 +472,23 @@ std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t s
                  b.lse,
                  part_o,
                  splits > 1 ? part_o + static_cast<std::size_t>(splits) * rows * D : nullptr,
+                 b.page_table,
+                 s.ragged() ? b.kv_lengths : nullptr,
                  s.N,
                  s.kv_len(),
                  decode_split_keys(s, splits),
                  static_cast<std::int64_t>(rows),
+                 s.pages_per_sequence(),
                  static_cast<int>(s.H),
                  static_cast<int>(s.kv_heads()),
                  static_cast<int>(s.group()),
                  splits,
+                 page_shift,
+                 arrivals,
                  softmax_scale_log2(s, fault),
                  fault};
   kernel<<<dim3(static_cast<unsigned>(splits), static_cast<unsigned>(s.kv_heads_total())), kThreads,
            kSmem, stream>>>(p);
-  if (splits > 1) {
-    decode_combine_kernel<D, T, FAULTS>
-        <<<static_cast<unsigned>((rows + 3) / 4), 128, 0, stream>>>(p);
-  }
   return launch_status("decode");
 }
 
@@ -372,33 +496,60 @@ class DecodeLauncher final : public Launcher {
  public:
   explicit DecodeLauncher(const FaultInjection& fault) : fault_(fault) {}
   std::size_t workspace_bytes(const Shape& s, const Tiles&) const override {
-    return workspace_for(s, decode_splits(s, sm_count_here()));
+    const int sms = sm_count_here();
+    return sms > 0 ? workspace_for(s, decode_splits(s, sms)) : 0;
   }
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
     if (std::string r = decode_shape_rule(s); !r.empty()) return r;
+    if (std::string r = reserve_arrivals(s); !r.empty()) return r;
     return fault_.any() ? dispatch<true>(s, b, stream) : dispatch<false>(s, b, stream);
   }
 
  private:
+  // The combine's arrival counters, one per K/V head, zeroed once when allocated (each launch
+  // leaves them zero): allocated by the first run of a larger shape, an untimed one (a
+  // verification), never inside a graph capture.
+  std::string reserve_arrivals(const Shape& s) {
+    const auto needed = static_cast<std::size_t>(s.kv_heads_total());
+    if (needed <= arrivals_count_) return "";
+    if (arrivals_.ptr) cudaFree(arrivals_.ptr);
+    arrivals_.ptr = nullptr;
+    arrivals_count_ = 0;
+    if (!arrivals_.allocate(needed * sizeof(unsigned)) ||
+        cudaMemset(arrivals_.ptr, 0, needed * sizeof(unsigned)) != cudaSuccess) {
+      cudaGetLastError();
+      return "decode: the combine's arrival counters could not be allocated";
+    }
+    arrivals_count_ = needed;
+    return "";
+  }
+
   template <bool FAULTS>
   std::string dispatch(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) const {
-    auto by_type = [&](auto d, auto causal) -> std::string {
+    auto by_type = [&](auto d, auto causal, auto paged) -> std::string {
       constexpr int D = decltype(d)::value;
-      constexpr bool C = decltype(causal)::value;
+      constexpr bool C = decltype(causal)::value, P = decltype(paged)::value;
       if (s.dtype == DType::bf16)
-        return launch_decode<D, C, __nv_bfloat16, FAULTS>(s, b, stream, fault_);
-      return launch_decode<D, C, __half, FAULTS>(s, b, stream, fault_);
+        return launch_decode<D, C, P, __nv_bfloat16, FAULTS>(s, b, stream, fault_, arrivals());
+      return launch_decode<D, C, P, __half, FAULTS>(s, b, stream, fault_, arrivals());
+    };
+    auto by_paging = [&](auto d, auto causal) {
+      return s.paged() ? by_type(d, causal, std::true_type{})
+                       : by_type(d, causal, std::false_type{});
     };
     auto by_mask = [&](auto d) {
-      return s.causal ? by_type(d, std::true_type{}) : by_type(d, std::false_type{});
+      return s.causal ? by_paging(d, std::true_type{}) : by_paging(d, std::false_type{});
     };
     if (s.d == 64) return by_mask(std::integral_constant<int, 64>{});
     if (s.d == 128) return by_mask(std::integral_constant<int, 128>{});
     return "decode: d=" + std::to_string(s.d) + " (compiled: 64, 128)";
   }
+  unsigned* arrivals() const { return static_cast<unsigned*>(arrivals_.ptr); }
 
   FaultInjection fault_;
+  DeviceAllocation arrivals_;
+  std::size_t arrivals_count_ = 0;
 };
 
 }  // namespace

@@ -16,7 +16,7 @@ namespace fa {
 inline constexpr int kDecodeRows = 16;
 inline constexpr int kDecodeKeys = 64;
 // The fewest keys a split takes: its start (the Q tile, the ring's fill) and its share of the
-// combine pass stay small beside its loads.
+// combine stay small beside its loads.
 inline constexpr std::int64_t kDecodeMinSplitKeys = 256;
 // Thread blocks resident per SM (two fit: the ring's 3 stages of 32 KB and Q, 215 registers).
 inline constexpr int kDecodeBlocksPerSm = 2;

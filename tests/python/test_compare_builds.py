@@ -175,6 +175,35 @@ def test_rounds_and_table_keep_kv_heads_apart():
     assert lines[1].startswith("B=1 H=2 H_kv=1 N=128 d=64 full bf16 ") and "2.000" in lines[1]
 
 
+def test_rounds_and_table_keep_pages_and_lengths_apart():
+    """fa-bench/5: configurations that differ only by their cache's pages or their sequences'
+    lengths combine each with its own rounds, and the table names them (fa-bench's shape
+    text)."""
+    caches = ((0, None), (64, None), (64, [100, 128]))
+
+    def doc5(*ms: float) -> dict:
+        doc = document({})
+        doc["schema"] = "fa-bench/5"
+        for (page_size, lengths), t in zip(caches, ms):
+            doc["configs"].append(schema.make_config(
+                B=2, H=2, N=1, N_kv=128, page_size=page_size, kv_lengths=lengths, d=64,
+                causal=False, dtype="bf16", seed=1234, version="fa-bench/5",
+                results=[row("fa2", [t] * 3)]))
+        return schema.validate(doc)
+
+    base = [doc5(1.0, 1.0, 1.0), doc5(1.0, 1.0, 1.0)]
+    cur = [doc5(1.0, 0.5, 0.25), doc5(1.0, 0.5, 0.25)]
+    merged = {"base": cb.combine_rounds(base), "current": cb.combine_rounds(cur)}
+    samples = [c["results"][0]["timing"]["samples_ms"] for c in merged["current"]["configs"]]
+    assert samples == [[1.0] * 6, [0.5] * 6, [0.25] * 6]
+    lines = [line for line in cb.table({"base": base, "current": cur}, merged) if " fa2 " in line]
+    assert len(lines) == 3
+    assert lines[0].startswith("B=2 H=2 N=1 N_kv=128 d=64 full bf16 ") and "1.000" in lines[0]
+    assert lines[1].startswith("B=2 H=2 N=1 N_kv=128 page=64 d=64 full bf16 ") and "2.000" in lines[1]
+    assert lines[2].startswith("B=2 H=2 N=1 N_kv=128 kv_lengths=100,128 page=64 d=64 full bf16 ")
+    assert "4.000" in lines[2]
+
+
 def test_table_shows_a_failed_row_without_a_ratio():
     base = [document({128: [row("fa2", [1.0] * 3)]})]
     cur = [document({128: [row("fa2", [], status="failed")]})]

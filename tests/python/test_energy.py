@@ -313,6 +313,27 @@ def test_energy_check_judges_the_model_on_the_counters_bytes(sweep, tmp_path):
     assert rc == 1 and "model off by +40.0%" in out
 
 
+def test_energy_check_keys_pages_and_lengths_apart():
+    """fa-bench/5: rows of configurations that differ only by their cache's pages or their
+    sequences' lengths are rows of their own, named by fa-bench's shape text."""
+    import test_schema as ts
+
+    from reports.schema import rows
+    from scripts.energy_check import key_text, row_key
+
+    doc = ts.v5_doc()
+    paged = doc["configs"][-1]
+    doc["configs"].append({**copy.deepcopy(paged), "page_size": 0})
+    doc["configs"].append({**copy.deepcopy(paged), "kv_lengths": None})
+    rows_ = [r for r in rows(validate(doc)) if r["B"] == 8]
+    keys = [row_key(r) for r in rows_]
+    assert len(set(keys)) == 3
+    assert [key_text(k) for k in keys] == [
+        "fa2 B=8 H=32 H_kv=8 N=1 N_kv=4096 kv_lengths=512..4096/sum=20000 page=64 d=64 causal bf16",
+        "fa2 B=8 H=32 H_kv=8 N=1 N_kv=4096 kv_lengths=512..4096/sum=20000 d=64 causal bf16",
+        "fa2 B=8 H=32 H_kv=8 N=1 N_kv=4096 page=64 d=64 causal bf16"]
+
+
 def test_calibration_kernels_instruction_counts_match_their_sass():
     """The energy model's calibration kernels' instructions per launch (profiler/ceilings.cu,
     SassCounts) against the SASS this build made of them: one loop iteration, everything outside

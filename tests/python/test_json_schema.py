@@ -21,7 +21,7 @@ from reports.schema import SchemaError, make_result, read_document, validate, wr
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 DATA = REPO_ROOT / "tests" / "data"
-V2, V3, V4 = "fa-bench/2", "fa-bench/3", "fa-bench/4"
+V2, V3, V4, V5 = "fa-bench/2", "fa-bench/3", "fa-bench/4", "fa-bench/5"
 GPU = {"uuid": "GPU-0", "name": "NVIDIA H200"}
 
 
@@ -84,6 +84,25 @@ def good_doc_v4() -> dict:
         doc["configs"].append(schema.make_config(**shape, d=128, causal=True, dtype="bf16",
                                                  seed=1234, gpu=dict(GPU), results=[row],
                                                  version=V4))
+    return doc
+
+
+def good_doc_v5() -> dict:
+    """fa-bench/5: good_doc_v4's configurations, K/V contiguous and every sequence N_kv long
+    (page_size 0, kv_lengths null), and a paged, ragged decode one (8 sequences of their own
+    lengths up to 4096, pages of 64 rows), with a timed row launched from a CUDA graph."""
+    doc = good_doc_v4()
+    doc["schema"] = V5
+    doc["settings"]["launch"] = "graph"
+    for c in doc["configs"]:
+        c.update(page_size=0, kv_lengths=None)
+    row = make_result("fa2", algorithm="split_kv", status="ok", samples_ms=[0.02, 0.021],
+                      model=ts.model(), verification=ts.verification(True), version=V5,
+                      kernel_config=kc(), options={"block_order": "blocks"}, launch="graph")
+    doc["configs"].append(schema.make_config(
+        B=8, H=32, H_kv=8, N=1, N_kv=4096, page_size=64,
+        kv_lengths=[512, 4096, 1024, 2048, 4096, 3000, 2712, 2512], d=128, causal=True,
+        dtype="bf16", seed=1234, gpu=dict(GPU), results=[row], version=V5))
     return doc
 
 
@@ -167,6 +186,26 @@ def _v4_multi_query(doc):
     doc["configs"][1]["H_kv"] = 1
 
 
+def _v4_unknown_cache_keys(doc):
+    doc["configs"][0].update(page_size=3, kv_lengths="many")  # unknown keys before fa-bench/5
+
+
+def _v5_other_page_size(doc):
+    other = copy.deepcopy(doc["configs"][3])  # the same shape and lengths but for its pages
+    other["page_size"] = 128
+    doc["configs"].append(other)
+
+
+def _v5_other_kv_lengths(doc):
+    other = copy.deepcopy(doc["configs"][3])  # the same shape and pages but for its lengths
+    other["kv_lengths"][0] = 513
+    doc["configs"].append(other)
+
+
+def _v5_full_lengths_page_1(doc):
+    doc["configs"][3].update(page_size=1, kv_lengths=[4096] * 8)
+
+
 GOOD = [
     ("v1", ts.good_doc, None),
     ("v1 with v2 keys", ts.good_doc, _v1_with_v2_keys),
@@ -184,6 +223,11 @@ GOOD = [
     ("v4 other H_kv is another configuration", good_doc_v4, _v4_other_h_kv),
     ("v4 other N_kv is another configuration", good_doc_v4, _v4_other_n_kv),
     ("v4 multi-query", good_doc_v4, _v4_multi_query),
+    ("v4 unknown page_size and kv_lengths keys", good_doc_v4, _v4_unknown_cache_keys),
+    ("v5 contiguous, paged and ragged", good_doc_v5, None),
+    ("v5 other page_size is another configuration", good_doc_v5, _v5_other_page_size),
+    ("v5 other kv_lengths is another configuration", good_doc_v5, _v5_other_kv_lengths),
+    ("v5 lengths all N_kv, page 1", good_doc_v5, _v5_full_lengths_page_1),
 ]
 
 
@@ -305,11 +349,39 @@ V4_BAD = [
     (_v4_duplicate_config, "configs[3]"),
 ]
 
+def _v5_duplicate_config(doc):
+    doc["configs"].append(copy.deepcopy(doc["configs"][3]))
+
+
+V5_BAD = [
+    (ts._del("configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._del("configs", 0, "kv_lengths"), "configs[0].kv_lengths"),
+    (ts._set(3, "configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._set(96, "configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._set(-64, "configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._set(64.0, "configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._set(None, "configs", 3, "page_size"), "configs[3].page_size"),
+    (ts._set([4096] * 7, "configs", 3, "kv_lengths"), "configs[3].kv_lengths"),
+    (ts._set([4096] * 9, "configs", 3, "kv_lengths"), "configs[3].kv_lengths"),
+    (ts._set([], "configs", 3, "kv_lengths"), "configs[3].kv_lengths"),
+    (ts._set(4097, "configs", 3, "kv_lengths", 5), "configs[3].kv_lengths[5]"),
+    (ts._set(0, "configs", 3, "kv_lengths", 2), "configs[3].kv_lengths[2]"),
+    (ts._set(-1, "configs", 3, "kv_lengths", 2), "configs[3].kv_lengths[2]"),
+    (ts._set(100.0, "configs", 3, "kv_lengths", 2), "configs[3].kv_lengths[2]"),
+    (ts._set(4096, "configs", 3, "kv_lengths"), "configs[3].kv_lengths"),
+    (ts._set("replay", "configs", 3, "results", 0, "timing", "launch"),
+     "configs[3].results[0].timing.launch"),
+    (ts._set("eager", "settings", "launch"), "settings.launch"),
+    (ts._del("configs", 2, "N_kv"), "configs[2].N_kv"),
+    (_v5_duplicate_config, "configs[4]"),
+]
+
 BAD = ([(ts.good_doc, m, k, False) for m, k in ts.CASES]
        + [(ts.good_doc, m, k, i == 2)  # IMPOSSIBLE[2] writes 1e999
           for i, (m, k, _) in enumerate(ts.IMPOSSIBLE)]
        + [(good_doc_v2, m, k, False) for m, k in V2_BAD]
-       + [(good_doc_v4, m, k, False) for m, k in V4_BAD])
+       + [(good_doc_v4, m, k, False) for m, k in V4_BAD]
+       + [(good_doc_v5, m, k, False) for m, k in V5_BAD])
 
 
 @pytest.mark.parametrize("make,mutate,key,inf", BAD, ids=[f"{i}:{b[2]}" for i, b in enumerate(BAD)])
@@ -346,6 +418,60 @@ def test_v4_configuration_problems_in_words(tmp_path, mutate, words):
     with pytest.raises(SchemaError) as info:
         schema.load_results(path)
     assert str(info.value) == f"{path}: {words}"
+
+
+_LONG = 'configs[3].kv_lengths'
+
+
+@pytest.mark.parametrize("mutate,words", [
+    (ts._del("configs", 3, "page_size"), "configs[3].page_size: missing required key when schema "
+                                         "is 'fa-bench/5'"),
+    (ts._del("configs", 0, "kv_lengths"), "configs[0].kv_lengths: missing required key when "
+                                          "schema is 'fa-bench/5'"),
+    (ts._set(3, "configs", 3, "page_size"), "configs[3].page_size: expected 0 or a power of two, "
+                                            "got 3"),
+    (ts._set(-64, "configs", 3, "page_size"), "configs[3].page_size: expected an integer >= 0, "
+                                              "got -64"),
+    (ts._set([4096] * 7, "configs", 3, "kv_lengths"),
+     f"{_LONG}: expected B (8) lengths, one per sequence, got 7"),
+    (ts._set(4097, "configs", 3, "kv_lengths", 5),
+     f"{_LONG}[5]: expected a length from 1 to N_kv (4096), got 4097"),
+    (ts._set(0, "configs", 3, "kv_lengths", 2), f"{_LONG}[2]: expected a positive integer, got 0"),
+    (ts._set(4096, "configs", 3, "kv_lengths"),
+     f"{_LONG}: expected a list or null, got number 4096"),
+    (_v5_duplicate_config, 'configs[4]: duplicate configuration (B=8, H=32, H_kv=8, N=1, '
+                           'N_kv=4096, d=128, causal=true, dtype="bf16", page_size=64, '
+                           'kv_lengths=[512, 4096, 1024, 2048, 4096, 3000, 2712, 2512], gpu GPU-0; '
+                           'also at configs[3])'),
+])
+def test_v5_configuration_problems_in_words(tmp_path, mutate, words):
+    """A fa-bench/5 configuration without its page_size or kv_lengths, or with impossible ones
+    (pages not a power of two, lengths not one per sequence or longer than N_kv), is refused in
+    words that say which key and why."""
+    doc = good_doc_v5()
+    mutate(doc)
+    path = tmp_path / "v5.json"
+    path.write_text(json.dumps(doc))
+    with pytest.raises(SchemaError) as info:
+        schema.load_results(path)
+    assert str(info.value) == f"{path}: {words}"
+
+
+def test_v4_ignores_page_and_length_keys(tmp_path):
+    """Before fa-bench/5 a configuration's K/V is contiguous and every sequence N_kv long,
+    whatever unknown keys it carries: two that differ only by such keys are the same
+    configuration, and a /4 configuration's key is its contiguous /5 counterpart's."""
+    doc = good_doc_v4()
+    other = copy.deepcopy(doc["configs"][2])
+    other.update(page_size=64, kv_lengths=[1] * 8)
+    doc["configs"].append(other)
+    first, problems = both(json.dumps(doc), tmp_path)
+    assert first == "configs[3]" and "duplicate configuration" in problems[0][1], problems
+    v5 = good_doc_v5()
+    assert schema.config_key(good_doc_v4()["configs"][2], V4) == schema.config_key(
+        v5["configs"][2], V5)
+    assert schema.config_key(other, V4) == schema.config_key(doc["configs"][2], V4)
+    assert schema.config_key(other, V5) != schema.config_key(doc["configs"][2], V5)
 
 
 def test_v3_duplicates_ignore_an_h_kv_key(tmp_path):
@@ -402,7 +528,8 @@ def test_broken_fixtures_fail_the_schema(name, rule):
 
 def test_python_writer_output_validates(tmp_path):
     for name, make in (("v1.json", ts.good_doc), ("v2.json", good_doc_v2),
-                       ("v3.json", good_doc_v3), ("v4.json", good_doc_v4)):
+                       ("v3.json", good_doc_v3), ("v4.json", good_doc_v4),
+                       ("v5.json", good_doc_v5)):
         write_results(make(), tmp_path / name)
         assert json_schema.check_file(tmp_path / name) == []
     out = tmp_path / "fixture.json"
@@ -500,3 +627,19 @@ def test_script_checks_v4_configurations(tmp_path):
         f"{bad}: configs[1].H_kv: expected a divisor of H (32), got 5",
         f'{bad}: configs[3]: duplicate configuration (B=8, H=32, N=1, N_kv=4096, d=128, '
         f'causal=true, dtype="bf16", gpu GPU-0; also at configs[2])']
+
+
+def test_script_checks_v5_configurations(tmp_path):
+    good, bad = tmp_path / "paged.json", tmp_path / "bad-paged.json"
+    write_results(good_doc_v5(), good)
+    doc = good_doc_v5()
+    doc["configs"][3]["page_size"] = 48
+    doc["configs"][3]["kv_lengths"][7] = 5000
+    doc["configs"][2]["kv_lengths"] = [4096, 4096]
+    bad.write_text(json.dumps(doc))
+    run = run_script(str(good), str(bad))
+    assert run.returncode == 1 and "1 of 2 files valid" in run.stdout
+    assert run.stderr.splitlines() == [
+        f"{bad}: configs[2].kv_lengths: expected B (8) lengths, one per sequence, got 2",
+        f"{bad}: configs[3].page_size: expected 0 or a power of two, got 48",
+        f"{bad}: configs[3].kv_lengths[7]: expected a length from 1 to N_kv (4096), got 5000"]

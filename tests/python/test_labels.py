@@ -69,7 +69,8 @@ def flat_labels(path: Path) -> list[str]:
 def test_python_labels_are_the_cpp_labels(tmp_path, args):
     path, cpp = model_only(tmp_path, "run", *args)
     doc = schema.load_results(path)
-    assert doc["schema"] == "fa-bench/4"  # /2 rows plus each configuration's gpu, H_kv and N_kv
+    assert doc["schema"] == "fa-bench/5"  # /2 rows plus each configuration's gpu, H_kv, N_kv,
+    # page_size and kv_lengths
     assert all("@" not in r["variant"] and "~" not in r["variant"]
                for c in doc["configs"] for r in c["results"])  # /2 names are plain
     assert flat_labels(path) == cpp

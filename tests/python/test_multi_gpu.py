@@ -42,7 +42,7 @@ def test_gate_passes_a_merged_file_against_the_whole(tmp_path):
     out = run("merge", b, a, "-o", merged)
     assert out.returncode == 0, out.stderr
     doc = schema.load_results(merged)
-    assert doc["schema"] == "fa-bench/4"
+    assert doc["schema"] == "fa-bench/5"
     assert json_schema.problems(doc) == []
     assert all(c["gpu"]["name"] == "NVIDIA H200" for c in doc["configs"])
     gate = run("gate", "--baseline", BASE, "--current", merged)

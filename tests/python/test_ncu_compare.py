@@ -151,6 +151,29 @@ def test_rows_of_tell_kv_shapes_apart():
     assert [line.split(" | ")[2] for line in lines[2:]] == ["2048", "2048 (H_kv 8)", "1 (N_kv 4096)"]
 
 
+def test_rows_of_tell_pages_and_lengths_apart():
+    """fa-bench/5: configurations that differ only by their cache's pages or their sequences'
+    lengths are rows of their own, and the table says which (contiguous rows as ever)."""
+    result = {"variant": "fa2", "direction": "forward", "options": {}, "status": "ok"}
+    shape = {"H": 32, "H_kv": 8, "N": 1, "N_kv": 4096, "d": 64, "causal": False}
+    lengths = [512, 4096, 1024, 2048, 4096, 3000, 2712, 2512]
+    record = {"configs": [
+        {**shape, "page_size": 0, "kv_lengths": None, "results": [result]},
+        {**shape, "page_size": 64, "kv_lengths": None, "results": [result]},
+        {**shape, "page_size": 64, "kv_lengths": lengths, "results": [result]},
+        {**shape, "page_size": 0, "kv_lengths": [7, 4096], "results": [result]},
+        {**shape, "results": [result]}]}  # a fa-bench/4 record
+    rows = nc.rows_of(record)
+    assert [r.cache for r in rows] == [(0, ()), (64, ()), (64, tuple(lengths)), (0, (7, 4096)),
+                                       (0, ())]
+    assert len({r.key for r in rows}) == 4 and rows[0].key == rows[4].key
+    lines, _ = nc.table(rows[:4])
+    assert [line.split(" | ")[2] for line in lines[2:]] == [
+        "1 (H_kv 8, N_kv 4096)", "1 (H_kv 8, N_kv 4096, pages of 64)",
+        "1 (H_kv 8, N_kv ≤4096, lengths 512..4096/sum=20000, pages of 64)",
+        "1 (H_kv 8, N_kv ≤4096, lengths 7,4096)"]
+
+
 # A whole run on stand-ins: fa-bench writes a record of the rows it was asked for (its fa3
 # backward row plays a variant without that pass, in fa-bench's words) with its counters; ncu runs it and prints one range per
 # verified row, with the DRAM bytes scaled by NCU_SCALE.

@@ -1073,14 +1073,24 @@ def test_files_are_read_in_the_version_under_test(version):
 # -- grouped-query and non-square configurations (fa-bench/4) ----------------------------------
 
 
+LENGTHS = [512, 4096, 1024, 2048, 4096, 3000, 2712, 2512]  # "512..4096/sum=20000"
 KV_SHAPES = {"square": {"B": 1, "H": 32, "N": 4096}, "gqa": {"B": 1, "H": 32, "H_kv": 8, "N": 4096},
-             "decode": {"B": 8, "H": 32, "N": 1, "N_kv": 4096}}
+             "decode": {"B": 8, "H": 32, "N": 1, "N_kv": 4096},
+             "paged": {"B": 8, "H": 32, "N": 1, "N_kv": 4096, "page_size": 64},
+             "ragged": {"B": 8, "H": 32, "N": 1, "N_kv": 4096, "kv_lengths": LENGTHS},
+             "paged-ragged": {"B": 8, "H": 32, "N": 1, "N_kv": 4096, "page_size": 64,
+                              "kv_lengths": LENGTHS},
+             "paged-prefill": {"B": 1, "H": 32, "N": 4096, "page_size": 64}}
+KV_KEYS = {"fa-bench/3": (), "fa-bench/4": ("H_kv", "N_kv"),
+           "fa-bench/5": ("H_kv", "N_kv", "page_size", "kv_lengths")}
 
 
 def kv_doc(version: str = "fa-bench/4", kinds=("square", "gqa", "decode")) -> dict:
     """A made-up record (a synthetic device): fa2 and standard timed at d=128, non-causal, on
     each of ``kinds``: square multi-head attention (B=1, H=32, N=4096), grouped-query (H_kv=8),
-    decode (B=8, N=1, N_kv=4096). fa-bench/3: written without H_kv and N_kv, as /3 files are."""
+    decode (B=8, N=1, N_kv=4096); fa-bench/5 also a paged cache (pages of 64) and sequences of
+    their own lengths, at decode and at N=4096. fa-bench/3: written without H_kv and N_kv, as /3
+    files are."""
     dev = {"index": 0, "name": "synthetic GQA device (not a measurement)", "uuid": "GPU-kv",
            "compute_capability": "9.0", "sm_count": 132, "memory_bytes": 1, "l2_bytes": 1}
     doc = schema.new_document("fa-bench (synthetic GQA and decode)", device=dev, version=version,
@@ -1091,7 +1101,8 @@ def kv_doc(version: str = "fa-bench/4", kinds=("square", "gqa", "decode")) -> di
         shape = KV_SHAPES[kind]
         b, h, n = shape["B"], shape["H"], shape["N"]
         n_kv = shape.get("N_kv", n)
-        flops = 4.0 * b * h * n * n_kv * 128
+        flops = schema.flops_convention(B=b, H=h, N=n, N_kv=n_kv, d=128, causal=False,
+                                        kv_lengths=shape.get("kv_lengths"))
         results = []
         for name, speed in (("fa2", 0.5), ("standard", 0.2)):
             ms = flops / (speed * 1e15) * 1e3 * (3 if kind == "decode" else 1)
@@ -1102,7 +1113,7 @@ def kv_doc(version: str = "fa-bench/4", kinds=("square", "gqa", "decode")) -> di
                 model=model, version=version, default_config=True, default_options=True,
                 kernel_config=kc() if name == "fa2" else None,
                 options={"block_order": "blocks"} if name == "fa2" else {}))
-        kv = {} if version != "fa-bench/4" else {k: v for k, v in shape.items() if "kv" in k}
+        kv = {k: v for k, v in shape.items() if k in KV_KEYS[version]}
         doc["configs"].append(schema.make_config(
             B=b, H=h, N=n, d=128, causal=False, dtype="bf16", seed=1, results=results,
             gpu={"uuid": dev["uuid"], "name": dev["name"]}, version=version, **kv))
@@ -1142,6 +1153,69 @@ def test_gqa_and_decode_rows_are_configurations_of_their_own_and_say_so():
     assert configs.rows == [["fa2", "128×64, 2 stages; block_order blocks",
                              "d=128 non-causal N=4096; d=128 non-causal N=1, N_kv 4096; "
                              "d=128 non-causal N=4096, H_kv 8"]]
+
+
+def test_paged_and_ragged_rows_are_configurations_of_their_own_and_say_so():
+    """fa-bench/5: a paged cache and sequences of their own lengths make configurations of their
+    own, named in the N column ("1 (N_kv 4096, pages of 64)", "1 (N_kv ≤4096, lengths
+    512..4096/sum=20000)"); they race among their own kind; the plots against N leave them to the
+    tables; square contiguous rows read as ever."""
+    if VERSION == V2:
+        pytest.skip("the record is fa-bench/5 already: once is enough")
+    from reports.report import fastest_summary
+
+    kinds = ("square", "decode", "paged", "ragged", "paged-ragged", "paged-prefill")
+    res = Results([Run("kv.json", kv_doc("fa-bench/5", kinds=kinds))])
+    assert {(r["page_size"], r["kv_lengths"]) for r in res.rows} == {
+        (0, None), (64, None), (0, tuple(LENGTHS)), (64, tuple(LENGTHS))}
+    tabs = tables(res)
+    time = table(tabs, "time")
+    lengths = "lengths 512..4096/sum=20000"
+    assert [row[:5] for row in time.rows] == [
+        ["1 (N_kv 4096)", "128", "non-causal", "bf16", "8×32"],
+        [f"1 (N_kv ≤4096, {lengths})", "128", "non-causal", "bf16", "8×32"],
+        ["1 (N_kv 4096, pages of 64)", "128", "non-causal", "bf16", "8×32"],
+        [f"1 (N_kv ≤4096, {lengths}, pages of 64)", "128", "non-causal", "bf16", "8×32"],
+        ["4096", "128", "non-causal", "bf16", "1×32"],
+        ["4096 (pages of 64)", "128", "non-causal", "bf16", "1×32"]]
+    for key in ("bytes", "roofline"):
+        cells = sorted(tuple(row[:5]) for row in table(tabs, key).rows)
+        assert len(cells) == 12 and len(set(cells)) == 6, (key, cells)
+    assert "Σ_b" in table(tabs, "tflops").title
+    summary = fastest_summary(res)
+    assert sorted(s.split(":")[0] for s in summary) == sorted([
+        "bf16, d=128, non-causal", "bf16, d=128, non-causal, N_kv 4096",
+        "bf16, d=128, non-causal, pages of 64", "bf16, d=128, non-causal, N_kv 4096, pages of 64",
+        f"bf16, d=128, non-causal, N_kv ≤4096, {lengths}",
+        f"bf16, d=128, non-causal, N_kv ≤4096, {lengths}, pages of 64"])
+    assert all("fa2 is fastest at N = " in s for s in summary), summary
+    plot = plot_throughput(res, res.devices()[0])
+    assert [ax.get_title(loc="left") for ax in plot.figure.axes] == ["d = 128"]
+    assert [len(ln.get_xdata()) for ln in lines(plot.figure.axes[0], "tput-")] == [1, 1]
+    assert any("8 row(s) whose K/V length differs from N" in n for n in plot.notes), plot.notes
+    assert any("2 row(s) of a paged K/V cache" in n for n in plot.notes), plot.notes
+    configs = table(tabs, "kernel-configs")
+    assert configs.rows[0][2].count(";") == 5, configs.rows
+
+
+def test_square_rows_read_the_same_in_v5_as_in_v3_and_v4():
+    """A square contiguous multi-head configuration written by fa-bench/5 (page_size 0,
+    kv_lengths null) is reported exactly as the same configuration written by /3 and /4."""
+    if VERSION == V2:
+        pytest.skip("the records are fa-bench/3 to /5 already: once is enough")
+    from reports.report import fastest_summary
+
+    docs = [Results([Run("kv.json", kv_doc(v, kinds=("square", "decode")))])
+            for v in ("fa-bench/4", "fa-bench/5")]
+    v4, v5 = docs
+    for key in ("time", "tflops", "bytes", "roofline", "errors", "kernel-configs"):
+        a, b = table(tables(v4), key), table(tables(v5), key)
+        assert (a.title, a.columns, a.rows, a.note) == (b.title, b.columns, b.rows, b.note), key
+    assert fastest_summary(v4) == fastest_summary(v5)
+    assert roofline_reading(v4) == roofline_reading(v5)
+    v3 = Results([Run("kv.json", kv_doc("fa-bench/3", kinds=("square",)))])
+    square = Results([Run("kv.json", kv_doc("fa-bench/5", kinds=("square",)))])
+    assert table(tables(v3), "time").rows == table(tables(square), "time").rows
 
 
 def test_square_rows_read_the_same_in_v4_as_in_v3():

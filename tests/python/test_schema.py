@@ -6,6 +6,7 @@ import copy
 import json
 import math
 import random
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -190,6 +191,151 @@ def test_cli_table_names_kv_heads_and_length(tmp_path):
     assert lines[0][1:5] == [str(B), str(H), str(N), str(D)]  # square: as ever
     assert lines[2][1:7] == ["1", "32", "(H_kv", "8)", "4096", "64"]
     assert lines[3][1:7] == ["1", "32", "1", "(N_kv", "4096)", "64"]
+
+
+V5 = "fa-bench/5"
+# A ragged batch of 8 sequences (fa-bench prints "512..4096/sum=20000" for more than four).
+LENGTHS = [512, 4096, 1024, 2048, 4096, 3000, 2712, 2512]
+
+
+def v5_doc() -> dict:
+    """v4_doc as fa-bench/5: its configurations contiguous, every sequence N_kv long (page_size
+    0, kv_lengths null), and a paged, ragged decode one (8 sequences of their own lengths up to
+    4096 in pages of 64, grouped-query heads)."""
+    doc = v4_doc()
+    doc["schema"] = V5
+    for c in doc["configs"]:
+        c.update(page_size=0, kv_lengths=None)
+    doc["configs"].append(schema.make_config(
+        B=8, H=32, H_kv=8, N=1, N_kv=4096, page_size=64, kv_lengths=LENGTHS, d=64, causal=True,
+        dtype="bf16", seed=1234, gpu={"uuid": "GPU-0", "name": "NVIDIA H200"}, version=V5,
+        results=[make_result("fa2", algorithm="split_kv", status="model_only",
+                             model=model(False), version=V5)]))
+    return doc
+
+
+def test_v5_round_trip_and_rows(tmp_path):
+    """A fa-bench/5 file with a paged, ragged configuration writes, loads and flattens: the rows
+    carry page_size and kv_lengths (a tuple); older files' rows get 0 and None."""
+    doc = v5_doc()
+    path = tmp_path / "v5.json"
+    write_results(doc, path)
+    assert load_results(path) == doc
+    paged = doc["configs"][-1]
+    assert list(paged)[:7] == ["B", "H", "H_kv", "N", "N_kv", "page_size", "kv_lengths"]
+    assert (paged["page_size"], paged["kv_lengths"]) == (64, LENGTHS)
+    rs = schema.rows(load_results(path))
+    assert [(r["page_size"], r["kv_lengths"]) for r in rs] == [(0, None)] * 6 + [
+        (64, tuple(LENGTHS))]
+    for old in (v4_doc(), good_doc()):  # /4 and /2 files: contiguous, every sequence N_kv long
+        assert all((r["page_size"], r["kv_lengths"]) == (0, None) for r in schema.rows(old))
+    # a /4 file's unknown page_size and kv_lengths keys do not make its cache paged or ragged
+    v4 = v4_doc()
+    v4["configs"][0].update(page_size=64, kv_lengths=[1, 2])
+    assert all((r["page_size"], r["kv_lengths"]) == (0, None) for r in schema.rows(validate(v4)))
+    assert schema.kv_cache(v4["configs"][0], "fa-bench/4") == (0, None)
+    assert schema.kv_cache(v4["configs"][0], V5) == (64, (1, 2))
+
+
+def test_v5_rows_say_how_they_were_launched():
+    """settings.launch and timing.launch (optional, "stream" | "graph") are read; a row's
+    ``launch`` is its timing's, "stream" where the file does not say, None when untimed."""
+    doc = v5_doc()
+    doc["settings"]["launch"] = "graph"
+    ok = dict(algorithm="fa2", status="ok", samples_ms=[0.01, 0.011], model=model(), version=V5)
+    results = doc["configs"][0]["results"]
+    results.append(make_result("fa3", **ok, launch="graph"))
+    results.append(make_result("fa1", **ok))
+    assert results[-2]["timing"]["launch"] == "graph" and "launch" not in results[-1]["timing"]
+    validate(doc)
+    launch = {r["variant"]: r["launch"] for r in schema.rows(doc) if r["config_index"] == 0}
+    assert launch == {"fa2": "stream", "standard": None, "torch_sdpa": None, "fa3": "graph",
+                      "fa1": "stream"}
+    for where in (doc["settings"], results[-2]["timing"]):
+        where["launch"] = "replay"
+        with pytest.raises(SchemaError, match=re.escape("launch: expected one of stream|graph")):
+            validate(doc)
+        where["launch"] = "stream"
+
+
+def test_make_config_writes_what_v5_requires():
+    kw = dict(B=2, H=8, N=128, d=64, causal=False, dtype="bf16", seed=1)
+    v5 = schema.make_config(**kw, version=V5)
+    assert (v5["H_kv"], v5["N_kv"], v5["page_size"], v5["kv_lengths"], v5["gpu"]) == (
+        8, 128, 0, None, None)
+    v4 = schema.make_config(**kw, version="fa-bench/4")
+    assert "page_size" not in v4 and "kv_lengths" not in v4
+    ragged = schema.make_config(**kw, N_kv=256, page_size=16, kv_lengths=(100, 256))
+    assert (ragged["page_size"], ragged["kv_lengths"]) == (16, [100, 256])
+    doc = schema.new_document("fa-bench --N 128", version=V5)
+    doc["configs"].append(schema.make_config(**kw, version=V5, results=[
+        make_result("fa2", algorithm="fa2", status="model_only", model=model(False),
+                    version=V5)]))
+    validate(doc)
+
+
+def test_shape_text_names_pages_and_lengths():
+    """fa-bench's console text: kv_lengths after N (N_kv), page after them, then d; the lengths
+    listed for B <= 4, else MIN..MAX/sum=S."""
+    c = {"B": 8, "H": 32, "H_kv": 8, "N": 1, "N_kv": 4096, "d": 128}
+    assert schema.shape_text({**c, "page_size": 64, "kv_lengths": LENGTHS[:7] + [512]}) == (
+        "B=8 H=32 H_kv=8 N=1 N_kv=4096 kv_lengths=512..4096/sum=18000 page=64 d=128")
+    assert schema.shape_text({**c, "page_size": 64, "kv_lengths": LENGTHS}) == (
+        "B=8 H=32 H_kv=8 N=1 N_kv=4096 kv_lengths=512..4096/sum=20000 page=64 d=128")
+    two = {"B": 2, "H": 32, "N": 1, "N_kv": 4096, "d": 128}
+    assert schema.shape_text({**two, "page_size": 0, "kv_lengths": [100, 4096]}) == (
+        "B=2 H=32 N=1 N_kv=4096 kv_lengths=100,4096 d=128")
+    assert schema.shape_text({**two, "page_size": 64, "kv_lengths": None}) == (
+        "B=2 H=32 N=1 N_kv=4096 page=64 d=128")
+    square = {"B": 4, "H": 32, "H_kv": 32, "N": 4096, "N_kv": 4096, "d": 128}
+    assert schema.shape_text({**square, "page_size": 0, "kv_lengths": None}, V5) == (
+        "B=4 H=32 N=4096 d=128")  # as in every version
+    assert schema.shape_text({**square, "page_size": 64}, "fa-bench/4") == "B=4 H=32 N=4096 d=128"
+    assert schema.kv_lengths_text([512, 4096, 1024, 2048, 4096]) == "512..4096/sum=11776"
+    assert schema.kv_lengths_text([7]) == "7"
+
+
+def test_identity_tells_pages_and_lengths_apart():
+    """Two configurations that differ only by page_size or by kv_lengths are two; a /4
+    configuration's key is its contiguous /5 counterpart's."""
+    doc = v5_doc()
+    base = doc["configs"][-1]
+    keys = {schema.config_key(base, V5)}
+    for change in ({"page_size": 0}, {"page_size": 128}, {"kv_lengths": None},
+                   {"kv_lengths": [4096] * 8}, {"kv_lengths": LENGTHS[::-1]}):
+        other = {**base, **change}
+        key = schema.config_key(other, V5)
+        assert key not in keys, change
+        keys.add(key)
+        doc["configs"].append(other)
+    validate(doc)  # every one of them a configuration of its own
+    assert schema.config_key(v4_doc()["configs"][2], "fa-bench/4") == schema.config_key(
+        v5_doc()["configs"][2], V5)
+
+
+def test_flops_convention_sums_each_sequence():
+    """4·H·d·Σ_b pairs(N, L_b), pairs = N·L (causal: N·L − N²/2); without lengths apart
+    4·B·H·d·pairs(N, N_kv)."""
+    kw = dict(B=2, H=4, N=16, d=8, N_kv=64)
+    assert schema.flops_convention(**kw, causal=False) == 4.0 * 2 * 4 * 16 * 64 * 8
+    assert schema.flops_convention(**kw, causal=True) == 4.0 * 2 * 4 * (16 * 64 - 128) * 8
+    assert schema.flops_convention(**kw, causal=False, kv_lengths=[20, 64]) == (
+        4.0 * 4 * 16 * (20 + 64) * 8)
+    assert schema.flops_convention(**kw, causal=True, kv_lengths=[20, 64]) == (
+        4.0 * 4 * ((16 * 20 - 128) + (16 * 64 - 128)) * 8)
+    assert schema.flops_convention(B=1, H=1, N=4, d=2, causal=True) == 4.0 * (16 - 8) * 2
+
+
+def test_cli_table_names_pages_and_lengths(tmp_path):
+    path = tmp_path / "v5.json"
+    write_results(v5_doc(), path)
+    run = run_reports(str(path))
+    assert run.returncode == 0, run.stderr
+    lines = [line for line in run.stdout.splitlines() if line.strip().startswith("fa2")]
+    assert lines[0].split()[1:5] == [str(B), str(H), str(N), str(D)]  # square: as ever
+    assert lines[3].split()[1:7] == ["1", "32", "1", "(N_kv", "4096)", "64"]
+    assert ("8  32 (H_kv 8)  1 (N_kv ≤4096, lengths 512..4096/sum=20000, pages of 64)  64"
+            in lines[4]), lines[4]
 
 
 # --------------------------------------------------------------------------------------------
@@ -471,7 +617,7 @@ def test_null_device_allowed(tmp_path):
     assert load_results(path)["device"] is None
 
 
-@pytest.mark.parametrize("version", ["fa-bench/5", "fa-bench/0", "", None, 1])
+@pytest.mark.parametrize("version", ["fa-bench/6", "fa-bench/0", "", None, 1])
 def test_unknown_schema_version_refused(tmp_path, version):
     doc = good_doc()
     doc["schema"] = version
@@ -485,8 +631,8 @@ def test_unknown_schema_version_refused(tmp_path, version):
 
 def test_unknown_schema_checked_before_structure(tmp_path):
     path = tmp_path / "future.json"
-    path.write_text(json.dumps({"schema": "fa-bench/5", "runs": []}))
-    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/5'"):
+    path.write_text(json.dumps({"schema": "fa-bench/6", "runs": []}))
+    with pytest.raises(SchemaError, match=r"future\.json: schema: unknown version 'fa-bench/6'"):
         load_results(path)
 
 
@@ -681,7 +827,7 @@ def test_reads_cpp_output(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, f"fa-bench failed ({run.returncode}):\n{run.stdout}\n{run.stderr}"
     doc = load_results(out)
-    assert doc["schema"] == "fa-bench/4" and doc["tool"]["name"] == "fa-bench"
+    assert doc["schema"] == "fa-bench/5" and doc["tool"]["name"] == "fa-bench"
     assert doc["complete"] is True
     assert sorted({c["N"] for c in doc["configs"]}) == [128, 256]
     variants = set()
