@@ -310,7 +310,8 @@ std::string to_csv(const RunResult& r) {
         later = fmt::format("{},,,,{},,", temperature, quote(v.energy_model_reason));
       }
       out += fmt::format(
-          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+          "{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{"
+          "}\n",
           s.B, s.H, s.N, s.d, s.causal ? 1 : 0, to_string(s.dtype), row_label(c, v), v.peer ? 1 : 0,
           to_string(v.status), quote(v.reason), timing, derived, v.model.flops_matrix,
           v.model.flops_convention, v.model.bytes_read, v.model.bytes_written,

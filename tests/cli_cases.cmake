@@ -53,7 +53,7 @@ file(WRITE ${OUT}/real.json "old")
 file(CREATE_LINK real.json ${OUT}/link.json SYMBOLIC)
 expect(0 "results: " ${M} --json ${OUT}/link.json)
 file(READ ${OUT}/real.json real)
-if(NOT IS_SYMLINK ${OUT}/link.json OR NOT real MATCHES "fa-bench/4")
+if(NOT IS_SYMLINK ${OUT}/link.json OR NOT real MATCHES "fa-bench/5")
   message(FATAL_ERROR "--json LINK: the link was replaced or its target not written")
 endif()
 

@@ -394,12 +394,11 @@ TEST(Decode, SplitsFollowTheLengths) {
   Shape s = shape(1, 128, false, 1, 32);
   s.H_kv = 8;
   s.N_kv = 4096;
-  // At most 16 (256 keys each): 8 x 16 = 128 blocks, efficiency 0.48; 14 is within 85% of it,
-  // and 14 splits of 5 tiles leave 13 that have keys.
-  EXPECT_EQ(decode_splits(s, 132), 13);
+  // At most 16 (256 keys each): 8 x 16 = 128 blocks fill 48% of the 264 slots, the fullest.
+  EXPECT_EQ(decode_splits(s, 132), 16);
   s.N_kv = 131072;
-  EXPECT_EQ(decode_splits(s, 132), 29);  // 8 x 29 = 232 of 264 slots (33 fills them)
-  EXPECT_EQ(decode_split_keys(s, 29), 71 * 64);
+  EXPECT_EQ(decode_splits(s, 132), 32);  // 8 x 32 = 256 of 264 slots (29: 232, below 95%)
+  EXPECT_EQ(decode_split_keys(s, 32), 64 * 64);
   s.N_kv = 100;
   EXPECT_EQ(decode_splits(s, 132), 1);
   s.N_kv = 16384;

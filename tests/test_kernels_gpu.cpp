@@ -754,7 +754,7 @@ std::vector<InferenceCase> inference_cases() {
   }
   cases.push_back({"cudnn", 64, DType::bf16, false, 1000, 129, 4, 4});  // fewer keys than queries
   // decode: one to four query positions of a group packed into 16 rows, K/V lengths from one tile
-  // to many splits (decode_splits on 132 SMs with B H_kv = 4: 13 at 4096 keys, 32 at 10000), MQA
+  // to many splits (decode_splits on 132 SMs with B H_kv = 4: 16 at 4096 keys, 32 at 10000), MQA
   // too.
   for (int d : {64, 128}) {
     for (bool causal : {false, true}) {

@@ -151,7 +151,7 @@ TEST(ResultJson, RefusesMalformedInput) {
   expect_refused(good.substr(0, good.size() / 2), "not valid JSON");
   expect_refused("[]", "expected a JSON object");
   std::string s = good;
-  s.replace(s.find("fa-bench/4"), 10, "fa-bench/9");
+  s.replace(s.find("fa-bench/5"), 10, "fa-bench/9");
   expect_refused(s, "unknown version");
   s = good;
   s.replace(s.find("\"status\": \"ok\""), 14, "\"status\": \"great\"");
@@ -511,7 +511,7 @@ TEST(ResultJson, WritesAndReadsTheRowSpec) {
   a.configs[0].results[2].spec.options = {{"n", 2.0}, {"on", true}};
   const std::string text = to_json_text(a);
   const auto doc = nlohmann::json::parse(text);
-  EXPECT_EQ(doc["schema"], "fa-bench/4");
+  EXPECT_EQ(doc["schema"], "fa-bench/5");
   const auto& row = doc["configs"][0]["results"][0];
   EXPECT_EQ(row["variant"], "fa2");
   EXPECT_EQ(row["direction"], "forward");

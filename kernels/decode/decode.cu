@@ -48,11 +48,9 @@ int decode_splits(const Shape& s, int sm_count) {
   const double slots = static_cast<double>(kDecodeBlocksPerSm) * sm_count;
   const std::int64_t most =
       std::clamp<std::int64_t>(s.kv_len() / kDecodeMinSplitKeys, 1, kDecodeMaxSplits);
-  // A split count's wave efficiency: the blocks that hold keys (sequence b fills
-  // ceil(L_b / C) of its splits) over the slots of the waves they take. The fewest splits within
-  // kDecodeWaveEfficiency of the best (FlashAttention's num_splits_heuristic): more splits only
-  // add combine work.
-  auto efficiency = [&](std::int64_t n) {
+  // A split count's wave fill: the blocks that hold keys (sequence b fills ceil(L_b / C) of its
+  // splits) over the slots of the waves they take.
+  auto fill = [&](std::int64_t n) {
     const std::int64_t keys = decode_split_keys(s, static_cast<int>(n));
     std::int64_t blocks = 0;
     for (std::int64_t b = 0; b < (s.ragged() ? s.B : 1); ++b)
@@ -61,10 +59,14 @@ int decode_splits(const Shape& s, int sm_count) {
     const double waves = static_cast<double>(blocks * s.kv_heads()) / slots;
     return waves / std::ceil(waves);
   };
-  double best = 0;
-  for (std::int64_t n = 1; n <= most; ++n) best = std::max(best, efficiency(n));
-  std::int64_t splits = 1;
-  while (splits < most && efficiency(splits) < kDecodeWaveEfficiency * best) ++splits;
+  // The fewest splits that fill kDecodeWaveFill of their waves (more splits only add combine
+  // work); where none does, the count that fills the most.
+  std::int64_t splits = 0, fullest = 1;
+  for (std::int64_t n = 1; n <= most && splits == 0; ++n) {
+    if (fill(n) >= kDecodeWaveFill) splits = n;
+    if (fill(n) > fill(fullest)) fullest = n;
+  }
+  if (splits == 0) splits = fullest;
   // Whole tiles per split, and no split left empty by the rounding.
   const std::int64_t keys = decode_split_keys(s, static_cast<int>(splits));
   return static_cast<int>((s.kv_len() + keys - 1) / keys);
@@ -163,18 +165,31 @@ __device__ __forceinline__ std::int64_t paged_offset(const DecodeParams& p, int 
   return ((page * p.H_kv + kv_h) * page_rows + (key & (page_rows - 1))) * D;
 }
 
-// A 64-key tile of a paged pool whose pages are shorter than the tile: each row's own page
-// (rows at or past `end` zero-filled).
+// The K and V tiles of 64 keys from a paged pool whose pages are shorter than the tile: each row's
+// own page. The thread's rows are looked up first, all at once, then their copies issued (a table
+// load before each copy serialised the tile on the table's latency); K and V share the lookups.
+// Rows at or past `end` are zero-filled.
 template <int D, bool FAULTS, typename T>
-__device__ __forceinline__ void load_tile_paged_rows(T* smem, const T* pool, const DecodeParams& p,
-                                                     int b, int kv_h, std::int64_t k0,
-                                                     std::int64_t end) {
+__device__ __forceinline__ void load_tiles_paged_rows(T* k_smem, T* v_smem, const T* k_pool,
+                                                      const T* v_pool, const DecodeParams& p, int b,
+                                                      int kv_h, std::int64_t k0, std::int64_t end) {
   constexpr int kChunksPerRow = D / 8;
-  for (int c = threadIdx.x; c < kDecodeKeys * kChunksPerRow; c += kThreads) {
+  constexpr int kPasses = kDecodeKeys * kChunksPerRow / kThreads;
+  static_assert(kDecodeKeys * kChunksPerRow % kThreads == 0, "decode: whole passes per tile");
+  std::int64_t offset[kPasses];
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int r = (threadIdx.x + i * kThreads) / kChunksPerRow;
+    offset[i] = k0 + r < end ? paged_offset<D, FAULTS>(p, b, kv_h, k0 + r) : -1;
+  }
+#pragma unroll
+  for (int i = 0; i < kPasses; ++i) {
+    const int c = threadIdx.x + i * kThreads;
     const int r = c / kChunksPerRow, ch = c % kChunksPerRow;
-    const bool valid = k0 + r < end;
-    const T* src = pool + (valid ? paged_offset<D, FAULTS>(p, b, kv_h, k0 + r) + ch * 8 : 0);
-    cp_async_16(smem_u32(smem + swz<D>(r, ch * 8)), src, valid);
+    const bool valid = offset[i] >= 0;
+    const std::int64_t src = valid ? offset[i] + ch * 8 : 0;
+    cp_async_16(smem_u32(k_smem + swz<D>(r, ch * 8)), k_pool + src, valid);
+    cp_async_16(smem_u32(v_smem + swz<D>(r, ch * 8)), v_pool + src, valid);
   }
 }
 
@@ -272,8 +287,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
     T* v_dst = sV + (i % kStages) * kDecodeKeys * D;
     if constexpr (PAGED) {
       if (p.page_shift < 6) {  // pages shorter than the tile
-        load_tile_paged_rows<D, FAULTS>(k_dst, Kh, p, b, kv_h, k0, k_end);
-        load_tile_paged_rows<D, FAULTS>(v_dst, Vh, p, b, kv_h, k0, k_end);
+        load_tiles_paged_rows<D, FAULTS>(k_dst, v_dst, Kh, Vh, p, b, kv_h, k0, k_end);
         return;
       }
       // The tile lies in one page: its rows are contiguous there.

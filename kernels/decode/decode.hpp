@@ -20,14 +20,16 @@ inline constexpr int kDecodeKeys = 64;
 inline constexpr std::int64_t kDecodeMinSplitKeys = 256;
 // Thread blocks resident per SM (two fit: the ring's 3 stages of 32 KB and Q, 215 registers).
 inline constexpr int kDecodeBlocksPerSm = 2;
-// The split count: the fewest within this share of the best wave efficiency (decode_splits).
-inline constexpr double kDecodeWaveEfficiency = 0.85;
+// The split count: the fewest whose blocks fill this share of their waves' slots
+// (decode_splits). Measured on the H200 at batch 1 (8 K/V heads, 16k-128k keys): 29-31 splits
+// (88-94% of one wave) ran 3-6% slower than 32 (97%).
+inline constexpr double kDecodeWaveFill = 0.95;
 inline constexpr std::int64_t kDecodeMaxSplits = 128;
 
-// How many parts the K/V sequence is split into: the fewest whose B * H_kv * splits thread blocks
-// fill their waves of kDecodeBlocksPerSm per SM within kDecodeWaveEfficiency of the best count,
-// no more than N_kv / kDecodeMinSplitKeys; the splits are whole tiles of kDecodeKeys (the last one
-// shorter), and none is empty (decode_split_keys).
+// How many parts the K/V sequence is split into: the fewest whose thread blocks (those holding
+// keys) fill kDecodeWaveFill of their waves of kDecodeBlocksPerSm per SM (else the fullest
+// count), no more than N_kv / kDecodeMinSplitKeys; the splits are whole tiles of kDecodeKeys (the
+// last one shorter), and none is empty (decode_split_keys).
 int decode_splits(const Shape& s, int sm_count);
 // Keys per split (a multiple of kDecodeKeys) for `splits` splits.
 std::int64_t decode_split_keys(const Shape& s, int splits);
