@@ -1036,6 +1036,13 @@ void compare_baseline_row(const ConfigResult& bc, const VariantResult& bv, Curre
     if (o.allow_missing) return warn_missing(msg);
     row.problems.push_back(msg);
     error = true;
+  } else if (bv.timing && cv.timing && bv.timing->launch != cv.timing->launch) {
+    // A row whose graph capture failed was timed with stream launches (its reason says why).
+    row.problems.push_back(fmt::format(
+        "timed with {} launches in the baseline, {} in the current run: the times are not "
+        "comparable",
+        bv.timing->launch, cv.timing->launch));
+    error = true;
   } else {
     compare_measured(bv, cv, o, ckey, counters_on, &row, &error, &hard_error);
   }

@@ -262,9 +262,10 @@ int run(int argc, char** argv) {
     std::fprintf(stderr, "N=%lld%s d=%lld: batch=%lld%s heads=%lld%s%s\n",
                  static_cast<long long>(s.N), kv.c_str(), static_cast<long long>(s.d),
                  static_cast<long long>(s.B),
-                 o.batch            ? ""
-                 : o.kv_len.empty() ? " (16384/N)"
-                                    : " (16384/N_kv)",
+                 o.batch                      ? ""
+                 : !o.kv_lengths_list.empty() ? " (--kv-lengths)"
+                 : o.kv_len.empty()           ? " (16384/N)"
+                                              : " (16384/N_kv)",
                  static_cast<long long>(s.H), o.heads ? "" : " (2048/d)", heads_kv.c_str());
   }
 
@@ -333,6 +334,8 @@ int run(int argc, char** argv) {
   }
   const bool kv_apart = std::any_of(record.configs.begin(), record.configs.end(),
                                     [](const ConfigResult& c) { return !c.shape.square(); });
+  const bool ragged = std::any_of(record.configs.begin(), record.configs.end(),
+                                  [](const ConfigResult& c) { return c.shape.ragged(); });
   std::printf(
       "TFLOP/s: %s per second (the field's convention; H: query heads); "
       "model: FLOPs as the kernel issues them.\nHBM model and FLOP/B: the IO model's bytes. "
@@ -342,8 +345,10 @@ int run(int argc, char** argv) {
       "DRAM intensity x DRAM bandwidth and L2 intensity x L2 bandwidth (counted bytes; without "
       "counters, the compulsory bytes and no L2 roof); the roof named is that lowest one; "
       "roofs: %s.\n",
-      kv_apart ? "4*B*H*N*N_kv*d, causal's N x N part halved (N^2/2)"
-               : "4*B*H*N^2*d, halved for causal",
+      ragged     ? "4*H*d*sum_b N*L_b over each sequence's K/V length L_b (N_kv without "
+                   "--kv-lengths), causal's N x N part halved (N^2/2)"
+      : kv_apart ? "4*B*H*N*N_kv*d, causal's N x N part halved (N^2/2)"
+                 : "4*B*H*N^2*d, halved for causal",
       record.ceilings.source.c_str());
   if (!record.settings.model_only) std::printf("%s\n", energy_legend(record).c_str());
   if (write_error.empty()) std::printf("results: %s\n", json_path.c_str());

@@ -17,10 +17,12 @@ namespace fa::bench {
 std::vector<std::int64_t> sequence_kv_lengths(const Options& o, std::int64_t B, std::int64_t N_kv) {
   if (!o.kv_lengths_list.empty()) return o.kv_lengths_list;
   if (o.kv_lengths_min <= 0) return {};
+  // mt19937_64's stream is fixed by the standard; the mapping to a length is ours (a library's
+  // uniform_int_distribution is not), so every build draws the same lengths.
   std::mt19937_64 rng(o.seed * 0x9E3779B97F4A7C15ull + static_cast<std::uint64_t>(N_kv));
-  std::uniform_int_distribution<std::int64_t> length(o.kv_lengths_min, N_kv);
+  const auto span = static_cast<std::uint64_t>(N_kv - o.kv_lengths_min + 1);
   std::vector<std::int64_t> out(static_cast<std::size_t>(B));
-  for (auto& len : out) len = length(rng);
+  for (auto& len : out) len = o.kv_lengths_min + static_cast<std::int64_t>(rng() % span);
   return out;
 }
 

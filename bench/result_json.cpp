@@ -494,7 +494,10 @@ VariantResult read_result(const Reader& rd, const json& j, const std::string& p,
     const std::string tp = p + ".timing";
     Timing tm;
     tm.l2 = rd.str(t, tp, "l2");
-    tm.launch = t.value("launch", "stream");  // optional: files before --launch are stream
+    tm.launch =
+        t.contains("launch") ? rd.str(t, tp, "launch") : "stream";  // before --launch: stream
+    if (tm.launch != "stream" && tm.launch != "graph")
+      rd.fail(tp + ".launch", "must be stream or graph");
     tm.warmup = static_cast<int>(rd.integer(t, tp, "warmup"));
     const json& samples = rd.at(t, tp, "samples_ms");
     if (!samples.is_array()) rd.fail(tp + ".samples_ms", "expected an array");
@@ -795,7 +798,9 @@ RunResult read_document(const std::string& text, const std::string& source) {
   r.settings.inputs = s.value("inputs", "normal");
   r.settings.fp8_prequantized = s.value("fp8_prequantized", false);
   r.settings.timing_engine = s.value("timing_engine", "");
-  r.settings.launch = s.value("launch", "stream");
+  r.settings.launch = s.contains("launch") ? rd.str(s, "settings", "launch") : "stream";
+  if (r.settings.launch != "stream" && r.settings.launch != "graph")
+    rd.fail("settings.launch", "must be stream or graph");
   r.settings.model_smem_per_sm_bytes =
       rd.optional_integer(s, "settings", "model_smem_per_sm_bytes", 0);
   if (s.contains("energy_window_s"))

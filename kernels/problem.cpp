@@ -64,6 +64,20 @@ std::string shape_text(const Shape& s) {
   return out + fmt::format(" d={}", s.d);
 }
 
+std::string needs_contiguous_cache(const Shape& s, std::string_view who) {
+  if (s.paged() || s.ragged())
+    return fmt::format("unsupported: {} reads one contiguous K/V length for the batch ({})", who,
+                       shape_text(s));
+  return "";
+}
+
+std::string needs_square_mha(const Shape& s, std::string_view who) {
+  if (s.grouped() || !s.square())
+    return fmt::format("unsupported: {} takes square multi-head attention ({})", who,
+                       shape_text(s));
+  return needs_contiguous_cache(s, who);
+}
+
 std::vector<std::int32_t> kv_page_table(const Shape& s, std::uint64_t seed) {
   std::vector<std::int32_t> table(static_cast<std::size_t>(s.B * s.pages_per_sequence()));
   std::iota(table.begin(), table.end(), 0);

@@ -91,6 +91,13 @@ std::string shape_text(const Shape& s);
 // The lengths, listed where B <= 4 ("100,4096"), else "MIN..MAX/sum=S".
 std::string kv_lengths_text(const std::vector<std::int64_t>& lengths);
 
+// A launcher's own guard, "" when it takes the shape, else the row's reason: square multi-head
+// attention over a contiguous cache (needs_square_mha), or any shape but a paged or ragged cache
+// (needs_contiguous_cache). The registry's capabilities keep such rows away; the guard refuses a
+// direct call before its kernel indexes past the buffers.
+std::string needs_square_mha(const Shape& s, std::string_view who);
+std::string needs_contiguous_cache(const Shape& s, std::string_view who);
+
 // A paged cache's page table, [B][pages_per_sequence] pool page indices: every pool page used
 // once, in an order drawn from `seed` (pages scattered, as an allocator leaves them).
 std::vector<std::int32_t> kv_page_table(const Shape& s, std::uint64_t seed);

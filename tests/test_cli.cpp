@@ -1019,5 +1019,47 @@ TEST(CliDirection, VariantsWithoutABackwardSayUnsupported) {
   }
 }
 
+// Each launcher refuses a shape its variant does not declare before it launches anything (a
+// direct call past the registry's capability check), so no GPU is touched here.
+TEST(Launchers, RefuseUndeclaredShapesThemselves) {
+  Shape grouped;
+  grouped.B = 1;
+  grouped.H = 4;
+  grouped.H_kv = 2;
+  grouped.N = 128;
+  grouped.d = 64;
+  Shape paged = grouped;
+  paged.H_kv = 0;
+  paged.N = 1;
+  paged.N_kv = 4096;
+  paged.page_size = 64;
+  Shape ragged = grouped;
+  ragged.H_kv = 0;
+  ragged.kv_lengths = {100};
+  Shape apart = grouped;
+  apart.H_kv = 0;
+  apart.N_kv = 256;
+  const DeviceBuffers none{};
+  const BackwardBuffers no_grads{};
+  for (const VariantInfo& info : variant_registry()) {
+    auto launcher = info.make_launcher({});
+    // (A build without the variant's kernels says "not built" first.)
+    auto refused = [&](const std::string& why, const char* what) {
+      EXPECT_TRUE(why.rfind("unsupported: ", 0) == 0 || why.find("not built") != std::string::npos)
+          << info.name << " " << what << ": " << why;
+    };
+    const Tiles tiles = info.default_tiles(64);
+    if (!info.grouped_heads) refused(launcher->run(grouped, tiles, none, nullptr), "grouped");
+    if (!info.kv_length_apart) refused(launcher->run(apart, tiles, none, nullptr), "N_kv apart");
+    if (!info.paged_kv) refused(launcher->run(paged, tiles, none, nullptr), "paged");
+    if (!info.kv_lengths_per_sequence)
+      refused(launcher->run(ragged, tiles, none, nullptr), "ragged");
+    if (std::find(info.directions.begin(), info.directions.end(), Direction::backward) !=
+        info.directions.end()) {
+      refused(launcher->run_backward(grouped, tiles, no_grads, nullptr), "backward, grouped");
+    }
+  }
+}
+
 }  // namespace
 }  // namespace fa::bench

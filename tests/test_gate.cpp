@@ -630,6 +630,29 @@ TEST(Gate, SettingsMustAgree) {
   EXPECT_EQ(launched.exit_code, 2);
   EXPECT_NE(joined(launched.file_problems).find("launch is stream in the baseline, graph"),
             std::string::npos);
+  // One row whose capture failed (timed with stream launches in a graph run) is not compared.
+  RunResult base = load("gate-h200-base.json");
+  cur = load("gate-h200-base.json");
+  for (RunResult* r : {&base, &cur}) r->settings.launch = "graph";
+  for (auto& c : base.configs)
+    for (auto& v : c.results)
+      if (v.timing) v.timing->launch = "graph";
+  for (auto& c : cur.configs)
+    for (auto& v : c.results)
+      if (v.timing) v.timing->launch = "graph";
+  VariantResult* fell_back = nullptr;
+  for (auto& c : cur.configs)
+    for (auto& v : c.results)
+      if (v.timing && v.status == Status::ok && !fell_back) fell_back = &v;
+  ASSERT_TRUE(fell_back);
+  fell_back->timing->launch = "stream";
+  const auto rows = run_gate(base, cur, {}, "base", "cur");
+  EXPECT_EQ(rows.exit_code, 2);
+  std::string all;
+  for (const auto& r : rows.rows) all += joined(r.problems);
+  EXPECT_NE(all.find("timed with graph launches in the baseline, stream in the current run"),
+            std::string::npos)
+      << all;
 }
 
 TEST(Gate, MapVariantComparesRenamedRows) {

@@ -38,6 +38,13 @@ namespace fa {
 
 #define FA_SOFTMAX_INLINE __device__ __forceinline__
 
+// The natural-log log-sum-exp of a row from its max m (log2 units: the max of the scaled scores)
+// and its sum l of exp2(score - m).
+FA_SOFTMAX_INLINE float natural_lse(float m, float l) {
+  constexpr float kLn2 = 0.6931471805599453f;
+  return (m + log2f(l)) * kLn2;
+}
+
 // C fragment of mma.m16n8k* (PTX ISA): c0,c1 = (g, 2t..2t+1), c2,c3 = (g+8, 2t..2t+1).
 struct FragC16x8 {
   static constexpr int kRows = 2;  // rows per thread
@@ -251,8 +258,7 @@ struct OnlineSoftmax {
 
   // Natural-log log-sum-exp of row r (after finish()).
   FA_SOFTMAX_INLINE float lse(int r) const {
-    constexpr float kLn2 = 0.6931471805599453f;
-    return (m[r] + log2f(l[r])) * kLn2;
+    return natural_lse(m[r], l[r]);
   }
 };
 

@@ -435,6 +435,9 @@ class CudnnLauncher final : public Launcher {
 
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (fp8_) {
+      if (std::string e = needs_square_mha(s, "cudnn-fp8"); !e.empty()) return e;
+    }
     std::string err;
     const auto plan = plan_for(kind(), s, stats_, &err);
     if (!plan) return err;
@@ -447,7 +450,7 @@ class CudnnLauncher final : public Launcher {
     if (s.paged() || s.ragged()) {
       if (!b.kv_lengths || (s.paged() && !b.page_table))
         return "cudnn: the shape's page table or K/V lengths are not in its buffers";
-      if (std::string e = query_lengths(s); !e.empty()) return e;
+      if (std::string e = query_lengths(s, stream); !e.empty()) return e;
       pack[kSeqLenQ] = query_lengths_.ptr;
       pack[kSeqLenKv] = const_cast<std::int32_t*>(b.kv_lengths);
       if (s.paged()) pack[kPageTable] = const_cast<std::int32_t*>(b.page_table);
@@ -458,6 +461,7 @@ class CudnnLauncher final : public Launcher {
   std::string run_backward(const Shape& s, const Tiles&, const BackwardBuffers& b,
                            cudaStream_t stream) override {
     if (fp8_) return "cudnn-fp8: no backward pass";
+    if (std::string e = needs_square_mha(s, "cudnn's backward"); !e.empty()) return e;
     std::string err;
     const auto plan = plan_for(cudnn::GraphKind::backward, s, true, &err);
     if (!plan) return err;
@@ -479,17 +483,18 @@ class CudnnLauncher final : public Launcher {
     return fp8_ ? cudnn::GraphKind::forward_fp8 : cudnn::GraphKind::forward;
   }
 
-  // The padding mask's query lengths (N for each of B sequences), written once per (B, N) with a
-  // synchronous copy: the first run of a shape is its untimed verification, never a capture.
-  std::string query_lengths(const Shape& s) {
+  // The padding mask's query lengths (N for each of B sequences), written once per (B, N) on the
+  // launch's stream (ordered before the graph that reads them): the first run of a shape is its
+  // untimed verification, never a capture.
+  std::string query_lengths(const Shape& s, cudaStream_t stream) {
     if (query_lengths_for_ == std::pair{s.B, s.N}) return "";
     const std::vector<std::int32_t> lengths(static_cast<std::size_t>(s.B),
                                             static_cast<std::int32_t>(s.N));
     if (query_lengths_.ptr) cudaFree(query_lengths_.ptr);
     query_lengths_.ptr = nullptr;
     if (!query_lengths_.allocate(lengths.size() * 4) ||
-        cudaMemcpy(query_lengths_.ptr, lengths.data(), lengths.size() * 4,
-                   cudaMemcpyHostToDevice) != cudaSuccess) {
+        cudaMemcpyAsync(query_lengths_.ptr, lengths.data(), lengths.size() * 4,
+                        cudaMemcpyHostToDevice, stream) != cudaSuccess) {
       cudaGetLastError();
       return "cudnn: the padding mask's query lengths could not be written";
     }

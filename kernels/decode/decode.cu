@@ -62,9 +62,11 @@ int decode_splits(const Shape& s, int sm_count) {
   // The fewest splits that fill kDecodeWaveFill of their waves (more splits only add combine
   // work); where none does, the count that fills the most.
   std::int64_t splits = 0, fullest = 1;
+  double fullest_fill = 0;
   for (std::int64_t n = 1; n <= most && splits == 0; ++n) {
-    if (fill(n) >= kDecodeWaveFill) splits = n;
-    if (fill(n) > fill(fullest)) fullest = n;
+    const double f = fill(n);
+    if (f >= kDecodeWaveFill) splits = n;
+    if (f > fullest_fill) fullest = n, fullest_fill = f;
   }
   if (splits == 0) splits = fullest;
   // Whole tiles per split, and no split left empty by the rounding.
@@ -319,9 +321,10 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
   for (int i = 0; i < kDT; ++i) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.0f;
   OnlineSoftmax<> softmax;
   std::uint32_t qf[D / 16][4];
-  // The causal limit of the thread's rows g and g + 8: key <= position + L_b - N.
-  const std::int64_t shift = (FAULTS ? p.fault.mask_shift : 0) + length - p.N;
-  const std::int64_t limit_a = g / p.group + shift, limit_b = (g + 8) / p.group + shift;
+  // The thread's packed rows g and g + 8 as query positions moved bottom-right (key <= position +
+  // L_b - N); `shift` is position 0's limit, the fault's shift included.
+  const std::int64_t offset = length - p.N;
+  const std::int64_t shift = (FAULTS ? p.fault.mask_shift : 0) + offset;
 
   for (int i = 0; i < tiles; ++i) {
     if (i + kStages - 1 < tiles) load_stage(i + kStages - 1);
@@ -339,19 +342,13 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
                              p.fault.drop_kv_block;
     const bool needs_mask =
         k0 + kWarpKeys > k_end || (CAUSAL && k0 + kWarpKeys - 1 > shift) || dropped;
-#pragma unroll
-    for (int n = 0; n < kNT; ++n) {
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        float x = s[n][e] * p.scale_log2;
-        if (needs_mask) {
-          const std::int64_t key = k0 + n * 8 + 2 * t + (e & 1);
-          const std::int64_t limit = (e >> 1) ? limit_b : limit_a;
-          if (key >= k_end || (CAUSAL && key > limit) || dropped) x = -INFINITY;
-        }
-        s[n][e] = x;
-      }
-    }
+    const KeyMask<CAUSAL, kWarpKeys, FAULTS> mask{k0,
+                                                  k_end,
+                                                  g / p.group + offset,
+                                                  (g + 8) / p.group + offset,
+                                                  FAULTS ? p.fault.mask_shift : 0,
+                                                  dropped};
+    scale_and_mask(s, p.scale_log2, mask, needs_mask, t);
     softmax.update(s, o);
     warp_pv<D, kWarpKeys>(o, s, sV + (i % kStages) * kDecodeKeys * D + warp * kWarpKeys * D, lane);
     __syncthreads();  // the stage read here is the one the next iteration's load refills
@@ -392,7 +389,6 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
   __syncthreads();
 
   // Each thread: rows r, columns c .. c + 3 per pass; the row's m, l over the warps.
-  constexpr float kLn2 = 0.6931471805599453f;
   for (int idx = threadIdx.x; idx < kDecodeRows * D / 4; idx += kThreads) {
     const int r = idx / (D / 4), c = (idx % (D / 4)) * 4;
     if (r >= rows) break;  // idx grows with r
@@ -407,7 +403,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
       for (int j = 0; j < 4; ++j) acc[j] += o_w[(w * kDecodeRows + r) * D + c + j];
     }
     const float inv = l > 0.0f ? 1.0f / l : 0.0f;
-    const float lse = l > 0.0f ? (mx + log2f(l)) * kLn2 : -INFINITY;
+    const float lse = l > 0.0f ? natural_lse(mx, l) : -INFINITY;
     const PackedRow pr = packed_row<FAULTS>(p, kv_h, r);
     const std::int64_t out_row = (static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position;
     if (p.splits == 1) {
@@ -516,22 +512,28 @@ class DecodeLauncher final : public Launcher {
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
     if (std::string r = decode_shape_rule(s); !r.empty()) return r;
-    if (std::string r = reserve_arrivals(s); !r.empty()) return r;
+    for (std::int64_t len : s.kv_lengths) {
+      if (len < 1 || len > s.kv_len())
+        return "decode: a sequence's K/V length " + std::to_string(len) + " outside 1.." +
+               std::to_string(s.kv_len());
+    }
+    if (std::string r = reserve_arrivals(s, stream); !r.empty()) return r;
     return fault_.any() ? dispatch<true>(s, b, stream) : dispatch<false>(s, b, stream);
   }
 
  private:
   // The combine's arrival counters, one per K/V head, zeroed once when allocated (each launch
   // leaves them zero): allocated by the first run of a larger shape, an untimed one (a
-  // verification), never inside a graph capture.
-  std::string reserve_arrivals(const Shape& s) {
+  // verification), never inside a graph capture; zeroed on the launch's stream, so the kernel
+  // sees them zero (a launcher's launches go to one stream at a time).
+  std::string reserve_arrivals(const Shape& s, cudaStream_t stream) {
     const auto needed = static_cast<std::size_t>(s.kv_heads_total());
     if (needed <= arrivals_count_) return "";
     if (arrivals_.ptr) cudaFree(arrivals_.ptr);
     arrivals_.ptr = nullptr;
     arrivals_count_ = 0;
     if (!arrivals_.allocate(needed * sizeof(unsigned)) ||
-        cudaMemset(arrivals_.ptr, 0, needed * sizeof(unsigned)) != cudaSuccess) {
+        cudaMemsetAsync(arrivals_.ptr, 0, needed * sizeof(unsigned), stream) != cudaSuccess) {
       cudaGetLastError();
       return "decode: the combine's arrival counters could not be allocated";
     }

@@ -221,6 +221,7 @@ class Fa1Launcher final : public Launcher {
 
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fa1"); !e.empty()) return e;
     if (b.workspace_bytes < workspace_bytes(s, t)) return "fa1: workspace too small";
     if (fault_.any()) {
       if (!Fa1FaultTiles::contains(s.d, t))

@@ -258,6 +258,7 @@ class Fa2Launcher final : public Launcher {
       : heads_fastest_(heads_fastest), fault_(fault) {}
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fa2"); !e.empty()) return e;
     if (fault_.any()) {
       if (!Fa2FaultTiles::contains(s.d, t)) return "fa2: fault injection: no such compiled tile";
       return launch<true>(Fa2FaultTiles{}, s, t, b, stream);
@@ -269,6 +270,7 @@ class Fa2Launcher final : public Launcher {
   }
   std::string run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
                            cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fa2's backward"); !e.empty()) return e;
     const Fa2BwdPhaseHooks hooks{[this](const char* name) { phase_begin(name); },
                                  [this] { phase_end(); }};
     return fa2_run_backward(s, t, b, stream, heads_fastest_, fault_, hooks);

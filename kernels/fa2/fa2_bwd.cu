@@ -37,6 +37,7 @@ class Fa2WithBackwardLauncher final : public Launcher {
   }
   std::string run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
                            cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fa2's backward"); !e.empty()) return e;
     const Fa2BwdPhaseHooks hooks{[this](const char* name) { phase_begin(name); },
                                  [this] { phase_end(); }};
     return fa2_run_backward(s, t, b, stream, Fa2BwdOptions{heads_fastest_, dq_separate_}, fault_,

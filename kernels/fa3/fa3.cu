@@ -52,6 +52,10 @@ class Fa3Launcher final : public Launcher {
   }
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string e = needs_contiguous_cache(s, "fa3"); !e.empty()) return e;
+    if (!s.square())
+      return "unsupported: fa3 takes a K/V length equal to the query length (" + shape_text(s) +
+             ")";
     // The counter must be zero before the first launch on a workspace (callers poison it); every
     // launch leaves it zero, so later launches on the same workspace need no memset.
     if (b.workspace && b.workspace_bytes >= fa3::kTileCounterBytes &&
@@ -74,6 +78,7 @@ class Fa3Launcher final : public Launcher {
   }
   std::string run_backward(const Shape& s, const Tiles& t, const BackwardBuffers& b,
                            cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fa3's backward"); !e.empty()) return e;
     return backward_.run(s, t, b, stream);
   }
 

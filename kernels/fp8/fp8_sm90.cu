@@ -55,6 +55,7 @@ class Fp8Sm90Launcher final : public fp8::QuantisingLauncher {
 
   std::string run(const Shape& s, const Tiles& t, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "fp8"); !e.empty()) return e;
     if (std::string e = zero_tile_counter(s, b, stream); !e.empty()) return e;
     if (std::string e = quantise_step(s, b, stream); !e.empty()) return e;
     phase_begin("attention (E4M3 wgmma)");

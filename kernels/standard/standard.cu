@@ -334,6 +334,7 @@ class StandardLauncher final : public Launcher {
 
   std::string run(const Shape& s, const Tiles& tiles, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "standard"); !e.empty()) return e;
     if (std::string e = ensure_handle(); !e.empty()) return e;
     if (b.workspace_bytes < workspace_bytes(s, tiles)) return "standard: workspace too small";
     cublasSetStream(handle_, stream);
@@ -421,6 +422,7 @@ class StandardLauncher final : public Launcher {
 
   std::string run_backward(const Shape& s, const Tiles&, const BackwardBuffers& b,
                            cudaStream_t stream) override {
+    if (std::string e = needs_square_mha(s, "standard's backward"); !e.empty()) return e;
     if (std::string e = ensure_handle(); !e.empty()) return e;
     const BackwardLayout l = backward_layout(s);
     if (b.workspace_bytes < l.total) return "standard: backward workspace too small";
