@@ -195,6 +195,16 @@ __device__ __forceinline__ void load_tiles_paged_rows(T* k_smem, T* v_smem, cons
   }
 }
 
+// atomicAdd(counter, 1) with release and acquire semantics at GPU scope; returns the old value.
+__device__ __forceinline__ unsigned arrive_acq_rel(unsigned* counter) {
+  unsigned old;
+  asm volatile("atom.add.acq_rel.gpu.global.u32 %0, [%1], 1;"
+               : "=r"(old)
+               : "l"(counter)
+               : "memory");
+  return old;
+}
+
 // The parts of sequence b's rows: the splits its keys reach.
 template <bool FAULTS>
 __device__ __forceinline__ int parts_of(const DecodeParams& p, int b) {
@@ -204,47 +214,66 @@ __device__ __forceinline__ int parts_of(const DecodeParams& p, int b) {
 
 // One warp combines output row `row` of sequence b: lse = log sum_s exp(lse_s),
 // O = sum_s exp(lse_s - lse) O_s over its parts (a part whose keys were all masked has lse -inf:
-// weight 0). The lanes read the parts' lse 32 at a time and reduce them across the warp; then each
-// lane adds its D/32 adjacent columns of every part's O, eight parts' loads in flight: a handful
-// of memory latencies per row, not one per part. Reads bypass L1 (__ldcg): other blocks wrote the
-// parts. FAULTS: split fault.drop_split is left out.
+// weight 0). Lane j reads the lse of parts j, j + 32, ... once; then each lane adds its D/32
+// adjacent columns of 32 parts at a time, all 32 loads in flight, each part's weight shuffled from
+// the lane that holds it: two memory latencies per row up to 32 parts, where the warp sits on the
+// block's (and so the kernel's) tail. Reads bypass L1 (__ldcg): other blocks wrote the parts.
+// FAULTS: split fault.drop_split is left out.
 template <int D, typename T, bool FAULTS>
 __device__ __forceinline__ void combine_row(const DecodeParams& p, std::int64_t row, int parts,
                                             int lane) {
   constexpr int kPerLane = D / 32;
+  constexpr int kPasses = kDecodeMaxSplits / 32;
   using Vec = std::conditional_t<kPerLane == 4, float4, float2>;
   static_assert(kPerLane == 2 || kPerLane == 4, "decode combine: d 64 or 128");
+  static_assert(kDecodeMaxSplits % 32 == 0, "decode combine: whole passes of 32 parts");
   const std::int64_t rows_total = p.rows_total;
-  auto kept = [&](int s) { return !(FAULTS && s == p.fault.drop_split); };
+  auto kept = [&](int s) { return s < parts && !(FAULTS && s == p.fault.drop_split); };
+  float weight[kPasses];  // lse of part lane + 32 j, then its weight
   float mx = -INFINITY;
-  for (int s = lane; s < parts; s += 32) {
-    if (kept(s)) mx = fmaxf(mx, __ldcg(p.part_lse + s * rows_total + row));
+#pragma unroll
+  for (int j = 0; j < kPasses; ++j) {
+    const int s = lane + 32 * j;
+    weight[j] = kept(s) ? __ldcg(p.part_lse + s * rows_total + row) : -INFINITY;
+    mx = fmaxf(mx, weight[j]);
   }
 #pragma unroll
   for (int m = 16; m > 0; m /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, m));
   const float base = mx == -INFINITY ? 0.0f : mx;
   float sum = 0.0f;
-  for (int s = lane; s < parts; s += 32) {
-    if (kept(s)) sum += __expf(__ldcg(p.part_lse + s * rows_total + row) - base);
+#pragma unroll
+  for (int j = 0; j < kPasses; ++j) {
+    weight[j] = __expf(weight[j] - base);  // 0 for a part left out (-inf)
+    sum += weight[j];
   }
 #pragma unroll
   for (int m = 16; m > 0; m /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, m);
   float acc[kPerLane] = {};
-#pragma unroll 8
-  for (int s = 0; s < parts; ++s) {
-    if (!kept(s)) continue;
-    const float w = __expf(__ldcg(p.part_lse + s * rows_total + row) - base);
-    const Vec v =
-        __ldcg(reinterpret_cast<const Vec*>(p.part_o + (s * rows_total + row) * D) + lane);
-    const float* x = reinterpret_cast<const float*>(&v);
 #pragma unroll
-    for (int j = 0; j < kPerLane; ++j) acc[j] += w * x[j];
+  for (int j = 0; j < kPasses; ++j) {
+    if (32 * j >= parts) break;
+    Vec v[32];
+#pragma unroll
+    for (int q = 0; q < 32; ++q) {
+      const int s = 32 * j + q;
+      v[q] =
+          kept(s)
+              ? __ldcg(reinterpret_cast<const Vec*>(p.part_o + (s * rows_total + row) * D) + lane)
+              : Vec{};
+    }
+#pragma unroll
+    for (int q = 0; q < 32; ++q) {
+      const float w = __shfl_sync(0xffffffffu, weight[j], q);
+      const float* x = reinterpret_cast<const float*>(&v[q]);
+#pragma unroll
+      for (int e = 0; e < kPerLane; ++e) acc[e] += w * x[e];
+    }
   }
   const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
   T* dst = static_cast<T*>(p.o) + row * D + lane * kPerLane;
 #pragma unroll
-  for (int j = 0; j < kPerLane; j += 2)
-    *reinterpret_cast<std::uint32_t*>(dst + j) = pack2<T>(acc[j] * inv, acc[j + 1] * inv);
+  for (int e = 0; e < kPerLane; e += 2)
+    *reinterpret_cast<std::uint32_t*>(dst + e) = pack2<T>(acc[e] * inv, acc[e + 1] * inv);
   if (lane == 0) p.lse[row] = sum > 0.0f ? base + logf(sum) : -INFINITY;
 }
 
@@ -419,25 +448,26 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(const DecodeParams p) 
     }
   }
   if (p.splits == 1) return;
-  // The last of the sequence's parts to be written combines its K/V head's rows (threadFence-
-  // Reduction's pattern: each block's parts visible before its arrival is counted). Not a second
-  // kernel: at batch 1 its launch and its reads from a cold start cost a sixth of the row.
+  // The last of the sequence's parts to be written combines its K/V head's rows. Not a second
+  // kernel: at batch 1 its launch and its reads from a cold start cost a sixth of the row. The
+  // arrival is CUTLASS's split-K barrier: bar.sync orders the block's part stores before thread
+  // 0's arrival, whose release makes them visible and whose acquire (in the last block) sees the
+  // others'; one fence per block instead of a __threadfence per thread, 0.2-1.3 us off the
+  // batch-1 rows.
   __shared__ bool last;
-  __threadfence();
   __syncthreads();
   if (threadIdx.x == 0) {
-    const unsigned arrived = atomicAdd(p.arrivals + blockIdx.y, 1u) + 1;
+    const unsigned arrived = arrive_acq_rel(p.arrivals + blockIdx.y) + 1;
     last = arrived == static_cast<unsigned>(parts_of<FAULTS>(p, b));
     if (last) p.arrivals[blockIdx.y] = 0;  // ready for the next launch
   }
   __syncthreads();
   if (!last) return;
-  __threadfence();
   const int parts = parts_of<FAULTS>(p, b);
   for (int r = warp; r < rows; r += kWarps) {
     const PackedRow pr = packed_row<FAULTS>(p, kv_h, r);
-    combine_row<D, T, FAULTS>(p, (static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position,
-                              parts, lane);
+    const std::int64_t row = (static_cast<std::int64_t>(b) * p.H + pr.head) * p.N + pr.position;
+    combine_row<D, T, FAULTS>(p, row, parts, lane);
   }
 }
 
