@@ -44,13 +44,14 @@ double compulsory(const Shape& s, bool writes_lse) {
   return heads * (2 * qo + (writes_lse ? 4.0 * s.N : 0.0)) + 2 * kv + page_table_bytes(s, 1);
 }
 
-// The seed's FlashAttention law for a tile budget of `budget` bytes (IoModel::bytes_asymptotic).
+// The seed's FlashAttention law for a tile budget of `budget` bytes (IoModel::bytes_asymptotic),
+// over each sequence's own K/V length (lengths apart: their sum, not B times the cache's).
 double flash_law_bytes(const Shape& s, double e, double budget) {
   if (budget <= 0) return 0;
-  const double heads = static_cast<double>(s.heads_total());
   const double N = static_cast<double>(s.N), d = static_cast<double>(s.d);
   const double m_elements = budget / e;
-  return heads * 8.0 * N * static_cast<double>(s.kv_len()) * d * d / m_elements * e;
+  return static_cast<double>(s.H) * 8.0 * N * static_cast<double>(s.kv_rows_total()) * d * d /
+         m_elements * e;
 }
 
 // The softmax kernel standard launches (kernels/standard/standard.cu): the row held in registers

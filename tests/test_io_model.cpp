@@ -462,6 +462,19 @@ TEST(IoModel, PagedRaggedCacheCountsEachSequencesRows) {
   EXPECT_DOUBLE_EQ(m.bytes_compulsory, 2 * qo + 3 * 32 * 4 + 2 * 8 * rows * d * e + entries * 4);
   EXPECT_DOUBLE_EQ(m.flops_convention, 4.0 * 32 * d * rows);
   EXPECT_DOUBLE_EQ(m.flops_matrix, 8.0 * (64 + 2 + 16) * 4 * 16 * 64 * d);
+  // The asymptotic law over each sequence's own length: the sum of the sequences' own laws, not
+  // three times the cache's.
+  double law = 0;
+  for (std::int64_t len : s.kv_lengths) {
+    Shape one = s;
+    one.B = 1;
+    one.N_kv = len;
+    one.kv_lengths.clear();
+    one.page_size = 0;
+    law += model::io_model(Algorithm::split_kv, one, {16, 64}, 1024, four).bytes_asymptotic;
+  }
+  EXPECT_GT(law, 0);
+  EXPECT_DOUBLE_EQ(m.bytes_asymptotic, law);
   // A library's rows: the sum of each sequence's own model, and the table's entries.
   model::ModelOptions library;
   library.library_tiles = true;
