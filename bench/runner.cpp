@@ -350,18 +350,21 @@ void use_measured_ceilings(RunResult& r, const Options& o, energy::PowerSource* 
   }
   if (save) {
     // A run under a sanitizer or a busy GPU measures roofs far below the hardware's: use them
-    // for this run if asked, but never cache figures under a fifth of the datasheet's.
+    // for this run if asked, but never cache figures under a fifth of the datasheet's. A DRAM
+    // roof above the datasheet's pins is a broken measurement (loads that never reached DRAM).
     const double ds_bw = r.ceilings.datasheet_dram_bytes_per_s,
                  ds_tc = r.ceilings.datasheet_tensor_flops_per_s_bf16;
-    const bool implausible = (ds_bw > 0 && m->dram_bytes_per_s < 0.2 * ds_bw) ||
-                             (ds_tc > 0 && m->bf16_flops_per_s < 0.2 * ds_tc);
+    const bool implausible =
+        (ds_bw > 0 && (m->dram_bytes_per_s < 0.2 * ds_bw || m->dram_bytes_per_s > 1.1 * ds_bw)) ||
+        (ds_tc > 0 && m->bf16_flops_per_s < 0.2 * ds_tc);
     if (implausible) {
       std::fprintf(
           stderr,
-          "warning: measured ceilings are under a fifth of the datasheet's (DRAM %.0f GB/s, bf16 "
-          "%.0f TFLOP/s): not cached; is a profiler or sanitizer attached? (--datasheet-roofs)\n",
+          "warning: measured ceilings are implausible against the datasheet's (DRAM %.0f GB/s, "
+          "bf16 %.0f TFLOP/s): not cached; is a profiler or sanitizer attached? "
+          "(--datasheet-roofs)\n",
           m->dram_bytes_per_s * 1e-9, m->bf16_flops_per_s * 1e-12);
-      origin = "this run, implausibly low, not cached";
+      origin = "this run, implausible against the datasheet, not cached";
     } else {
       try {
         save_ceilings(path, *m);

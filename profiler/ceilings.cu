@@ -80,6 +80,27 @@ __global__ void copy_unrolled_kernel(const float4* __restrict__ in, float4* __re
   }
 }
 
+// Reads the buffer once, grid-stride, kLoads independent 16-byte loads in flight per thread
+// (streaming: __ldcs); the sum keeps the loads alive. A kernel that only reads (decode's K/V
+// stream) moves more bytes per second than a copy, whose writes share the DRAM bus.
+template <int kLoads>
+__global__ void read_stream_kernel(const float4* __restrict__ in, std::size_t n, float* sink) {
+  float acc = 0.0f;
+  const std::size_t stride = std::size_t{gridDim.x} * blockDim.x * kLoads;
+  for (std::size_t base = blockIdx.x * std::size_t{blockDim.x} * kLoads + threadIdx.x; base < n;
+       base += stride) {
+    float4 v[kLoads];
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) {
+      const std::size_t i = base + std::size_t{blockDim.x} * j;
+      v[j] = i < n ? __ldcs(in + i) : make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    }
+#pragma unroll
+    for (int j = 0; j < kLoads; ++j) acc += v[j].x + v[j].y + v[j].z + v[j].w;
+  }
+  if (acc == 1234.5f) *sink = acc;
+}
+
 // Reads a buffer that fits in L2 `iters` times; the sum keeps the loads alive.
 __global__ void l2_read_kernel(const float4* __restrict__ in, std::size_t n, int iters,
                                float* sink) {
@@ -447,11 +468,12 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
   MeasuredCeilings m;
   const int blocks = device.sm_count * 8;
 
-  {  // DRAM: copy 1 GiB, count bytes read + written; the fastest of three ways to copy is the
-     // roof (a grid-stride kernel measured 3.90 TB/s on the H200 where PyTorch's copy reaches
-     // 4.25: the roof must not sit below what a user's kernel can reach).
+  {  // DRAM: the fastest of three copies of 1 GiB (bytes read + written) and a read of it (bytes
+     // read) is the roof: the roof must not sit below what a user's kernel can reach (a
+     // grid-stride copy measured 3.90 TB/s on the H200 where PyTorch's copy reaches 4.25; decode,
+     // which only reads, moved its cache at 1.07-1.08x the copies' rate).
     const std::size_t bytes = std::size_t{1} << 30, n = bytes / 16;
-    DeviceAllocation in(bytes), out(bytes);
+    DeviceAllocation in(bytes), out(bytes), sink(sizeof(float));
     FA_CUDA_CHECK(
         fill_normal(in.ptr, static_cast<std::int64_t>(bytes / 2), DType::bf16, 1, stream));
     const auto* src = static_cast<const float4*>(in.ptr);
@@ -466,7 +488,14 @@ MeasuredCeilings measure_ceilings(const DeviceInfo& device) {
           FA_CUDA_CHECK(cudaMemcpyAsync(out.ptr, in.ptr, bytes, cudaMemcpyDeviceToDevice, stream));
         },
         stream);
-    m.dram_bytes_per_s = 2.0 * bytes / (std::min({grid_stride_ms, unrolled_ms, memcpy_ms}) * 1e-3);
+    const double read_ms = median_ms(
+        [&] {
+          read_stream_kernel<4><<<blocks, 256, 0, stream>>>(src, n, static_cast<float*>(sink.ptr));
+        },
+        stream);
+    m.dram_bytes_per_s =
+        std::max(2.0 * bytes / (std::min({grid_stride_ms, unrolled_ms, memcpy_ms}) * 1e-3),
+                 bytes / (read_ms * 1e-3));
   }
   {  // L2: a quarter of the L2, read 200 times.
     const std::size_t bytes = static_cast<std::size_t>(device.l2_bytes) / 4 / 16 * 16;

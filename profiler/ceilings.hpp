@@ -1,7 +1,7 @@
-// Empirical roofline ceilings, measured once per device and cached: DRAM bandwidth (a large
-// device-to-device copy, bytes read + written), L2 bandwidth (repeated reads of a buffer that
-// fits in L2), tensor peaks for bf16, fp16 and fp8 (cuBLASLt GEMMs of 8192^3 on random data),
-// and the FP32 peak (independent FFMA chains). Datasheet figures stay beside them.
+// Empirical roofline ceilings, measured once per device and cached: DRAM bandwidth (the faster
+// of a large device-to-device copy, bytes read + written, and a read of it), L2 bandwidth (repeated
+// reads of a buffer that fits in L2), tensor peaks for bf16, fp16 and fp8 (cuBLASLt GEMMs of 8192^3
+// on random data), and the FP32 peak (independent FFMA chains). Datasheet figures stay beside them.
 #pragma once
 
 #include <optional>
