@@ -525,7 +525,7 @@ struct ConfigInputs {
   DeviceAllocation page_table, kv_lengths;  // a paged or ragged cache (Shape::paged, ragged)
   DeviceBuffers buffers{};
   std::optional<ReferenceSample> reference;
-  std::size_t qkv_bytes = 0, lse_bytes = 0;
+  std::size_t qo_bytes = 0, lse_bytes = 0;
   bool ok = false;
   DeviceAllocation d_o, bwd_o, bwd_lse, dq, dk, dv;
   BackwardBuffers bwd{};
@@ -549,15 +549,17 @@ void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, Confi
   const Shape& s = c.shape;
   Inputs dist = Inputs::normal;
   parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
-  if (!(in->d_o.allocate(in->qkv_bytes) && in->bwd_o.allocate(in->qkv_bytes) &&
-        in->bwd_lse.allocate(in->lse_bytes) && in->dq.allocate(in->qkv_bytes) &&
-        in->dk.allocate(in->qkv_bytes) && in->dv.allocate(in->qkv_bytes))) {
+  // dK and dV are K's and V's shape (contiguous: backward rows take no paged cache).
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * element_bytes(s.dtype);
+  if (!(in->d_o.allocate(in->qo_bytes) && in->bwd_o.allocate(in->qo_bytes) &&
+        in->bwd_lse.allocate(in->lse_bytes) && in->dq.allocate(in->qo_bytes) &&
+        in->dk.allocate(kv_bytes) && in->dv.allocate(kv_bytes))) {
     in->bwd_error = fmt::format("backward inputs need {:.2f} GiB more, allocation failed",
-                                (5 * in->qkv_bytes + in->lse_bytes) / kGiB);
+                                (3 * in->qo_bytes + 2 * kv_bytes + in->lse_bytes) / kGiB);
     return;
   }
   FA_CUDA_CHECK(
-      fill_normal(in->d_o.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 3, ctx.stream, dist));
+      fill_normal(in->d_o.ptr, s.qo_elements(), s.dtype, c.seed * 3 + 3, ctx.stream, dist));
   if (std::string e = backward_forward_pass(ctx, s, in); !e.empty()) {
     in->bwd_error = e;
     return;
@@ -578,12 +580,12 @@ void prepare_backward_inputs(const RunContext& ctx, const ConfigResult& c, Confi
 
 void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* in) {
   const Shape& s = c.shape;
-  in->qkv_bytes = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+  in->qo_bytes = static_cast<std::size_t>(s.qo_elements()) * element_bytes(s.dtype);
   const std::size_t kv_bytes =
       static_cast<std::size_t>(s.kv_stored_elements()) * element_bytes(s.dtype);
   in->lse_bytes = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
-  in->ok = in->q.allocate(in->qkv_bytes) && in->k.allocate(kv_bytes) && in->v.allocate(kv_bytes) &&
-           in->out.allocate(in->qkv_bytes) && in->lse.allocate(in->lse_bytes);
+  in->ok = in->q.allocate(in->qo_bytes) && in->k.allocate(kv_bytes) && in->v.allocate(kv_bytes) &&
+           in->out.allocate(in->qo_bytes) && in->lse.allocate(in->lse_bytes);
   in->buffers = {in->q.ptr, in->k.ptr, in->v.ptr, in->out.ptr, static_cast<float*>(in->lse.ptr),
                  nullptr,   0};
   if (!in->ok) return;
@@ -607,7 +609,7 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   Inputs dist = Inputs::normal;
   parse_inputs(ctx.o.inputs, &dist);  // checked by the CLI
   const cudaStream_t stream = ctx.stream;
-  FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qkv_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
+  FA_CUDA_CHECK(fill_normal(in->q.ptr, s.qo_elements(), s.dtype, c.seed * 3 + 0, stream, dist));
   // Every stored row, the pages' and the sequences' rows past their lengths too: a kernel that
   // reads them sees values the reference never used.
   FA_CUDA_CHECK(
@@ -672,11 +674,12 @@ std::string make_row_run(const RunContext& ctx, const VariantResult& row, const 
 void poison_outputs(const RunContext& ctx, const Shape& s, const ConfigInputs& in,
                     Direction direction) {
   if (direction == Direction::backward) {
-    for (void* g : {in.dq.ptr, in.dk.ptr, in.dv.ptr})
-      FA_CUDA_CHECK(poison_nan16(g, s.qkv_elements(), ctx.stream));
+    FA_CUDA_CHECK(poison_nan16(in.dq.ptr, s.qo_elements(), ctx.stream));
+    for (void* g : {in.dk.ptr, in.dv.ptr})
+      FA_CUDA_CHECK(poison_nan16(g, s.kv_elements(), ctx.stream));
     return;
   }
-  FA_CUDA_CHECK(poison_nan16(in.out.ptr, s.qkv_elements(), ctx.stream));
+  FA_CUDA_CHECK(poison_nan16(in.out.ptr, s.qo_elements(), ctx.stream));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(in.lse.ptr), s.heads_total() * s.N, ctx.stream));
 }
 
@@ -890,7 +893,7 @@ bool run_config(RunContext& ctx, ConfigResult& c, std::size_t* done_rows, std::s
       const double kv_bytes =
           static_cast<double>(c.shape.kv_stored_elements()) * element_bytes(c.shape.dtype);
       row.reason = fmt::format("inputs need {:.2f} GiB, allocation failed",
-                               (2 * in.qkv_bytes + 2 * kv_bytes + in.lse_bytes) / kGiB);
+                               (2 * in.qo_bytes + 2 * kv_bytes + in.lse_bytes) / kGiB);
       continue;
     }
     if (row.spec.direction == Direction::backward && !in.bwd_error.empty()) {

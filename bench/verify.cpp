@@ -437,7 +437,7 @@ Verification ReferenceSample::judge(const OutputAt& out, const LseAt* lse_at,
 
 Verification ReferenceSample::check(const DeviceBuffers& out, const Rule& rule) const {
   const Shape& s = shape_;
-  const auto o = copy_bits(out.o, s.qkv_elements());
+  const auto o = copy_bits(out.o, s.qo_elements());
   std::int64_t nonfinite = 0;
   for (std::uint16_t bits : o) {
     if (!std::isfinite(half_bits_to_double(bits, s.dtype))) ++nonfinite;
@@ -651,9 +651,9 @@ Verification BackwardReferenceSample::judge(const GradAt& at, std::int64_t nonfi
 
 Verification BackwardReferenceSample::check(const BackwardBuffers& out, std::string* worst) const {
   const Shape& s = shape_;
-  const std::array<std::vector<std::uint16_t>, 3> grads{copy_bits(out.dq, s.qkv_elements()),
-                                                        copy_bits(out.dk, s.qkv_elements()),
-                                                        copy_bits(out.dv, s.qkv_elements())};
+  const std::array<std::vector<std::uint16_t>, 3> grads{copy_bits(out.dq, s.qo_elements()),
+                                                        copy_bits(out.dk, s.kv_elements()),
+                                                        copy_bits(out.dv, s.kv_elements())};
   std::int64_t nonfinite = 0;
   for (const auto& g : grads) {
     for (std::uint16_t bits : g) {

@@ -62,7 +62,7 @@ struct Shape {
   std::int64_t kv_heads_total() const { return B * kv_heads(); }
   // The (batch, K/V head) index that (batch, query head) index bh reads.
   std::int64_t kv_head_of(std::int64_t bh) const { return bh / H * kv_heads() + bh % H / group(); }
-  std::int64_t qkv_elements() const { return B * H * N * d; }                 // Q or O
+  std::int64_t qo_elements() const { return B * H * N * d; }                  // Q or O
   std::int64_t kv_elements() const { return B * kv_heads() * kv_len() * d; }  // K or V
   // K or V as stored: kv_elements(), or the pool's whole pages.
   std::int64_t kv_stored_elements() const {

@@ -56,18 +56,20 @@ Outcome run_backward_and_check(const std::string& variant, const Shape& s, std::
   if (config.dq_separate) lo.options[kOptionDq] = std::string(kDqSeparate);
   auto launcher = info->make_launcher(lo);
   const Tiles tiles = tiles_of(*info, s, config);
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
   const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N) * 4;
-  Alloc q(bytes), k(bytes), v(bytes), o(bytes), d_o(bytes), lse(rows), dq(bytes), dk(bytes),
-      dv(bytes);
-  FA_CUDA_CHECK(fill_normal(q.p, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(k.p, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(v.p, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
-  FA_CUDA_CHECK(fill_normal(d_o.p, s.qkv_elements(), s.dtype, seed * 3 + 3, nullptr));
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
+  Alloc q(bytes), k(kv_bytes), v(kv_bytes), o(bytes), d_o(bytes), lse(rows), dq(bytes),
+      dk(kv_bytes), dv(kv_bytes);
+  FA_CUDA_CHECK(fill_normal(q.p, s.qo_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(k.p, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(v.p, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(fill_normal(d_o.p, s.qo_elements(), s.dtype, seed * 3 + 3, nullptr));
   // the forward whose O and lse the backward starts from: fa-bench's (fa2, or standard at d=256)
   EXPECT_EQ(bench::run_backward_forward(s, q.p, k.p, v.p, o.p, static_cast<float*>(lse.p), nullptr),
             "");
-  for (void* g : {dq.p, dk.p, dv.p}) FA_CUDA_CHECK(poison_nan16(g, s.qkv_elements(), nullptr));
+  FA_CUDA_CHECK(poison_nan16(dq.p, s.qo_elements(), nullptr));
+  for (void* g : {dk.p, dv.p}) FA_CUDA_CHECK(poison_nan16(g, s.kv_elements(), nullptr));
   const std::size_t ws_bytes = launcher->backward_workspace_bytes(s, tiles);
   Alloc ws(ws_bytes);
   if (ws_bytes) FA_CUDA_CHECK(cudaMemset(ws.p, 0xff, ws_bytes));

@@ -137,13 +137,15 @@ TEST(CountersGpu, FiveCollectionsRepeat) {
   ASSERT_TRUE(info);
   auto launcher = info->make_launcher({});
   const Tiles tiles = info->default_tiles(static_cast<int>(s.d));
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
   void *q = nullptr, *k = nullptr, *v = nullptr, *o = nullptr, *lse = nullptr;
-  for (void** p : {&q, &k, &v, &o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  for (void** p : {&q, &o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  for (void** p : {&k, &v}) FA_CUDA_CHECK(cudaMalloc(p, kv_bytes));
   FA_CUDA_CHECK(cudaMalloc(&lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
-  FA_CUDA_CHECK(fill_normal(q, s.qkv_elements(), s.dtype, 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(k, s.qkv_elements(), s.dtype, 2, nullptr));
-  FA_CUDA_CHECK(fill_normal(v, s.qkv_elements(), s.dtype, 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(q, s.qo_elements(), s.dtype, 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(k, s.kv_elements(), s.dtype, 2, nullptr));
+  FA_CUDA_CHECK(fill_normal(v, s.kv_elements(), s.dtype, 3, nullptr));
   const DeviceBuffers db{q, k, v, o, static_cast<float*>(lse), nullptr, 0};
   ASSERT_EQ(launcher->run(s, tiles, db, nullptr), "");  // warm-up outside the range
   FA_CUDA_CHECK(cudaDeviceSynchronize());

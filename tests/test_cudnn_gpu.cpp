@@ -68,7 +68,7 @@ struct Problem {
 Problem make_problem(const Shape& s, std::uint64_t seed) {
   Problem p;
   p.s = s;
-  const std::size_t n = static_cast<std::size_t>(s.qkv_elements());
+  const std::size_t n = static_cast<std::size_t>(s.qo_elements());
   std::mt19937_64 rng(seed);
   std::normal_distribution<double> normal(0.0, 1.0);
   for (auto* x : {&p.q, &p.k, &p.v, &p.d_o}) {
@@ -189,7 +189,7 @@ struct Gradients {
 };
 Gradients cudnn_backward(const Problem& p, LseFault fault) {
   const Shape& s = p.s;
-  const std::size_t n = static_cast<std::size_t>(s.qkv_elements());
+  const std::size_t n = static_cast<std::size_t>(s.qo_elements());
   DeviceArray q(n * 2), k(n * 2), v(n * 2), o(n * 2), d_o(n * 2), dq(n * 2), dk(n * 2), dv(n * 2);
   DeviceArray lse(p.lse.size() * 4);
   upload16(q.ptr, p.q, s.dtype);
@@ -287,15 +287,16 @@ ForwardRun run_forward(const std::string& variant, const Shape& s, const LaunchO
                        std::uint64_t seed) {
   const VariantInfo* info = find_variant(variant);
   auto launcher = info->make_launcher(lo);
-  const std::size_t n = static_cast<std::size_t>(s.qkv_elements());
+  const std::size_t n = static_cast<std::size_t>(s.qo_elements());
+  const std::size_t n_kv = static_cast<std::size_t>(s.kv_elements());
   const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N);
-  DeviceArray q(n * 2), k(n * 2), v(n * 2), o(n * 2), lse(rows * 4);
+  DeviceArray q(n * 2), k(n_kv * 2), v(n_kv * 2), o(n * 2), lse(rows * 4);
   const std::size_t ws_bytes = launcher->workspace_bytes(s, {});
   DeviceArray ws(std::max<std::size_t>(ws_bytes, 256));
-  FA_CUDA_CHECK(fill_normal(q.ptr, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(k.ptr, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(v.ptr, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
-  FA_CUDA_CHECK(poison_nan16(o.ptr, s.qkv_elements(), nullptr));
+  FA_CUDA_CHECK(fill_normal(q.ptr, s.qo_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(k.ptr, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(v.ptr, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(poison_nan16(o.ptr, s.qo_elements(), nullptr));
   FA_CUDA_CHECK(
       poison_nan32(static_cast<float*>(lse.ptr), static_cast<std::int64_t>(rows), nullptr));
   DeviceBuffers db{q.ptr, k.ptr, v.ptr, o.ptr, static_cast<float*>(lse.ptr), ws.ptr, ws_bytes};

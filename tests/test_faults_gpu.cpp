@@ -61,12 +61,14 @@ std::vector<NamedFault> faults_for(int kv_blocks) {
 // workspace.
 struct Device {
   Device(const Shape& s, std::uint64_t seed) {
-    const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-    for (void** p : {&q, &k, &v, &o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+    const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
+    const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
+    for (void** p : {&q, &o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+    for (void** p : {&k, &v}) FA_CUDA_CHECK(cudaMalloc(p, kv_bytes));
     FA_CUDA_CHECK(cudaMalloc(&lse, static_cast<std::size_t>(s.heads_total() * s.N) * 4));
-    FA_CUDA_CHECK(fill_normal(q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-    FA_CUDA_CHECK(fill_normal(k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-    FA_CUDA_CHECK(fill_normal(v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+    FA_CUDA_CHECK(fill_normal(q, s.qo_elements(), s.dtype, seed * 3, nullptr));
+    FA_CUDA_CHECK(fill_normal(k, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr));
+    FA_CUDA_CHECK(fill_normal(v, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr));
     FA_CUDA_CHECK(cudaDeviceSynchronize());
   }
   Device(const Device&) = delete;
@@ -95,7 +97,7 @@ bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
     FA_CUDA_CHECK(cudaMalloc(&d.ws, ws));
     d.ws_bytes = ws;
   }
-  FA_CUDA_CHECK(poison_nan16(d.o, s.qkv_elements(), nullptr));
+  FA_CUDA_CHECK(poison_nan16(d.o, s.qo_elements(), nullptr));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(d.lse), s.heads_total() * s.N, nullptr));
   if (ws) FA_CUDA_CHECK(cudaMemset(d.ws, 0xff, ws));
   DeviceBuffers db{d.q, d.k, d.v, d.o, static_cast<float*>(d.lse), d.ws, ws};
@@ -103,7 +105,7 @@ bench::Verification run_one(const VariantInfo& info, const Shape& s, Device& d,
   EXPECT_EQ(launcher->run(s, tiles, db, nullptr), "") << info.name << (nf ? " " + nf->name : "");
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   if (nf && nf->zero_output)
-    FA_CUDA_CHECK(cudaMemset(d.o, 0, static_cast<std::size_t>(s.qkv_elements()) * 2));
+    FA_CUDA_CHECK(cudaMemset(d.o, 0, static_cast<std::size_t>(s.qo_elements()) * 2));
   return ref.check(db, bench::ReferenceSample::rule_for(info, lo.options));
 }
 

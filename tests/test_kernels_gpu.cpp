@@ -136,7 +136,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   auto launcher = info->make_launcher(launch_options);
   if (tiles.block_q == 0) tiles = info->default_tiles(static_cast<int>(s.d));
   Buffers b;
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
   const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_stored_elements()) * 2;
   FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.k, kv_bytes));
@@ -145,11 +145,11 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   if (ws) FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
-  FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr, inputs));
+  FA_CUDA_CHECK(fill_normal(b.q, s.qo_elements(), s.dtype, seed * 3, nullptr, inputs));
   FA_CUDA_CHECK(fill_normal(b.k, s.kv_stored_elements(), s.dtype, seed * 3 + 1, nullptr, inputs));
   FA_CUDA_CHECK(fill_normal(b.v, s.kv_stored_elements(), s.dtype, seed * 3 + 2, nullptr, inputs));
   upload_kv_cache(s, seed, &b);
-  FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
+  FA_CUDA_CHECK(poison_nan16(b.o, s.qo_elements(), nullptr));
   FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
   if (ws) FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // NaN in every type a workspace holds
   DeviceBuffers db{b.q,
@@ -186,7 +186,7 @@ bench::Verification run_and_check(const std::string& variant, const Shape& s, st
     FA_CUDA_CHECK(cudaDeviceSynchronize());  // under the watchdog
   }
   if (output) {
-    output->resize(static_cast<std::size_t>(s.qkv_elements()));
+    output->resize(static_cast<std::size_t>(s.qo_elements()));
     FA_CUDA_CHECK(cudaMemcpy(output->data(), b.o, bytes, cudaMemcpyDeviceToHost));
   }
   return ref.check(db, bench::ReferenceSample::rule_for(*info, launch_options.options));
@@ -416,8 +416,10 @@ void expect_counter_carries_across_launches(const std::string& variant, const ch
   lo.options[option] = std::string(schedule);
   auto launcher = info->make_launcher(lo);
   Buffers b;
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
-  for (void** p : {&b.q, &b.k, &b.v, &b.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
+  for (void** p : {&b.q, &b.o}) FA_CUDA_CHECK(cudaMalloc(p, bytes));
+  for (void** p : {&b.k, &b.v}) FA_CUDA_CHECK(cudaMalloc(p, kv_bytes));
   FA_CUDA_CHECK(cudaMalloc(&b.lse, s.heads_total() * s.N * 4));
   const std::size_t ws = launcher->workspace_bytes(s, tiles);
   ASSERT_GE(ws, hopper::kTileCounterBytes)
@@ -425,14 +427,14 @@ void expect_counter_carries_across_launches(const std::string& variant, const ch
   FA_CUDA_CHECK(cudaMalloc(&b.ws, ws));
   FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));  // poisoned, as the runner does
   const std::uint64_t seed = 77;
-  FA_CUDA_CHECK(fill_normal(b.q, s.qkv_elements(), s.dtype, seed * 3, nullptr));
-  FA_CUDA_CHECK(fill_normal(b.k, s.qkv_elements(), s.dtype, seed * 3 + 1, nullptr));
-  FA_CUDA_CHECK(fill_normal(b.v, s.qkv_elements(), s.dtype, seed * 3 + 2, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.q, s.qo_elements(), s.dtype, seed * 3, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.k, s.kv_elements(), s.dtype, seed * 3 + 1, nullptr));
+  FA_CUDA_CHECK(fill_normal(b.v, s.kv_elements(), s.dtype, seed * 3 + 2, nullptr));
   DeviceBuffers db{b.q, b.k, b.v, b.o, static_cast<float*>(b.lse), b.ws, ws};
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   bench::ReferenceSample ref(s, db, seed);
   auto launch_and_check = [&] {
-    FA_CUDA_CHECK(poison_nan16(b.o, s.qkv_elements(), nullptr));
+    FA_CUDA_CHECK(poison_nan16(b.o, s.qo_elements(), nullptr));
     FA_CUDA_CHECK(poison_nan32(static_cast<float*>(b.lse), s.heads_total() * s.N, nullptr));
     EXPECT_EQ(launcher->run(s, tiles, db, nullptr), "");
     FA_CUDA_CHECK(cudaDeviceSynchronize());
@@ -1009,7 +1011,7 @@ TEST(Fp8Quant, V8MatchesItsDefinition) {
       for (fp8::Scale scale : {fp8::Scale::block, fp8::Scale::head}) {
         const Shape s = three_heads(N, d, false);
         Buffers b;
-        const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+        const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
         const std::size_t ws = fp8::workspace_bytes(s);
         FA_CUDA_CHECK(cudaMalloc(&b.q, bytes));
         FA_CUDA_CHECK(cudaMalloc(&b.k, bytes));
@@ -1018,13 +1020,13 @@ TEST(Fp8Quant, V8MatchesItsDefinition) {
         std::uint64_t seed = 900 + d + N;
         for (void* t : {b.q, b.k, b.v})
           FA_CUDA_CHECK(
-              fill_normal(t, s.qkv_elements(), s.dtype, seed++, nullptr, Inputs::outliers));
+              fill_normal(t, s.qo_elements(), s.dtype, seed++, nullptr, Inputs::outliers));
         FA_CUDA_CHECK(cudaMemset(b.ws, 0xff, ws));
         const DeviceBuffers db{b.q, b.k, b.v, nullptr, nullptr, b.ws, ws};
         ASSERT_EQ(fp8::quantise(s, db, scale, nullptr), "");
         FA_CUDA_CHECK(cudaDeviceSynchronize());
         const fp8::Workspace w = fp8::carve(s, b.ws);
-        std::vector<std::uint16_t> v(static_cast<std::size_t>(s.qkv_elements()));
+        std::vector<std::uint16_t> v(static_cast<std::size_t>(s.qo_elements()));
         std::vector<std::uint8_t> vt8(
             static_cast<std::size_t>(s.heads_total() * d * fp8::padded(N)));
         std::vector<float> amax_v(

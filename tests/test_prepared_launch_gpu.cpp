@@ -43,20 +43,21 @@ TEST_P(PreparedLaunchGpu, RunEncodesNothingAfterPrepareAndAgainForANewBuffer) {
   const Tiles tiles = info->default_tiles(s);
   auto launcher = info->make_launcher(LaunchOptions{});
 
-  const std::size_t bytes = static_cast<std::size_t>(s.qkv_elements()) * 2;
+  const std::size_t bytes = static_cast<std::size_t>(s.qo_elements()) * 2;
   const std::size_t ws_bytes = launcher->workspace_bytes(s, tiles);
-  Allocation q(bytes), k(bytes), v(bytes), o(bytes), o2(bytes);
+  const std::size_t kv_bytes = static_cast<std::size_t>(s.kv_elements()) * 2;
+  Allocation q(bytes), k(kv_bytes), v(kv_bytes), o(bytes), o2(bytes);
   Allocation lse(static_cast<std::size_t>(s.heads_total() * s.N) * 4), ws(ws_bytes + 16);
   FA_CUDA_CHECK(cudaMemset(ws.p, 0xff, ws_bytes + 16));
-  FA_CUDA_CHECK(fill_normal(q.p, s.qkv_elements(), s.dtype, 11, nullptr));
-  FA_CUDA_CHECK(fill_normal(k.p, s.qkv_elements(), s.dtype, 12, nullptr));
-  FA_CUDA_CHECK(fill_normal(v.p, s.qkv_elements(), s.dtype, 13, nullptr));
+  FA_CUDA_CHECK(fill_normal(q.p, s.qo_elements(), s.dtype, 11, nullptr));
+  FA_CUDA_CHECK(fill_normal(k.p, s.kv_elements(), s.dtype, 12, nullptr));
+  FA_CUDA_CHECK(fill_normal(v.p, s.kv_elements(), s.dtype, 13, nullptr));
   const DeviceBuffers b{q.p, k.p, v.p, o.p, static_cast<float*>(lse.p), ws.p, ws_bytes};
   FA_CUDA_CHECK(cudaDeviceSynchronize());
   const bench::ReferenceSample ref(s, b, 7);
   const auto rule = bench::ReferenceSample::rule_for(*info, {});
   auto run_and_check = [&](const DeviceBuffers& buffers) {
-    FA_CUDA_CHECK(poison_nan16(buffers.o, s.qkv_elements(), nullptr));
+    FA_CUDA_CHECK(poison_nan16(buffers.o, s.qo_elements(), nullptr));
     EXPECT_EQ(launcher->run(s, tiles, buffers, nullptr), "");
     FA_CUDA_CHECK(cudaDeviceSynchronize());
     const auto verdict = ref.check(buffers, rule);

@@ -71,21 +71,23 @@ unsigned grid_for(std::int64_t n) {
 
 }  // namespace
 
+// cudnn-fp8 poses square multi-head attention only (its launcher refuses others:
+// needs_square_mha), so K, V and O are Q's size: four FP8 copies of qo_elements() each.
 std::size_t cudnn_fp8_workspace_bytes(const Shape& s) {
-  return 4 * align256(static_cast<std::size_t>(s.qkv_elements())) +
+  return 4 * align256(static_cast<std::size_t>(s.qo_elements())) +
          align256(kCudnnFp8Scalars * sizeof(float));
 }
 
 CudnnFp8Buffers cudnn_fp8_carve(const Shape& s, void* workspace) {
   auto* base = static_cast<char*>(workspace);
-  const std::size_t step = align256(static_cast<std::size_t>(s.qkv_elements()));
+  const std::size_t step = align256(static_cast<std::size_t>(s.qo_elements()));
   return {base, base + step, base + 2 * step, base + 3 * step,
           reinterpret_cast<float*>(base + 4 * step)};
 }
 
 cudaError_t cudnn_fp8_quantise_inputs(const Shape& s, const void* q, const void* k, const void* v,
                                       const CudnnFp8Buffers& w, cudaStream_t stream) {
-  const std::int64_t n = s.qkv_elements();
+  const std::int64_t n = s.qo_elements();
   if (cudaError_t e = cudaMemsetAsync(w.scalars, 0, kCudnnFp8Scalars * sizeof(float), stream);
       e != cudaSuccess) {
     return e;
@@ -103,7 +105,7 @@ cudaError_t cudnn_fp8_quantise_inputs(const Shape& s, const void* q, const void*
 
 cudaError_t cudnn_fp8_dequantise_output(const Shape& s, const CudnnFp8Buffers& w, void* o,
                                         cudaStream_t stream) {
-  const std::int64_t n = s.qkv_elements();
+  const std::int64_t n = s.qo_elements();
   dequantise_kernel<<<grid_for(n), kThreads, 0, stream>>>(
       static_cast<const __nv_fp8_e4m3*>(w.o8), static_cast<__nv_bfloat16*>(o), n, w.scalars);
   return cudaGetLastError();

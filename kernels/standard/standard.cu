@@ -392,7 +392,7 @@ class StandardLauncher final : public Launcher {
     auto align = [](std::size_t x) { return (x + 255) / 256 * 256; };
     const std::size_t nn = static_cast<std::size_t>(s.score_elements()) * element_bytes(s.dtype);
     const std::size_t rows = static_cast<std::size_t>(s.heads_total() * s.N) * sizeof(float);
-    const std::size_t nd = static_cast<std::size_t>(s.qkv_elements()) * element_bytes(s.dtype);
+    const std::size_t nd = static_cast<std::size_t>(s.qo_elements()) * element_bytes(s.dtype);
     BackwardLayout l;
     l.ds = align(nn);
     l.D = l.ds + align(nn);
