@@ -65,6 +65,8 @@ struct Problem {
   std::vector<double> dq, dk, dv;  // the exact backward
 };
 
+// Square multi-head shapes only (the host reference's indexing): K, V, dO and every gradient are
+// Q's size.
 Problem make_problem(const Shape& s, std::uint64_t seed) {
   Problem p;
   p.s = s;

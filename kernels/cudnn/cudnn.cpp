@@ -428,6 +428,7 @@ class CudnnLauncher final : public Launcher {
   // Builds the plan; fp8: quantises Q, K, V once, outside the timed region.
   std::string prepare(const Shape& s, const Tiles&, const DeviceBuffers& b,
                       cudaStream_t stream) override {
+    if (std::string e = fp8_shape_refusal(s); !e.empty()) return e;
     std::string err;
     if (!plan_for(kind(), s, stats_, &err)) return err;
     return fp8_ ? quantise(s, b, stream) : "";
@@ -435,9 +436,7 @@ class CudnnLauncher final : public Launcher {
 
   std::string run(const Shape& s, const Tiles&, const DeviceBuffers& b,
                   cudaStream_t stream) override {
-    if (fp8_) {
-      if (std::string e = needs_square_mha(s, "cudnn-fp8"); !e.empty()) return e;
-    }
+    if (std::string e = fp8_shape_refusal(s); !e.empty()) return e;
     std::string err;
     const auto plan = plan_for(kind(), s, stats_, &err);
     if (!plan) return err;
@@ -500,6 +499,12 @@ class CudnnLauncher final : public Launcher {
     }
     query_lengths_for_ = {s.B, s.N};
     return "";
+  }
+
+  // cudnn-fp8 quantises Q, K and V as one size (kernels/cudnn/fp8_io.cu): square multi-head
+  // attention only, refused before prepare's quantisation and run's launch alike.
+  std::string fp8_shape_refusal(const Shape& s) const {
+    return fp8_ ? needs_square_mha(s, "cudnn-fp8") : "";
   }
 
   std::string quantise(const Shape& s, const DeviceBuffers& b, cudaStream_t stream) {

@@ -71,8 +71,8 @@ unsigned grid_for(std::int64_t n) {
 
 }  // namespace
 
-// cudnn-fp8 poses square multi-head attention only (its launcher refuses others:
-// needs_square_mha), so K, V and O are Q's size: four FP8 copies of qo_elements() each.
+// cudnn-fp8 poses square multi-head attention only (its launcher refuses other shapes in prepare
+// and run: needs_square_mha), so K, V and O are Q's size: four FP8 copies of qo_elements() each.
 std::size_t cudnn_fp8_workspace_bytes(const Shape& s) {
   return 4 * align256(static_cast<std::size_t>(s.qo_elements())) +
          align256(kCudnnFp8Scalars * sizeof(float));

@@ -494,6 +494,9 @@ std::string launch_decode(const Shape& s, const DeviceBuffers& b, cudaStream_t s
   });
   if (st != cudaSuccess)
     return std::string("decode: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
+  if (splits < 1 || splits > kDecodeMaxSplits)  // the combine reads kDecodeMaxSplits parts at most
+    return "decode: " + std::to_string(splits) + " splits outside 1.." +
+           std::to_string(kDecodeMaxSplits);
   if (b.workspace_bytes < workspace_for(s, splits)) return "decode: workspace too small";
   if (s.kv_heads_total() > 65535) return "decode: grid too large (B*H_kv must be <= 65535)";
   if ((s.paged() && !b.page_table) || (s.ragged() && !b.kv_lengths))
