@@ -464,15 +464,18 @@ TEST(IoModel, PagedRaggedCacheCountsEachSequencesRows) {
   EXPECT_DOUBLE_EQ(m.flops_matrix, 8.0 * (64 + 2 + 16) * 4 * 16 * 64 * d);
   // The asymptotic law over each sequence's own length: the sum of the sequences' own laws, not
   // three times the cache's.
-  double law = 0;
-  for (std::int64_t len : s.kv_lengths) {
+  // Sequence b alone: B = 1, its own length, a contiguous cache.
+  auto alone = [&](std::int64_t len) {
     Shape one = s;
     one.B = 1;
     one.N_kv = len;
     one.kv_lengths.clear();
     one.page_size = 0;
-    law += model::io_model(Algorithm::split_kv, one, {16, 64}, 1024, four).bytes_asymptotic;
-  }
+    return one;
+  };
+  double law = 0;
+  for (std::int64_t len : s.kv_lengths)
+    law += model::io_model(Algorithm::split_kv, alone(len), {16, 64}, 1024, four).bytes_asymptotic;
   EXPECT_GT(law, 0);
   EXPECT_DOUBLE_EQ(m.bytes_asymptotic, law);
   // A library's rows: the sum of each sequence's own model, and the table's entries.
@@ -480,14 +483,8 @@ TEST(IoModel, PagedRaggedCacheCountsEachSequencesRows) {
   library.library_tiles = true;
   const auto lib = model::io_model(Algorithm::fa2, s, {128, 128}, 1024, library);
   double bytes = entries * 4 * 8;
-  for (std::int64_t len : s.kv_lengths) {
-    Shape one = s;
-    one.B = 1;
-    one.N_kv = len;
-    one.kv_lengths.clear();
-    one.page_size = 0;
-    bytes += model::io_model(Algorithm::fa2, one, {128, 128}, 1024, library).bytes();
-  }
+  for (std::int64_t len : s.kv_lengths)
+    bytes += model::io_model(Algorithm::fa2, alone(len), {128, 128}, 1024, library).bytes();
   EXPECT_DOUBLE_EQ(lib.bytes(), bytes);
   EXPECT_DOUBLE_EQ(lib.flops_convention, m.flops_convention);
   // Causal: each sequence's bottom-right pairs (N = 1: all L_b keys).
