@@ -31,7 +31,7 @@ import json
 import os
 from dataclasses import dataclass, field
 
-from reports.schema import kv_lengths_text, load_results, option_text, rows
+from reports.schema import kv_cache_notes, load_results, option_text, rows
 
 # Okabe-Ito colours (colour-blind safe) for the variants the tool knows; peers get their own.
 KNOWN_COLOURS = {
@@ -499,18 +499,9 @@ def kv_class(r: dict) -> tuple[int, int, int, tuple[int, ...]]:
 
 
 def _n_kv_notes(r: dict) -> list[str]:
-    """What tells a row's K/V length and cache apart: "N_kv 4096"; with lengths apart, the
-    cache's capacity and the lengths, "N_kv ≤4096, lengths 512..4096/sum=20000" (kv_lengths_text,
-    fa-bench's spelling); "pages of 64" for a paged cache."""
+    """What tells a row's K/V length and cache apart (kv_cache_notes)."""
     _, n_kv, page_size, lengths = kv_class(r)
-    notes = []
-    if lengths:
-        notes += [f"N_kv ≤{r['N_kv']}", f"lengths {kv_lengths_text(lengths)}"]
-    elif n_kv:
-        notes.append(f"N_kv {n_kv}")
-    if page_size:
-        notes.append(f"pages of {page_size}")
-    return notes
+    return kv_cache_notes(n_kv, r["N_kv"], page_size, lengths)
 
 
 def kv_note(r: dict) -> str:

@@ -168,6 +168,20 @@ def kv_lengths_text(lengths) -> str:
     return f"{min(lengths)}..{max(lengths)}/sum={sum(lengths)}"
 
 
+def kv_cache_notes(n_kv: int, capacity: int, page_size: int, lengths) -> list[str]:
+    """What tells a row's K/V length and cache apart: ``N_kv 4096`` (n_kv: the K/V length where
+    it differs from N, else 0); with lengths apart, the cache's capacity and the lengths,
+    ``N_kv ≤4096``, ``lengths 512..4096/sum=20000``; ``pages of 64`` for a paged cache."""
+    notes = []
+    if lengths:
+        notes += [f"N_kv ≤{capacity}", f"lengths {kv_lengths_text(lengths)}"]
+    elif n_kv:
+        notes.append(f"N_kv {n_kv}")
+    if page_size:
+        notes.append(f"pages of {page_size}")
+    return notes
+
+
 def shape_text(config: dict, version: str | None = None) -> str:
     """The shape as fa-bench's console writes it: ``B=4 H=32 N=4096 d=128``, with `` H_kv=8``
     after H and `` N_kv=65536`` after N only where they differ from H and N, then

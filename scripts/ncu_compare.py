@@ -40,6 +40,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from reports.schema import kv_cache_notes  # noqa: E402
+
 DRAM = ("dram__bytes_read.sum", "dram__bytes_write.sum")
 TENSOR = ("sm__ops_path_tensor_src_bf16_dst_fp32.sum", "sm__ops_path_tensor_src_fp16.sum",
           "sm__ops_path_tensor_src_fp8.sum")
@@ -149,13 +152,8 @@ class Row:
         differ, "1 (N_kv ≤4096, lengths 100,4096)" (fa-bench's spelling of the lengths)."""
         h_kv, n_kv = self.kv
         page_size, lengths = self.cache
-        notes = [f"H_kv {h_kv}"] if h_kv else []
-        if lengths:
-            notes += [f"N_kv ≤{self.N_kv or self.N}", f"lengths {kv_lengths_text(lengths)}"]
-        elif n_kv:
-            notes.append(f"N_kv {n_kv}")
-        if page_size:
-            notes.append(f"pages of {page_size}")
+        notes = ([f"H_kv {h_kv}"] if h_kv else []) + kv_cache_notes(
+            n_kv, self.N_kv or self.N, page_size, lengths)
         return str(self.N) + (f" ({', '.join(notes)})" if notes else "")
 
 
@@ -171,13 +169,6 @@ def cache_of(config: dict) -> tuple[int, tuple[int, ...]]:
     """A configuration's (page_size, kv_lengths as a tuple, () when null) (fa-bench/5 writes
     both; a record without them keeps K/V contiguous, every sequence N_kv long: (0, ()))."""
     return (int(config.get("page_size") or 0), tuple(config.get("kv_lengths") or ()))
-
-
-def kv_lengths_text(lengths) -> str:
-    """As fa-bench writes them: joined by "," for four or fewer, else "MIN..MAX/sum=S"."""
-    if len(lengths) <= 4:
-        return ",".join(str(x) for x in lengths)
-    return f"{min(lengths)}..{max(lengths)}/sum={sum(lengths)}"
 
 
 def rows_of(record: dict) -> list[Row]:
