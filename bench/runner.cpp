@@ -591,9 +591,7 @@ void prepare_inputs(const RunContext& ctx, const ConfigResult& c, ConfigInputs* 
   if (!in->ok) return;
   if (s.paged() || s.ragged()) {
     const std::vector<std::int32_t> table = kv_page_table(s, c.seed);
-    std::vector<std::int32_t> lengths(static_cast<std::size_t>(s.B));
-    for (std::int64_t b = 0; b < s.B; ++b)
-      lengths[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(s.kv_len_of(b));
+    const std::vector<std::int32_t> lengths = kv_lengths_i32(s);
     in->ok = in->kv_lengths.allocate(lengths.size() * 4) &&
              (table.empty() || in->page_table.allocate(table.size() * 4));
     if (!in->ok) return;

@@ -78,6 +78,13 @@ std::string needs_square_mha(const Shape& s, std::string_view who) {
   return needs_contiguous_cache(s, who);
 }
 
+std::vector<std::int32_t> kv_lengths_i32(const Shape& s) {
+  std::vector<std::int32_t> lengths(static_cast<std::size_t>(s.B));
+  for (std::int64_t b = 0; b < s.B; ++b)
+    lengths[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(s.kv_len_of(b));
+  return lengths;
+}
+
 std::vector<std::int32_t> kv_page_table(const Shape& s, std::uint64_t seed) {
   std::vector<std::int32_t> table(static_cast<std::size_t>(s.B * s.pages_per_sequence()));
   std::iota(table.begin(), table.end(), 0);

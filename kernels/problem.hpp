@@ -101,6 +101,8 @@ std::string needs_contiguous_cache(const Shape& s, std::string_view who);
 // A paged cache's page table, [B][pages_per_sequence] pool page indices: every pool page used
 // once, in an order drawn from `seed` (pages scattered, as an allocator leaves them).
 std::vector<std::int32_t> kv_page_table(const Shape& s, std::uint64_t seed);
+// Each sequence's K/V length as the kernels read it, [B] int32 (kv_len_of).
+std::vector<std::int32_t> kv_lengths_i32(const Shape& s);
 // The element offset of key j of K/V head kv_bh (batch b = kv_bh / H_kv) in K or V as stored;
 // `page_table` as kv_page_table's (ignored when not paged).
 std::int64_t kv_row_offset(const Shape& s, const std::vector<std::int32_t>& page_table,

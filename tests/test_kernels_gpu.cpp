@@ -90,9 +90,7 @@ struct Buffers {
 // A paged or ragged cache's page table (scattered by `seed`) and lengths, on the device.
 void upload_kv_cache(const Shape& s, std::uint64_t seed, Buffers* b) {
   if (!s.paged() && !s.ragged()) return;
-  std::vector<std::int32_t> lengths;
-  for (std::int64_t i = 0; i < s.B; ++i)
-    lengths.push_back(static_cast<std::int32_t>(s.kv_len_of(i)));
+  const std::vector<std::int32_t> lengths = kv_lengths_i32(s);
   FA_CUDA_CHECK(cudaMalloc(&b->kv_lengths, lengths.size() * 4));
   FA_CUDA_CHECK(
       cudaMemcpy(b->kv_lengths, lengths.data(), lengths.size() * 4, cudaMemcpyHostToDevice));
