@@ -415,9 +415,7 @@ IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate, DqAccumula
     both("lse read (pre-pass, fp32)", false, rows4, rows4);
     both("lse log2(e) written (pre-pass, fp32)", true, padded4, padded4);
   }
-  if (!dq_separate)
-    both(bulk ? "dQ accumulator zeroed (memset, fp32)" : "dQ accumulator zeroed (pre-pass, fp32)",
-         true, accum, accum);
+  if (!dq_separate) both("dQ accumulator zeroed (pre-pass, fp32)", true, accum, accum);
   both("K read (once)", false, nde, nde);
   both("V read (once)", false, nde, nde);
   both("Q read (once per K/V block)", false, heads * q_rows * d * e, nde);

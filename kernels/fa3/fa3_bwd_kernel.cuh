@@ -10,8 +10,8 @@
 //
 // Schedule:
 //   pre-pass  one warp per (padded) query row: D and lse log2(e) into the workspace, padded to
-//             whole query blocks (padding rows: D = 0, lse = +inf, so P = 0 there); the fp32 dQ
-//             accumulator is cleared with a memset.
+//             whole query blocks (padding rows: D = 0, lse = +inf, so P = 0 there), and the
+//             row's d floats of the fp32 dQ accumulator zeroed.
 //   main      grid (ceil(N/Bc) K/V blocks of Bc = 128 keys, B*H), query blocks of Br = 64 rows
 //             (fa3_bwd.hpp: the tuning numbers); 384 threads: one producer
 //             warpgroup (setmaxnreg 24) and two consumer warpgroups (240), consumer warpgroup w
@@ -34,7 +34,7 @@
 //               dQ_i = dS K_j                        wgmma SS (dS MN-major): warpgroup w takes
 //                                                   half of dQ_i's columns
 //               dK_w += dS^T Q_i                     wgmma RS, as dV's
-//               dQ_i -> shared memory in the accumulator's thread order while dK's product runs
+//               dQ_i -> shared memory (dq_share_index) while dK's product runs
 //               (two buffers: block i waits only for the reads of block i-2's), handed to the
 //               dQ writer; at d = 64 dK's product is not waited for here: it runs on while
 //               block i+1's S^T and dP^T are issued (block i's Q and dO freed once it is done)
@@ -43,7 +43,7 @@
 //               into the fp32 accumulator; when the copies have read the buffer, it is free
 //               again. The consumers never wait on a reduction (FlashAttention-3's dQ warp).
 //             epilogue: dK *= scale; dK, dV written once from registers.
-//   post-pass dQ = scale * accumulator, read back from the thread order, in the input type.
+//   post-pass dQ = scale * accumulator, read back from the shares' layout, in the input type.
 //
 // Keys past N need no mask: TMA fills their K and V rows with zeros, so they add nothing to dQ,
 // and their dK, dV rows are never written. Query rows past N have P = 0 (lse = +inf).
@@ -144,8 +144,10 @@ struct Traits {
       GMMA::ss_op_selector<E, E, float, cute::Shape<_64, Int<kDqCols>, Int<BC>>, GMMA::Major::MN,
                            GMMA::Major::MN>(),
       Layout<cute::Shape<Int<kDqRowGroups>, Int<kDqColGroups>, _1>>{}));
-  // One warpgroup's dQ share: 64 rows x kDqCols, in the accumulator's thread order.
+  // One warpgroup's dQ share: 64 rows x kDqCols, row-major, each row's 8-column groups
+  // permuted (dq_share_index).
   static constexpr int kDqShare = 64 * kDqCols;
+  static_assert(kDqCols % 32 == 0);
 
   static auto gmem(const void* p, int N, int heads) {
     return make_tensor(
@@ -202,6 +204,14 @@ struct Params {
   float scale;       // softmax scale, for dK
   FaultInjection fault;
 };
+
+// Where row r, column c of a dQ share (64 x cols, cols a multiple of 32) lies in it: row-major,
+// columns XORed with 8 (r % 4), so that the consumers' float2 stores (8 rows by 4 column pairs
+// per half-warp) hit 32 distinct banks, while 4 adjacent columns from a multiple of 4 stay
+// adjacent for the post-pass's float4 reads. The bulk reduce-add copies the share as it lies.
+__host__ __device__ __forceinline__ int dq_share_index(int r, int c, int cols) {
+  return r * cols + (c ^ (8 * (r % 4)));
+}
 
 // 1-D bulk reduce-add of `bytes` of fp32 from shared memory into global memory (sm_90), in the
 // issuing thread's bulk group.
@@ -442,16 +452,21 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       *reinterpret_cast<std::uint32_t*>(&sdSb(q, key_a + 8)) = sm80::pack2<T>(dp[n][2], dp[n][3]);
     }
   };
-  // Block i's dQ share into its buffer (float4 per tile: conflict-free), for the dQ writer; the
+  // Block i's dQ share into its buffer (dq_share_index: conflict-free), for the dQ writer; the
   // buffer's previous contents (block i-2) must have been read by their reduction first.
+  const int dq_row = 16 * ((ct % 128) / 32) + g;  // this thread's dQ rows: dq_row, dq_row + 8
   auto stage_dq = [&](int i) {
     const int buffer = i & 1;
     if (i >= 2) cutlass::arch::NamedBarrier::sync(kDqThreads<Tr>, kDqEmpty + buffer);
     float* share = smem.dq.data() + (buffer * Tr::kConsumerWarpgroups + cwg) * Tr::kDqShare;
 #pragma unroll
-    for (int n = 0; n < QC; ++n)
-      reinterpret_cast<float4*>(share)[n * 128 + ct % 128] =
-          make_float4(dq[n][0], dq[n][1], dq[n][2], dq[n][3]);
+    for (int n = 0; n < QC; ++n) {
+      const int col = 8 * n + 2 * t;
+      *reinterpret_cast<float2*>(share + dq_share_index(dq_row, col, Tr::kDqCols)) =
+          make_float2(dq[n][0], dq[n][1]);
+      *reinterpret_cast<float2*>(share + dq_share_index(dq_row + 8, col, Tr::kDqCols)) =
+          make_float2(dq[n][2], dq[n][3]);
+    }
     cutlass::arch::fence_view_async_shared();  // the writes, visible to the bulk copies
     cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqFull + buffer);
   };
@@ -534,13 +549,17 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 }
 
-// Pre-pass: one warp per padded query row: D = rowsum(dO o O) and lse log2(e); rows past N get
-// D = 0 and lse = +inf (P = 0).
+// Pre-pass: one warp per padded query row: D = rowsum(dO o O), lse log2(e), and the row's d
+// floats of the dQ accumulator zeroed; rows past N get D = 0 and lse = +inf (P = 0).
 template <int D, typename T>
 __global__ void __launch_bounds__(256)
     fa3_backward_prepass_kernel(const T* o, const T* d_o, const float* lse, float* lse_log2,
-                                float* delta, int N, int rows_head, std::int64_t rows,
-                                float delta_factor) {
+                                float* delta, float* dq_accum, int N, int rows_head,
+                                std::int64_t rows, float delta_factor) {
+  static_assert(D == 64 || D == 128);
+  constexpr int kPerLane = D / 32;  // one 4- or 8-byte load per lane and tensor
+  using Vec = std::conditional_t<kPerLane == 4, uint2, std::uint32_t>;
+  using Zeros = std::conditional_t<kPerLane == 4, float4, float2>;
   const std::int64_t row = blockIdx.x * std::int64_t{8} + threadIdx.x / 32;
   const int lane = threadIdx.x % 32;
   if (row >= rows) return;
@@ -548,11 +567,15 @@ __global__ void __launch_bounds__(256)
   const int q = static_cast<int>(row % rows_head);
   float acc = 0.0f;
   if (q < N) {
-    const std::int64_t at = (bh * N + q) * D;
+    const std::int64_t at = (bh * N + q) * D + lane * kPerLane;
+    const Vec ov = *reinterpret_cast<const Vec*>(o + at);
+    const Vec gv = *reinterpret_cast<const Vec*>(d_o + at);
+    const T* oe = reinterpret_cast<const T*>(&ov);
+    const T* ge = reinterpret_cast<const T*>(&gv);
 #pragma unroll
-    for (int c = lane; c < D; c += 32)
-      acc += static_cast<float>(o[at + c]) * static_cast<float>(d_o[at + c]);
+    for (int c = 0; c < kPerLane; ++c) acc += static_cast<float>(oe[c]) * static_cast<float>(ge[c]);
   }
+  *reinterpret_cast<Zeros*>(dq_accum + row * D + lane * kPerLane) = Zeros{};
 #pragma unroll
   for (int off = 16; off > 0; off >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, off);
   if (lane == 0) {
@@ -561,29 +584,27 @@ __global__ void __launch_bounds__(256)
   }
 }
 
-// Post-pass: dQ = scale * accumulator, each pair of columns read from the consumer thread and
-// register the main kernel's dQ share held it in.
+// Post-pass: dQ = scale * accumulator, four adjacent columns per thread (one float4 read, one
+// 8-byte write), read from where the main kernel's dQ shares put them (dq_share_index).
 template <typename Tr>
 __global__ void __launch_bounds__(256)
     fa3_backward_dq_kernel(const float* dq_accum, void* dq, int N, int num_q_blocks,
-                           std::int64_t pairs, float scale) {
+                           std::int64_t quads, float scale) {
   constexpr int D = Tr::D, BR = Tr::BR, kCols = Tr::kDqCols;
   using T = typename Tr::T;
-  for (std::int64_t i = blockIdx.x * std::int64_t{256} + threadIdx.x; i < pairs;
+  for (std::int64_t i = blockIdx.x * std::int64_t{256} + threadIdx.x; i < quads;
        i += std::int64_t{gridDim.x} * 256) {
-    const int c = static_cast<int>(i % (D / 2)) * 2;
-    const std::int64_t row = i / (D / 2);
+    const int c = static_cast<int>(i % (D / 4)) * 4;
+    const std::int64_t row = i / (D / 4);
     const int q = static_cast<int>(row % N);
     const std::int64_t bh = row / N;
     const int m = q / BR, r = q % BR;
     const int w = r / 64 + Tr::kDqRowGroups * (c / kCols);  // the consumer warpgroup
-    const int rr = r % 64, cc = c % kCols;
-    const int thread = (rr / 16) * 32 + (rr % 8) * 4 + (cc % 8) / 2;
-    const int e = ((rr % 16) / 8) * 2;
     const std::int64_t share = (bh * num_q_blocks + m) * Tr::kConsumerWarpgroups + w;
-    const float2 a = *reinterpret_cast<const float2*>(dq_accum + share * Tr::kDqShare +
-                                                      ((cc / 8) * 128 + thread) * 4 + e);
-    static_cast<std::uint32_t*>(dq)[i] = sm80::pack2<T>(a.x * scale, a.y * scale);
+    const float4 a = *reinterpret_cast<const float4*>(dq_accum + share * Tr::kDqShare +
+                                                      dq_share_index(r % 64, c % kCols, kCols));
+    reinterpret_cast<uint2*>(dq)[i] = make_uint2(sm80::pack2<T>(a.x * scale, a.y * scale),
+                                                 sm80::pack2<T>(a.z * scale, a.w * scale));
   }
 }
 
@@ -622,24 +643,21 @@ std::string prepare_launch(const Shape& s, const BackwardBuffers& b, const Fault
   if (st != cudaSuccess)
     return std::string("fa3 backward: cudaFuncSetAttribute: ") + cudaGetErrorString(st);
   const std::int64_t rows = static_cast<std::int64_t>(heads) * num_q_blocks * BR;
-  const std::int64_t pairs = static_cast<std::int64_t>(heads) * N * (D / 2);
+  const std::int64_t quads = static_cast<std::int64_t>(heads) * N * (D / 4);
   const float delta_factor = FAULTS ? fault.delta_factor : 1.0f;
-  const std::size_t accum_bytes = static_cast<std::size_t>(rows) * D * sizeof(float);
   const float dq_scale = p.scale;
   *out = [=](cudaStream_t stream) -> std::string {
-    if (cudaMemsetAsync(dq_accum, 0, accum_bytes, stream) != cudaSuccess)
-      return "fa3 backward: cannot clear the dQ accumulator";
     fa3_backward_prepass_kernel<D, T><<<static_cast<unsigned>((rows + 7) / 8), 256, 0, stream>>>(
-        static_cast<const T*>(b.o), static_cast<const T*>(b.d_o), b.lse, lse_log2, delta, N,
-        num_q_blocks * BR, rows, delta_factor);
+        static_cast<const T*>(b.o), static_cast<const T*>(b.d_o), b.lse, lse_log2, delta, dq_accum,
+        N, num_q_blocks * BR, rows, delta_factor);
     if (std::string e = launch_status("fa3 backward pre-pass"); !e.empty()) return e;
     const dim3 grid(static_cast<unsigned>((N + Tr::BC - 1) / Tr::BC), static_cast<unsigned>(heads));
     kernel<<<grid, Tr::kThreads, Tr::kSmemBytes, stream>>>(p);
     if (std::string e = launch_status("fa3 backward"); !e.empty()) return e;
     const unsigned convert_blocks =
-        static_cast<unsigned>(std::min<std::int64_t>((pairs + 255) / 256, 65535 * 8));
+        static_cast<unsigned>(std::min<std::int64_t>((quads + 255) / 256, 65535 * 8));
     fa3_backward_dq_kernel<Tr>
-        <<<convert_blocks, 256, 0, stream>>>(dq_accum, b.dq, N, num_q_blocks, pairs, dq_scale);
+        <<<convert_blocks, 256, 0, stream>>>(dq_accum, b.dq, N, num_q_blocks, quads, dq_scale);
     return launch_status("fa3 backward dQ");
   };
   return "";
