@@ -74,6 +74,7 @@
 #include "kernels/common/launch.hpp"
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/fa3/fa3_bwd.hpp"
+#include "kernels/fa3/fa3_bwd_layout.hpp"
 #include "kernels/hopper/prepared_launch.hpp"
 #include "kernels/hopper/sm90_common.cuh"
 
@@ -125,6 +126,9 @@ struct Traits {
   // while the other still reads block i's.
   using SmemLayoutDs =
       decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, cute::Shape<Int<BR>, Int<BC>, _2>{}));
+  // store_ds's addressing (fa3_bwd_layout.hpp: ds_offset) is this layout's at 64 x 128, 16-bit.
+  static_assert(BR == 64 && BC == 128 && sizeof(E) == 2);
+  static constexpr std::uint32_t kDsBufferBytes = BR * BC * sizeof(E);
 
   // S^T and dP^T: (Bc keys, Br queries, d), one atom row of 64 keys per consumer warpgroup.
   using MmaSdP = decltype(make_tiled_mma(
@@ -175,7 +179,8 @@ struct Traits {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> d_o;
     array_aligned<E, cosize_v<SmemLayoutDs>, 1024> ds;
-    array_aligned<float, 2 * kConsumerWarpgroups * kDqShare, 128> dq;  // [buffer][warpgroup]
+    // [buffer][warpgroup]; aligned past 32 cols bytes: stage_dq's XOR needs those bits zero.
+    array_aligned<float, 2 * kConsumerWarpgroups * kDqShare, 1024> dq;
     alignas(16) float lse[kStages][BR];
     alignas(16) float delta[kStages][BR];
     std::uint64_t kv_full;
@@ -204,14 +209,6 @@ struct Params {
   float scale;       // softmax scale, for dK
   FaultInjection fault;
 };
-
-// Where row r, column c of a dQ share (64 x cols, cols a multiple of 32) lies in it: row-major,
-// columns XORed with 8 (r % 4), so that the consumers' float2 stores (8 rows by 4 column pairs
-// per half-warp) hit 32 distinct banks, while 4 adjacent columns from a multiple of 4 stay
-// adjacent for the post-pass's float4 reads. The bulk reduce-add copies the share as it lies.
-__host__ __device__ __forceinline__ int dq_share_index(int r, int c, int cols) {
-  return r * cols + (c ^ (8 * (r % 4)));
-}
 
 // 1-D bulk reduce-add of `bytes` of fp32 from shared memory into global memory (sm_90), in the
 // issuing thread's bulk group.
@@ -442,30 +439,34 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
       for (int e = 0; e < 4; ++e) dp[n][e] = s[n][e] * (dp[n][e] - ((e & 1) ? d2.y : d2.x));
     }
   };
-  // dS^T into dS's buffer: each (query pair, key) as one 32-bit store.
+  // dS^T into dS's buffer: each (query pair, key) as one 32-bit store, at one base XOR 16 n
+  // (fa3_bwd_layout.hpp: ds_offset, SmemLayoutDs's swizzle): no address arithmetic per store.
+  const std::uint32_t ds_base =
+      cute::cast_smem_ptr_to_uint(smem.ds.data()) + ds_thread_base(key_a, t);
   auto store_ds = [&](int buffer) {
-    Tensor sdSb = sdS(_, _, buffer);  // (BR, BC)
+    const std::uint32_t base = ds_base + buffer * Tr::kDsBufferBytes;
 #pragma unroll
     for (int n = 0; n < QT; ++n) {
-      const int q = 8 * n + 2 * t;
-      *reinterpret_cast<std::uint32_t*>(&sdSb(q, key_a)) = sm80::pack2<T>(dp[n][0], dp[n][1]);
-      *reinterpret_cast<std::uint32_t*>(&sdSb(q, key_a + 8)) = sm80::pack2<T>(dp[n][2], dp[n][3]);
+      const std::uint32_t at = base ^ (16u * n);
+      hopper::st_shared_u32(at, sm80::pack2<T>(dp[n][0], dp[n][1]));
+      hopper::st_shared_u32(at + 1024u, sm80::pack2<T>(dp[n][2], dp[n][3]));
     }
   };
-  // Block i's dQ share into its buffer (dq_share_index: conflict-free), for the dQ writer; the
-  // buffer's previous contents (block i-2) must have been read by their reduction first.
-  const int dq_row = 16 * ((ct % 128) / 32) + g;  // this thread's dQ rows: dq_row, dq_row + 8
+  // Block i's dQ share into its buffer (fa3_bwd_layout.hpp: conflict-free, one base XOR 32 n per
+  // store), for the dQ writer; the buffer's previous contents (block i-2) must have been read by
+  // their reduction first.
+  const std::uint32_t dq_base = cute::cast_smem_ptr_to_uint(smem.dq.data()) +
+                                cwg * Tr::kDqShare * 4u +
+                                dq_share_thread_base(16 * ((ct % 128) / 32) + g, t, Tr::kDqCols);
   auto stage_dq = [&](int i) {
     const int buffer = i & 1;
     if (i >= 2) cutlass::arch::NamedBarrier::sync(kDqThreads<Tr>, kDqEmpty + buffer);
-    float* share = smem.dq.data() + (buffer * Tr::kConsumerWarpgroups + cwg) * Tr::kDqShare;
+    const std::uint32_t base = dq_base + buffer * (Tr::kConsumerWarpgroups * Tr::kDqShare * 4u);
 #pragma unroll
     for (int n = 0; n < QC; ++n) {
-      const int col = 8 * n + 2 * t;
-      *reinterpret_cast<float2*>(share + dq_share_index(dq_row, col, Tr::kDqCols)) =
-          make_float2(dq[n][0], dq[n][1]);
-      *reinterpret_cast<float2*>(share + dq_share_index(dq_row + 8, col, Tr::kDqCols)) =
-          make_float2(dq[n][2], dq[n][3]);
+      const std::uint32_t at = base ^ (32u * n);
+      hopper::st_shared_f32x2(at, dq[n][0], dq[n][1]);
+      hopper::st_shared_f32x2(at + 32u * Tr::kDqCols, dq[n][2], dq[n][3]);
     }
     cutlass::arch::fence_view_async_shared();  // the writes, visible to the bulk copies
     cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqFull + buffer);

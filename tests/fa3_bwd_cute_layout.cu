@@ -1,0 +1,39 @@
+// fa3 backward's dS addressing (kernels/fa3/fa3_bwd_layout.hpp: ds_offset) against CuTe's own
+// layout for the tile (the Traits' SmemLayoutDs: GMMA::Layout_MN_SW128_Atom tiled to 64 x 128 x 2,
+// 16-bit), evaluated on the host: the consumers store dS^T at ds_offset and the dQ product's wgmma
+// reads it through CuTe's descriptors, so the two must agree on every element.
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
+#include <cutlass/numeric_types.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+
+#include "kernels/fa3/fa3_bwd_layout.hpp"
+
+namespace {
+
+using namespace cute;
+
+template <typename E>
+void expect_ds_offsets_match_cute() {
+  using Layout = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{},
+                                        cute::Shape<_64, _128, _2>{}));
+  alignas(1024) static E buffer[64 * 128 * 2];
+  Tensor ds = make_tensor(make_smem_ptr(buffer), Layout{});
+  const auto origin = reinterpret_cast<std::uintptr_t>(buffer);
+  for (int b = 0; b < 2; ++b)
+    for (int k = 0; k < 128; ++k)
+      for (int q = 0; q < 64; ++q) {
+        const auto cute_at = reinterpret_cast<std::uintptr_t>(&ds(q, k, b)) - origin;
+        ASSERT_EQ(cute_at, b * 64u * 128u * sizeof(E) + fa::fa3_bwd::ds_offset(q, k))
+            << "q " << q << " k " << k << " buffer " << b;
+      }
+}
+
+TEST(Fa3BwdCuteLayout, DsOffsetsAreCuteLayoutsBf16) {
+  expect_ds_offsets_match_cute<cutlass::bfloat16_t>();
+}
+TEST(Fa3BwdCuteLayout, DsOffsetsAreCuteLayoutsFp16) { expect_ds_offsets_match_cute<cutlass::half_t>(); }
+
+}  // namespace
