@@ -2,12 +2,12 @@
 // layout for the tile (the Traits' SmemLayoutDs: GMMA::Layout_MN_SW128_Atom tiled to 64 x 128 x 2,
 // 16-bit), evaluated on the host: the consumers store dS^T at ds_offset and the dQ product's wgmma
 // reads it through CuTe's descriptors, so the two must agree on every element.
-#include <cute/atom/mma_traits_sm90_gmma.hpp>
-#include <cute/tensor.hpp>
 #include <cutlass/numeric_types.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cute/atom/mma_traits_sm90_gmma.hpp>
+#include <cute/tensor.hpp>
 
 #include "kernels/fa3/fa3_bwd_layout.hpp"
 
@@ -17,8 +17,8 @@ using namespace cute;
 
 template <typename E>
 void expect_ds_offsets_match_cute() {
-  using Layout = decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{},
-                                        cute::Shape<_64, _128, _2>{}));
+  using Layout =
+      decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, cute::Shape<_64, _128, _2>{}));
   alignas(1024) static E buffer[64 * 128 * 2];
   Tensor ds = make_tensor(make_smem_ptr(buffer), Layout{});
   const auto origin = reinterpret_cast<std::uintptr_t>(buffer);
@@ -34,6 +34,8 @@ void expect_ds_offsets_match_cute() {
 TEST(Fa3BwdCuteLayout, DsOffsetsAreCuteLayoutsBf16) {
   expect_ds_offsets_match_cute<cutlass::bfloat16_t>();
 }
-TEST(Fa3BwdCuteLayout, DsOffsetsAreCuteLayoutsFp16) { expect_ds_offsets_match_cute<cutlass::half_t>(); }
+TEST(Fa3BwdCuteLayout, DsOffsetsAreCuteLayoutsFp16) {
+  expect_ds_offsets_match_cute<cutlass::half_t>();
+}
 
 }  // namespace

@@ -39,7 +39,8 @@ FA3_BWD_HD constexpr int dq_share_index(int r, int c, int cols) {
 // Byte offset, in its share, of the float2 that thread (row r = 16 w + g, t) stores for tile 0;
 // tile n's is this XOR 32 n, and the row 8 below it 32 cols bytes further.
 FA3_BWD_HD constexpr std::uint32_t dq_share_thread_base(int r, int t, int cols) {
-  return (4u * static_cast<std::uint32_t>(r * cols + 2 * t)) | (32u * static_cast<std::uint32_t>(r % 4));
+  return (4u * static_cast<std::uint32_t>(r * cols + 2 * t)) |
+         (32u * static_cast<std::uint32_t>(r % 4));
 }
 
 // Byte offset of dS (query q, key k) in one 64 x 128 buffer.
