@@ -11,7 +11,7 @@
 // Schedule:
 //   pre-pass  one warp per (padded) query row: D and lse log2(e) into the workspace, padded to
 //             whole query blocks (padding rows: D = 0, lse = +inf, so P = 0 there), and the
-//             row's d floats of the fp32 dQ accumulator zeroed.
+//             fp32 dQ accumulator zeroed, d floats per padded row (the rows together cover it).
 //   main      grid (ceil(N/Bc) K/V blocks of Bc = 128 keys, B*H), query blocks of Br = 64 rows
 //             (fa3_bwd.hpp: the tuning numbers); 384 threads: one producer
 //             warpgroup (setmaxnreg 24) and two consumer warpgroups (240), consumer warpgroup w
@@ -550,8 +550,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
   }
 }
 
-// Pre-pass: one warp per padded query row: D = rowsum(dO o O), lse log2(e), and the row's d
-// floats of the dQ accumulator zeroed; rows past N get D = 0 and lse = +inf (P = 0).
+// Pre-pass: one warp per padded query row: D = rowsum(dO o O), lse log2(e), and d floats of the
+// dQ accumulator zeroed (floats [row d, row d + d): the rows together clear all of it, whatever
+// the shares' order); rows past N get D = 0 and lse = +inf (P = 0).
 template <int D, typename T>
 __global__ void __launch_bounds__(256)
     fa3_backward_prepass_kernel(const T* o, const T* d_o, const float* lse, float* lse_log2,
