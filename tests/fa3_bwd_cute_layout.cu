@@ -1,15 +1,14 @@
-// fa3 backward's dS addressing (kernels/fa3/fa3_bwd_layout.hpp: ds_offset) against CuTe's own
-// layout for the tile (the Traits' SmemLayoutDs: GMMA::Layout_MN_SW128_Atom tiled to 64 x 128 x 2,
-// 16-bit), evaluated on the host: the consumers store dS^T at ds_offset and the dQ product's wgmma
-// reads it through CuTe's descriptors, so the two must agree on every element.
+// fa3 backward's dS addressing (kernels/fa3/fa3_bwd_layout.hpp: ds_offset) against the kernel's
+// own CuTe layout for the tile (kernels/fa3/fa3_bwd_smem.hpp: the Traits' SmemLayoutDs at
+// 64 x 128), evaluated on the host: the consumers store dS^T at ds_offset and the dQ product's
+// wgmma reads it through CuTe's descriptors, so the two must agree on every element.
 #include <cutlass/numeric_types.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
-#include <cute/atom/mma_traits_sm90_gmma.hpp>
-#include <cute/tensor.hpp>
 
 #include "kernels/fa3/fa3_bwd_layout.hpp"
+#include "kernels/fa3/fa3_bwd_smem.hpp"
 
 namespace {
 
@@ -17,8 +16,7 @@ using namespace cute;
 
 template <typename E>
 void expect_ds_offsets_match_cute() {
-  using Layout =
-      decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, cute::Shape<_64, _128, _2>{}));
+  using Layout = fa::fa3_bwd::SmemLayoutDsOf<E, 64, 128>;  // the kernel's (Br, kBlockKv)
   alignas(1024) static E buffer[64 * 128 * 2];
   Tensor ds = make_tensor(make_smem_ptr(buffer), Layout{});
   const auto origin = reinterpret_cast<std::uintptr_t>(buffer);

@@ -58,7 +58,7 @@ TEST(Fa3BwdLayout, FourAdjacentColumnsStayAdjacent) {
 }
 
 // The kernel's stores: base XOR 32 n, and 32 cols bytes further for the row 8 below, from a share
-// base aligned past 32 cols bytes (any such base: shown with an offset).
+// base aligned to 4 cols bytes or more (the kernel's: 1024; shown at 0 and an odd multiple).
 TEST(Fa3BwdLayout, OneBasePerThreadAddressesEveryTile) {
   for (int cols : kColsOptions)
     for (std::uint32_t share : {0u, 1024u * 37u})

@@ -75,6 +75,7 @@
 #include "kernels/common/mma_sm80.cuh"
 #include "kernels/fa3/fa3_bwd.hpp"
 #include "kernels/fa3/fa3_bwd_layout.hpp"
+#include "kernels/fa3/fa3_bwd_smem.hpp"
 #include "kernels/hopper/prepared_launch.hpp"
 #include "kernels/hopper/sm90_common.cuh"
 
@@ -121,11 +122,9 @@ struct Traits {
   using SmemLayoutK = decltype(tile_to_shape(SmemAtom{}, cute::Shape<Int<BC>, Int<D>>{}));
   using SmemLayoutKt = decltype(composition(
       SmemLayoutK{}, make_ordered_layout(cute::Shape<Int<D>, Int<BC>>{}, Step<_2, _1>{})));
-  // dS as dQ's A operand (Br queries x Bc keys), queries contiguous: each thread's dS^T pair
-  // (two adjacent queries) is one 32-bit store. Two buffers: one warpgroup may write block i+1's
-  // while the other still reads block i's.
-  using SmemLayoutDs =
-      decltype(tile_to_shape(GMMA::Layout_MN_SW128_Atom<E>{}, cute::Shape<Int<BR>, Int<BC>, _2>{}));
+  // dS as dQ's A operand (fa3_bwd_smem.hpp): each thread's dS^T pair (two adjacent queries) is
+  // one 32-bit store.
+  using SmemLayoutDs = SmemLayoutDsOf<E, BR, BC>;
   // store_ds's addressing (fa3_bwd_layout.hpp: ds_offset) is this layout's at 64 x 128, 16-bit.
   static_assert(BR == 64 && BC == 128 && sizeof(E) == 2);
   static constexpr std::uint32_t kDsBufferBytes = BR * BC * sizeof(E);
@@ -179,7 +178,8 @@ struct Traits {
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> q;
     array_aligned<E, cosize_v<SmemLayoutQ>, 1024> d_o;
     array_aligned<E, cosize_v<SmemLayoutDs>, 1024> ds;
-    // [buffer][warpgroup]; aligned past 32 cols bytes: stage_dq's XOR needs those bits zero.
+    // [buffer][warpgroup]; aligned to at least 4 cols bytes (256 at d=128): stage_dq's XOR flips
+    // byte-address bits 5-7, which must be zero in every share's base.
     array_aligned<float, 2 * kConsumerWarpgroups * kDqShare, 1024> dq;
     alignas(16) float lse[kStages][BR];
     alignas(16) float delta[kStages][BR];
@@ -621,6 +621,14 @@ std::string prepare_launch(const Shape& s, const BackwardBuffers& b, const Fault
   const WorkspaceLayout layout = workspace_layout(s, BR);
   if (b.workspace == nullptr || b.workspace_bytes < layout.bytes)
     return "fa3 backward: workspace too small";
+  // The passes read O and write dQ in D/32 and 4 elements per thread (TMA checks Q, K, V, dO).
+  auto aligned = [](const void* ptr, std::size_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(ptr) % bytes == 0;
+  };
+  if (!aligned(b.o, D / 32 * sizeof(T)) || !aligned(b.d_o, D / 32 * sizeof(T)) ||
+      !aligned(b.dq, 4 * sizeof(T)))
+    return "fa3 backward: O and dO must be " + std::to_string(D / 32 * sizeof(T)) +
+           "-byte aligned and dQ " + std::to_string(4 * sizeof(T)) + "-byte aligned";
   auto* base = static_cast<unsigned char*>(b.workspace);
   float* const lse_log2 = reinterpret_cast<float*>(base);
   float* const delta = reinterpret_cast<float*>(base + layout.delta_offset);

@@ -14,7 +14,8 @@
 // holds the same order and the post-pass reads it back with dq_share_index.
 //   - The consumers' stores: thread (g, t) of warp w holds, per 8-column tile n, rows 16 w + g
 //     and 16 w + g + 8 at columns 8 n + 2 t, +1 (the wgmma accumulator's order); a half-warp's
-//     float2 stores then hit 32 distinct banks (unpermuted, 8 rows would share 4 banks).
+//     float2 stores then hit 32 distinct banks (unpermuted, its 4 rows would land on the same 8
+//     banks: a 4-way conflict).
 //   - The post-pass: 4 adjacent columns from a multiple of 4 stay adjacent (a float4).
 //   - A thread's 2 x cols/8 store addresses are one base XOR 32 n (+ 32 cols bytes for the lower
 //     row): the permutation only touches bits that the base leaves zero, so the kernel computes
