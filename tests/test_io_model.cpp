@@ -300,6 +300,19 @@ TEST(IoModelBackward, Fa2DqSeparateBytesByHand) {
   EXPECT_DOUBLE_EQ(term(c, "K read (dQ kernel, once per query block)"), 192 * 128 * 2);
 }
 
+// fa3's bulk-reduce path pads the accumulator to whole query blocks: the pre-pass zeroes the
+// padding rows, the convert pass reads the N real rows only.
+TEST(IoModelBackward, Fa3ConvertPassReadsTheRealRowsOnly) {
+  model::ModelOptions mo;
+  mo.direction = Direction::backward;
+  mo.dq_accumulation = DqAccumulation::bulk_reduce;
+  const Shape s = shape(100, 64);  // B = H = 1: 100 rows, padded to 128 by Br = 64
+  // fa3's backward is Algorithm::fa2 with the bulk-reduce path (kernels/registry.cpp).
+  const auto m = model::io_model(Algorithm::fa2, s, {64, 128}, 1024, mo);
+  EXPECT_DOUBLE_EQ(term(m, "dQ accumulator zeroed"), 128.0 * 64 * 4);
+  EXPECT_DOUBLE_EQ(term(m, "dQ accumulator read (convert pass"), 100.0 * 64 * 4);
+}
+
 TEST(IoModelBackward, Fa2L2ViewCountsEachByteOncePerKernel) {
   // N=8, d=2, bf16, tiles 4x4: N d e = 32 B, fp32 rows 32 B, the fp32 accumulator 64 B.
   const auto m = backward(Algorithm::fa2, shape(8, 2), {4, 4});
