@@ -453,8 +453,7 @@ IoModel fa2_backward_model(const Shape& s, Tiles t, bool dq_separate, DqAccumula
     m.flops_nonmatrix += heads * dq_pairs * 5.0 * static_cast<double>(tq.block_q) * tq.block_kv;
   } else {
     // The convert pass reads the N rows of each head only, not the padding rows.
-    const double accum_rows = heads * static_cast<double>(N) * static_cast<double>(d) * 4.0;
-    both("dQ accumulator read (convert pass, fp32)", false, accum_rows, accum_rows);
+    both("dQ accumulator read (convert pass, fp32)", false, heads * Nd * 4.0, heads * Nd * 4.0);
     both("dQ written (convert pass)", true, nde, nde);
     // Five products per block pair (S^T, dP^T, dV, dK, dQ), whole tiles.
     m.flops_matrix = heads * block_pairs * 10.0 * static_cast<double>(Br * Bc * d);

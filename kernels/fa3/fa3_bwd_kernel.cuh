@@ -57,6 +57,7 @@
 #include <cute/arch/copy_sm90_tma.hpp>
 #include <cute/tensor.hpp>
 #include <cutlass/arch/barrier.h>
+#include <cutlass/arch/memory.h>
 #include <cutlass/arch/reg_reconfig.h>
 #include <cutlass/numeric_types.h>
 // clang-format on
@@ -448,8 +449,10 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
     for (int n = 0; n < QT; ++n) {
       const std::uint32_t at = base ^ (16u * n);
-      hopper::st_shared_u32(at, sm80::pack2<T>(dp[n][0], dp[n][1]));
-      hopper::st_shared_u32(at + 1024u, sm80::pack2<T>(dp[n][2], dp[n][3]));
+      const std::uint32_t upper = sm80::pack2<T>(dp[n][0], dp[n][1]),
+                          lower = sm80::pack2<T>(dp[n][2], dp[n][3]);
+      cutlass::arch::shared_store<4>(at, &upper);
+      cutlass::arch::shared_store<4>(at + 1024u, &lower);
     }
   };
   // Block i's dQ share into its buffer (fa3_bwd_layout.hpp: conflict-free, one base XOR 32 n per
@@ -465,8 +468,9 @@ __global__ void __launch_bounds__(Tr::kThreads, 1)
 #pragma unroll
     for (int n = 0; n < QC; ++n) {
       const std::uint32_t at = base ^ (32u * n);
-      hopper::st_shared_f32x2(at, dq[n][0], dq[n][1]);
-      hopper::st_shared_f32x2(at + 32u * Tr::kDqCols, dq[n][2], dq[n][3]);
+      const float2 upper = make_float2(dq[n][0], dq[n][1]), lower = make_float2(dq[n][2], dq[n][3]);
+      cutlass::arch::shared_store<8>(at, &upper);
+      cutlass::arch::shared_store<8>(at + 32u * Tr::kDqCols, &lower);
     }
     cutlass::arch::fence_view_async_shared();  // the writes, visible to the bulk copies
     cutlass::arch::NamedBarrier::arrive(kDqThreads<Tr>, kDqFull + buffer);

@@ -35,19 +35,6 @@ auto tma_load_rows(const void* p, int N, int heads, const SmemLayout& smem_layou
                        smem_layout, cute::Shape<Int<ROWS>, Int<D>>{}, _1{});
 }
 
-// A 32-bit store to a shared-memory address (a shared-window offset, as cast_smem_ptr_to_uint
-// gives): for tiles whose swizzled addresses a kernel computes once, in 32 bits.
-__device__ __forceinline__ void st_shared_u32(std::uint32_t address, std::uint32_t value) {
-  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(address), "r"(value) : "memory");
-}
-
-// Two floats stored to a shared-memory address (a shared-window offset, as
-// cast_smem_ptr_to_uint gives), 8-byte aligned: for tiles whose addresses a kernel computes once,
-// in 32 bits, rather than per store from a generic pointer.
-__device__ __forceinline__ void st_shared_f32x2(std::uint32_t address, float x, float y) {
-  asm volatile("st.shared.v2.f32 [%0], {%1, %2};\n" ::"r"(address), "f"(x), "f"(y) : "memory");
-}
-
 // Issues one warpgroup's product acc (+)= A B over the K modes of A and B as one wgmma batch
 // (committed, not waited for). A_REGS: A is a register fragment (P), not shared-memory
 // descriptors.
